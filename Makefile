@@ -1,0 +1,41 @@
+# kubedra developer entry points. Everything runs from a local virtual environment (.venv) and
+# Kubernetes binaries built from source into .cache/ (see hack/build-binaries.sh).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv binaries test test-unit lint cluster-up cluster-down demo crds clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==26.3
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+binaries:
+	hack/build-binaries.sh
+
+lint: venv
+	$(VENV)/bin/ruff check operator tests e2e bench hack
+	$(VENV)/bin/mypy
+
+## test: everything CI runs: lint, unit, integration and end-to-end tests on a local control plane
+test: venv binaries lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+cluster-up: venv binaries
+	@$(PY) -m e2e.harness up
+
+cluster-down: venv
+	@$(PY) -m e2e.harness down
+
+clean:
+	rm -rf $(VENV) .cache/clusters

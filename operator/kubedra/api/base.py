@@ -1,0 +1,28 @@
+"""Base class for Kubernetes-shaped pydantic models.
+
+Fields are snake_case in Python and camelCase on the wire. Unknown fields from a newer API server
+are ignored on input, and unset (``None``) fields are left out on output, so that what we write
+is exactly what we mean.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class KubeModel(BaseModel):
+    """A pydantic model that reads and writes Kubernetes JSON (camelCase, omitempty)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    def to_api(self) -> dict[str, Any]:
+        """The JSON-ready dict the API server expects: camelCase keys, no ``None`` values."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    @classmethod
+    def from_api(cls, data: Any) -> Self:
+        """Parse a dict as read from the API server (or from kubernetes-asyncio's ``to_dict``)."""
+        return cls.model_validate(data)

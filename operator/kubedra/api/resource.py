@@ -1,0 +1,445 @@
+"""The subset of ``resource.k8s.io/v1`` that kubedra reads and writes, as pydantic models.
+
+Field names and shapes follow ``k8s.io/api/resource/v1/types.go`` (v0.37.2); see
+``shared/reference/dra-api.md`` section 1. Every model parses what the API server returns
+(unknown fields are ignored) and :meth:`KubeModel.to_api` writes camelCase JSON without unset
+fields. Quantities are :class:`~kubedra.api.quantity.Quantity` and compare by value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kubedra.api.base import KubeModel
+from kubedra.api.quantity import Quantity
+
+GROUP = "resource.k8s.io"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+# --- metadata and core/v1 pieces --------------------------------------------------------------
+
+class OwnerReference(KubeModel):
+    """``metav1.OwnerReference``."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(KubeModel):
+    """The parts of ``metav1.ObjectMeta`` kubedra uses."""
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
+    finalizers: list[str] | None = None
+
+
+class NodeSelectorRequirement(KubeModel):
+    """``core/v1.NodeSelectorRequirement``: operator In, NotIn, Exists, DoesNotExist, Gt, Lt."""
+
+    key: str
+    operator: str
+    values: list[str] | None = None
+
+
+class NodeSelectorTerm(KubeModel):
+    """``core/v1.NodeSelectorTerm``: all requirements must hold (AND)."""
+
+    match_expressions: list[NodeSelectorRequirement] | None = None
+    match_fields: list[NodeSelectorRequirement] | None = None
+
+
+class NodeSelector(KubeModel):
+    """``core/v1.NodeSelector``: any term may hold (OR)."""
+
+    node_selector_terms: list[NodeSelectorTerm]
+
+
+class Condition(KubeModel):
+    """``metav1.Condition``; ``status`` is ``True``, ``False`` or ``Unknown``."""
+
+    type: str
+    status: str
+    reason: str
+    message: str = ""
+    last_transition_time: str
+    observed_generation: int | None = None
+
+
+# --- ResourceSlice ----------------------------------------------------------------------------
+
+class DeviceAttribute(KubeModel):
+    """Exactly one of the value fields is set (``int``, ``bool``, ``string``, ``version`` or a
+    list form, the latter behind the alpha gate ``DRAListTypeAttributes``)."""
+
+    int_value: int | None = Field(default=None, alias="int")
+    bool_value: bool | None = Field(default=None, alias="bool")
+    string_value: str | None = Field(default=None, alias="string")
+    version_value: str | None = Field(default=None, alias="version")
+    int_values: list[int] | None = Field(default=None, alias="ints")
+    bool_values: list[bool] | None = Field(default=None, alias="bools")
+    string_values: list[str] | None = Field(default=None, alias="strings")
+    version_values: list[str] | None = Field(default=None, alias="versions")
+
+    def set_fields(self) -> list[str]:
+        """Wire names of the value fields that are set (valid attributes have exactly one)."""
+        return [self.model_fields[name].alias or name for name in self.model_fields
+                if getattr(self, name) is not None]
+
+    def value(self) -> int | bool | str | list[Any] | None:
+        """The single value that is set, whatever its type (``None`` if none is)."""
+        for name in self.model_fields:
+            found = getattr(self, name)
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        return None
+
+
+class CapacityRequestPolicyRange(KubeModel):
+    """``validRange`` of a request policy."""
+
+    min: Quantity | None = None
+    max: Quantity | None = None
+    step: Quantity | None = None
+
+
+class CapacityRequestPolicy(KubeModel):
+    """How a shared device's capacity may be requested (``DRAConsumableCapacity``)."""
+
+    default: Quantity | None = None
+    valid_values: list[Quantity] | None = None
+    valid_range: CapacityRequestPolicyRange | None = None
+
+
+class DeviceCapacity(KubeModel):
+    """One capacity of a device: a quantity, and a request policy for shared devices."""
+
+    value: Quantity
+    request_policy: CapacityRequestPolicy | None = None
+
+
+class Counter(KubeModel):
+    """A counter value (``resource.Quantity``)."""
+
+    value: Quantity
+
+
+class CounterSet(KubeModel):
+    """A named set of shared counters that partitionable devices consume (KEP-4815)."""
+
+    name: str
+    counters: dict[str, Counter]
+
+
+class DeviceCounterConsumption(KubeModel):
+    """What one device takes from one counter set when it is allocated."""
+
+    counter_set: str
+    counters: dict[str, Counter]
+
+
+class DeviceTaint(KubeModel):
+    """A taint on a device; ``effect`` is ``None``, ``NoSchedule`` or ``NoExecute`` (KEP-5055)."""
+
+    key: str
+    value: str | None = None
+    effect: str
+    time_added: str | None = None
+
+
+class Device(KubeModel):
+    """One device in a ResourceSlice; its identity is ``<driver>/<pool>/<name>``."""
+
+    name: str
+    attributes: dict[str, DeviceAttribute] | None = None
+    capacity: dict[str, DeviceCapacity] | None = None
+    consumes_counters: list[DeviceCounterConsumption] | None = None
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool | None = None
+    taints: list[DeviceTaint] | None = None
+    binds_to_node: bool | None = None
+    binding_conditions: list[str] | None = None
+    binding_failure_conditions: list[str] | None = None
+    allow_multiple_allocations: bool | None = None
+
+
+class ResourcePool(KubeModel):
+    """The pool a slice belongs to; consumers use only the highest ``generation``."""
+
+    name: str
+    generation: int
+    resource_slice_count: int
+
+
+class ResourceSliceSpec(KubeModel):
+    """``ResourceSliceSpec``: exactly one of nodeName, nodeSelector, allNodes,
+    perDeviceNodeSelection; devices XOR sharedCounters (since 1.35)."""
+
+    driver: str
+    pool: ResourcePool
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool | None = None
+    per_device_node_selection: bool | None = None
+    devices: list[Device] | None = None
+    shared_counters: list[CounterSet] | None = None
+
+
+class ResourceSlice(KubeModel):
+    """A ResourceSlice object."""
+
+    api_version: str = API_VERSION
+    kind: str = "ResourceSlice"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceSliceSpec
+
+
+# --- DeviceClass and ResourceClaim ------------------------------------------------------------
+
+class CELDeviceSelector(KubeModel):
+    """A CEL expression over the ``device`` variable that must evaluate to a bool."""
+
+    expression: str
+
+
+class DeviceSelector(KubeModel):
+    """A selector; ``cel`` is the only kind today."""
+
+    cel: CELDeviceSelector | None = None
+
+
+class OpaqueDeviceConfiguration(KubeModel):
+    """Driver-specific parameters (at most 10 KiB of JSON)."""
+
+    driver: str
+    parameters: Any = None
+
+
+class DeviceClassConfiguration(KubeModel):
+    """A configuration entry of a DeviceClass."""
+
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class DeviceClassSpec(KubeModel):
+    """``DeviceClassSpec``: selectors all devices of the class must pass, and configuration."""
+
+    selectors: list[DeviceSelector] | None = None
+    config: list[DeviceClassConfiguration] | None = None
+    extended_resource_name: str | None = None
+
+
+class DeviceClass(KubeModel):
+    """A DeviceClass object."""
+
+    api_version: str = API_VERSION
+    kind: str = "DeviceClass"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: DeviceClassSpec = Field(default_factory=DeviceClassSpec)
+
+
+class DeviceToleration(KubeModel):
+    """A toleration of a device taint; ``operator`` is ``Equal`` (default) or ``Exists``."""
+
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+
+class CapacityRequirements(KubeModel):
+    """Capacity a request consumes from a shared device (``DRAConsumableCapacity``)."""
+
+    requests: dict[str, Quantity] | None = None
+
+
+class DeviceSubRequest(KubeModel):
+    """One alternative of a ``firstAvailable`` request (``DRAPrioritizedList``)."""
+
+    name: str
+    device_class_name: str
+    selectors: list[DeviceSelector] | None = None
+    allocation_mode: str | None = None
+    count: int | None = None
+    tolerations: list[DeviceToleration] | None = None
+    capacity: CapacityRequirements | None = None
+
+
+class ExactDeviceRequest(KubeModel):
+    """A request for devices of one class; ``allocationMode`` is ``ExactCount`` or ``All``."""
+
+    device_class_name: str
+    selectors: list[DeviceSelector] | None = None
+    allocation_mode: str | None = None
+    count: int | None = None
+    admin_access: bool | None = None
+    tolerations: list[DeviceToleration] | None = None
+    capacity: CapacityRequirements | None = None
+
+
+class DeviceRequest(KubeModel):
+    """A named request: exactly one of ``exactly`` or ``firstAvailable``."""
+
+    name: str
+    exactly: ExactDeviceRequest | None = None
+    first_available: list[DeviceSubRequest] | None = None
+
+
+class DeviceConstraint(KubeModel):
+    """``matchAttribute`` or ``distinctAttribute`` over some (or, if empty, all) requests."""
+
+    requests: list[str] | None = None
+    match_attribute: str | None = None
+    distinct_attribute: str | None = None
+
+
+class DeviceClaimConfiguration(KubeModel):
+    """Configuration in a claim for some (or, if empty, all) requests."""
+
+    requests: list[str] | None = None
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class DeviceClaim(KubeModel):
+    """``spec.devices`` of a claim."""
+
+    requests: list[DeviceRequest] | None = None
+    constraints: list[DeviceConstraint] | None = None
+    config: list[DeviceClaimConfiguration] | None = None
+
+
+class ResourceClaimSpec(KubeModel):
+    """``ResourceClaimSpec`` (immutable once created)."""
+
+    devices: DeviceClaim = Field(default_factory=DeviceClaim)
+
+
+class DeviceRequestAllocationResult(KubeModel):
+    """One allocated device; ``request`` is ``<request>`` or ``<request>/<subrequest>``."""
+
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool | None = None
+    tolerations: list[DeviceToleration] | None = None
+    binding_conditions: list[str] | None = None
+    binding_failure_conditions: list[str] | None = None
+    share_id: str | None = Field(default=None, alias="shareID")
+    consumed_capacity: dict[str, Quantity] | None = None
+
+
+class DeviceAllocationConfiguration(KubeModel):
+    """Configuration copied into an allocation; ``source`` is ``FromClass`` or ``FromClaim``."""
+
+    source: str
+    requests: list[str] | None = None
+    opaque: OpaqueDeviceConfiguration | None = None
+
+
+class DeviceAllocationResult(KubeModel):
+    """The devices of an allocation and their configuration."""
+
+    results: list[DeviceRequestAllocationResult] | None = None
+    config: list[DeviceAllocationConfiguration] | None = None
+
+
+class AllocationResult(KubeModel):
+    """``status.allocation``, written by kube-scheduler; ``nodeSelector`` None = everywhere."""
+
+    devices: DeviceAllocationResult | None = None
+    node_selector: NodeSelector | None = None
+    allocation_timestamp: str | None = None
+
+
+class ResourceClaimConsumerReference(KubeModel):
+    """An entry of ``status.reservedFor``."""
+
+    api_group: str | None = None
+    resource: str
+    name: str
+    uid: str
+
+
+class NetworkDeviceData(KubeModel):
+    """Network data a driver reports for a device."""
+
+    interface_name: str | None = None
+    ips: list[str] | None = None
+    hardware_address: str | None = None
+
+
+class AllocatedDeviceStatus(KubeModel):
+    """An entry of ``status.devices``, keyed by (driver, pool, device, shareID); written by
+    drivers (KEP-4817)."""
+
+    driver: str
+    pool: str
+    device: str
+    share_id: str | None = Field(default=None, alias="shareID")
+    conditions: list[Condition] | None = None
+    data: Any = None
+    network_data: NetworkDeviceData | None = None
+
+
+class ResourceClaimStatus(KubeModel):
+    """``ResourceClaimStatus``."""
+
+    allocation: AllocationResult | None = None
+    reserved_for: list[ResourceClaimConsumerReference] | None = None
+    devices: list[AllocatedDeviceStatus] | None = None
+
+
+class ResourceClaim(KubeModel):
+    """A ResourceClaim object."""
+
+    api_version: str = API_VERSION
+    kind: str = "ResourceClaim"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceClaimSpec = Field(default_factory=ResourceClaimSpec)
+    status: ResourceClaimStatus = Field(default_factory=ResourceClaimStatus)
+
+
+class DeviceTaintSelector(KubeModel):
+    """Which devices a DeviceTaintRule taints; unset fields match all."""
+
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+class DeviceTaintRuleSpec(KubeModel):
+    """``DeviceTaintRuleSpec``: the selector and the taint to add."""
+
+    device_selector: DeviceTaintSelector | None = None
+    taint: DeviceTaint
+
+
+class DeviceTaintRule(KubeModel):
+    """A DeviceTaintRule object (``resource.k8s.io/v1`` since 1.37)."""
+
+    api_version: str = API_VERSION
+    kind: str = "DeviceTaintRule"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: DeviceTaintRuleSpec
+
+
+AllocationMode = Literal["ExactCount", "All"]

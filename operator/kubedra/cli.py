@@ -1,0 +1,16 @@
+"""The ``kubedra`` command line (also ``python -m kubedra``).
+
+Each subsystem defines its own click command next to its code; this module only assembles them.
+"""
+
+from __future__ import annotations
+
+import click
+
+from kubedra import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kubedra")
+def main() -> None:
+    """kubedra: GPUs, MIG partitions and PCI devices for Kubernetes through DRA."""
