@@ -1,0 +1,623 @@
+"""The structured allocator: first-fit depth-first search with backtracking.
+
+Same decisions as upstream's incubating allocator (``Allocator.Allocate``, ``allocateOne`` and
+``allocateDevice`` in ``structured/internal/incubating/allocator_incubating.go``, v0.37.2):
+
+- claims in order, their requests in order, then one device after the other; devices are tried
+  in pool, slice, device order, and within one request only combinations (each next device comes
+  after the previous one); the first complete solution wins;
+- ``firstAvailable``: subrequests in order; the first for which the *whole remaining search*
+  succeeds is chosen. ``All``: exactly the devices fixed up front, or nothing;
+- a device is skipped when it is in use (allocated, or being allocated in this run; with
+  ``adminAccess`` only a second use within the same claim counts), does not pass the selectors
+  (class, request, per-device node selection; with binding conditions while that feature is
+  off), cannot hold the requested capacity, lacks counters, carries an untolerated
+  ``NoSchedule``/``NoExecute`` taint, or breaks a claim constraint;
+- a claim gets at most 32 devices; when a claim's remaining requests cannot fit under that
+  limit, the search backs up to the last ``firstAvailable`` choice.
+
+kubedra adds one pruning rule that does not change the first solution: before trying devices
+for a request it counts the devices that could still serve it (free, selectable, capacity, and
+sharing the value a ``matchAttribute`` constraint fixed or could still fix); when fewer remain
+than the request needs, no completion exists and the branch is cut without trying each device.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from kubedra.allocation.capacity import CapacityError, Consumption, fits, static_consumption
+from kubedra.allocation.constraints import (
+    MISSING,
+    Constraint,
+    DistinctAttribute,
+    MatchAttribute,
+    lookup_attribute,
+)
+from kubedra.allocation.errors import AllocationError, AllocationFailed
+from kubedra.allocation.inventory import Inventory
+from kubedra.allocation.node_selection import NodeInfo
+from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
+from kubedra.allocation.quantities import Number
+from kubedra.allocation.requests import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    RequestData,
+    cel_expressions,
+    exact_count,
+    request_parts,
+)
+from kubedra.allocation.results import Pick, build_allocation
+from kubedra.allocation.selectors import SelectorError
+from kubedra.allocation.state import AllocatedState, DeviceID
+from kubedra.allocation.taints import tolerated
+from kubedra.api.quantity import Quantity
+from kubedra.api.resource import (
+    AllocationResult,
+    DeviceSubRequest,
+    ExactDeviceRequest,
+    ResourceClaim,
+)
+
+if TYPE_CHECKING:
+    from kubedra.allocation.diagnosis import RequestDiagnosis
+
+_FAIL, _DONE, _TOO_MANY = 0, 1, 2
+"""Outcomes of one search step: no solution, solution found, claim over 32 devices."""
+
+CounterSets = dict[str, dict[str, Number]]
+
+
+def claim_label(claim: ResourceClaim) -> str:
+    """``namespace/name`` of a claim, as upstream logs it."""
+    meta = claim.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name or ""
+
+
+class Allocator:
+    """Allocates claims from an inventory, given what is allocated already.
+
+    Like upstream's ``NewAllocator`` result, one Allocator serves many :meth:`allocate` calls
+    (one per node) for the same allocated state; it caches the counters left in each pool.
+
+    Args:
+        inventory: slices, classes and taint rules.
+        allocated: devices in use by allocated claims (see :meth:`AllocatedState.from_claims`).
+        new_share_id: makes the ``shareID`` of a share of a device (upstream: a random UUID).
+    """
+
+    def __init__(self, inventory: Inventory, allocated: AllocatedState | None = None, *,
+                 new_share_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+        self.inventory = inventory
+        self.allocated = allocated if allocated is not None else AllocatedState()
+        self.new_share_id = new_share_id
+        self._available_counters: dict[tuple[str, str], tuple[CounterSets, bool]] = {}
+
+    def allocate(self, node: NodeInfo, claims: Sequence[ResourceClaim]) -> list[AllocationResult]:
+        """Allocate all claims on ``node``: one allocation result per claim, in order.
+
+        Raises:
+            AllocationFailed: the claims do not fit on this node.
+            AllocationError: the input is broken (upstream aborts the scheduling attempt).
+        """
+        return _Search(self, node, claims).run()
+
+    def available_counters(self, pool: Pool) -> tuple[CounterSets, bool]:
+        """Counters of a pool left after the allocated devices, and whether any is negative
+        (then no device of the pool that consumes counters fits). Cached per pool."""
+        found = self._available_counters.get(pool.key)
+        if found is None:
+            available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+            for entry in (*pool.slices, *pool.other_slices):
+                for device in entry.devices:
+                    if not device.consumes or not self.allocated.is_allocated(device.id):
+                        continue
+                    for set_name, counters in device.consumes:
+                        left = available.get(set_name)
+                        if left is None:
+                            continue
+                        for name, amount in counters:
+                            if name in left:
+                                left[name] -= amount
+            overdrawn = any(v < 0 for counters in available.values() for v in counters.values())
+            found = self._available_counters[pool.key] = (available, overdrawn)
+        return found
+
+    def diagnose(self, node: NodeInfo, claim: ResourceClaim) -> list[RequestDiagnosis]:
+        """Per request of ``claim`` on ``node``, how many devices pass each check
+        (see :mod:`kubedra.allocation.diagnosis`)."""
+        from kubedra.allocation.diagnosis import diagnose_claim
+
+        return diagnose_claim(_Search(self, node, [claim]))
+
+
+class _Undo:
+    """What one device pick changed, to take it back when backtracking."""
+
+    __slots__ = ("capacity", "capacity_existed", "constraints", "counters", "device", "marked",
+                 "pick", "pool")
+
+    def __init__(self, device: DeviceEntry, pool: Pool) -> None:
+        self.device = device
+        self.pool = pool
+        self.counters = False
+        self.constraints: list[Constraint] = []
+        self.marked = False
+        self.capacity: dict[str, Number] | None = None
+        self.capacity_existed = False
+        self.pick: Pick | None = None
+
+
+class _Search:
+    """One ``Allocate`` run: the state of the depth-first search over one node."""
+
+    def __init__(self, allocator: Allocator, node: NodeInfo,
+                 claims: Sequence[ResourceClaim]) -> None:
+        self.allocator = allocator
+        self.inventory = allocator.inventory
+        self.features = allocator.inventory.features
+        self.allocated = allocator.allocated
+        self.node = node
+        self.claims = list(claims)
+        self.labels = [claim_label(c) for c in self.claims]
+        self.pools: NodePools = self.inventory.node_pools(node)
+        self.requests: list[list[list[RequestData]]] = []
+        self.constraints: list[list[Constraint]] = []
+        self.picks: list[list[Pick]] = [[] for _ in self.claims]
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Number]] = {}
+        self.consumed_counters: dict[tuple[str, str], CounterSets] = {}
+        # deepest point where no device fitted: (claim, request, subrequest, devices found)
+        self.deepest: tuple[int, int, int, int] | None = None
+
+    # --- setup (validation of requests and constraints) ------------------------------------
+
+    def prepare(self) -> None:
+        """Check requests and constraints and fix the devices of ``All`` requests.
+
+        Raises:
+            AllocationError: as upstream's validation in ``Allocate``.
+        """
+        features = self.features
+        for ci, claim in enumerate(self.claims):
+            label = self.labels[ci]
+            min_devices = 0
+            claim_requests: list[list[RequestData]] = []
+            for request in claim.spec.devices.requests or ():
+                if request.first_available and not features.prioritized_list:
+                    raise AllocationError(f"claim {label}, request {request.name}: has "
+                                          "subrequests, but the DRAPrioritizedList feature is "
+                                          "disabled")
+                parts = request_parts(request)
+                if not features.consumable_capacity:
+                    for part in parts:
+                        if part.capacity is not None:
+                            raise AllocationError(
+                                f"claim {label}, request {request.name}: has capacity requests, "
+                                "but the DRAConsumableCapacity feature is disabled")
+                if request.first_available:
+                    datas = [self._request_data(ci, sub.name, request.name, sub)
+                             for sub in request.first_available]
+                else:
+                    datas = [self._request_data(ci, request.name, None, parts[0])]
+                needed = min(d.count for d in datas)
+                if needed > ALLOCATION_RESULTS_MAX_SIZE - min_devices:
+                    raise AllocationError(
+                        f"claim {label}, request {request.name}: adding {needed} devices exceeds "
+                        f"the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}, with {min_devices} "
+                        "already accounted for")
+                min_devices += needed
+                claim_requests.append(datas)
+            self.requests.append(claim_requests)
+            constraints: list[Constraint] = []
+            for i, constraint in enumerate(claim.spec.devices.constraints or ()):
+                if constraint.match_attribute is not None:
+                    constraints.append(MatchAttribute(constraint.match_attribute,
+                                                      constraint.requests))
+                elif constraint.distinct_attribute is not None:
+                    constraints.append(DistinctAttribute(constraint.distinct_attribute,
+                                                         constraint.requests))
+                else:
+                    raise AllocationError(f"claim {label}, constraint #{i}: empty constraint "
+                                          "(unsupported constraint type?)")
+            self.constraints.append(constraints)
+
+    def _request_data(self, ci: int, name: str, parent: str | None,
+                      part: ExactDeviceRequest | DeviceSubRequest) -> RequestData:
+        label = self.labels[ci]
+        where = f"claim {label}, request {name}"
+        request_exprs = cel_expressions(where, part.selectors)
+        admin = part.admin_access if isinstance(part, ExactDeviceRequest) else None
+        if admin is not None and not self.features.admin_access:
+            raise AllocationError(f"{where}: admin access is requested, but the feature is "
+                                  "disabled")
+        if not part.device_class_name:
+            raise AllocationError(f"{where}: missing device class name (unsupported request "
+                                  "type?)")
+        device_class = self.inventory.classes.get(part.device_class_name)
+        if device_class is None:
+            raise AllocationError(f"{where}: could not retrieve device class "
+                                  f"{part.device_class_name}: deviceclass "
+                                  f"\"{part.device_class_name}\" not found")
+        class_exprs = cel_expressions(f"class {part.device_class_name}",
+                                      device_class.spec.selectors)
+        try:
+            is_all, count = exact_count(part)
+        except AllocationError as err:
+            raise AllocationError(f"{where}: {err}") from None
+        capacity = part.capacity.requests if part.capacity is not None else None
+        data = RequestData(label, name, parent, device_class,
+                           self.inventory.selector_set(class_exprs, request_exprs), count,
+                           bool(admin), part.tolerations, capacity)
+        if is_all:
+            data.all_devices = self._all_devices(data)
+            data.count = len(data.all_devices)
+        return data
+
+    def _all_devices(self, data: RequestData) -> list[int]:
+        for pool in self.pools.pools:
+            if pool.incomplete:
+                raise AllocationError(f"claim {data.claim_label}, request {data.name}: asks for "
+                                      f"all devices, but resource pool {pool} is currently being "
+                                      "updated")
+            if pool.invalid:
+                raise AllocationError(f"claim {data.claim_label}, request {data.name}: asks for "
+                                      f"all devices, but resource pool {pool} is currently invalid")
+        found = []
+        for position, device in enumerate(self.pools.devices):
+            if not self.selectable(data, device):
+                continue
+            if self.features.consumable_capacity:
+                consumption = self.consumption(data, device)
+                if consumption is None or not fits(consumption, None, None):
+                    continue
+            found.append(position)
+        return found
+
+    # --- per-device checks --------------------------------------------------------------------
+
+    def selectable(self, data: RequestData, device: DeviceEntry) -> bool:
+        """Selectors, binding conditions and per-device node selection (``isSelectable``).
+
+        Raises:
+            AllocationError: a selector or node selector fails.
+        """
+        found = data.selectable.get(device.uid)
+        if found is not None:
+            return found
+        if not self.features.device_binding_and_status and device.binding_conditions:
+            data.selectable[device.uid] = False
+            return False
+        outcome = data.selectors.outcome(device)
+        if isinstance(outcome, SelectorError):
+            raise outcome.in_context(data.class_name, data.claim_label, device)
+        if outcome and device.slice.per_device:
+            outcome = device.node_selection.matches(self.node)
+        data.selectable[device.uid] = outcome
+        return outcome
+
+    def consumption(self, data: RequestData, device: DeviceEntry) -> Consumption | None:
+        """What the request would consume from the device's capacities (static part).
+
+        Raises:
+            AllocationError: an unrepresentable or negative amount.
+        """
+        if device.uid in data.consumption:
+            return data.consumption[device.uid]
+        try:
+            found = static_consumption(data.capacity, device.capacity,
+                                       self.features.fractional_capacity_range)
+        except CapacityError as err:
+            raise data.capacity_error(device, err) from None
+        data.consumption[device.uid] = found
+        return found
+
+    def capacity_fits(self, data: RequestData, device: DeviceEntry) -> bool:
+        """``CmpRequestOverCapacity``: static consumption plus what is in use."""
+        consumption = self.consumption(data, device)
+        if consumption is None:
+            return False
+        return fits(consumption, self.allocated.consumed_capacity.get(device.id),
+                    self.allocating_capacity.get(device.id))
+
+    def in_use(self, data: RequestData, device_id: DeviceID, ci: int) -> bool:
+        """The cheap "in use" test of the device loop."""
+        if data.admin_access:
+            claims = self.allocating.get(device_id)
+            return claims is not None and ci in claims
+        return device_id in self.allocated.devices or bool(self.allocating.get(device_id))
+
+    def _reserve_counters(self, device: DeviceEntry, pool: Pool) -> bool:
+        available, overdrawn = self.allocator.available_counters(pool)
+        consumed = self.consumed_counters.setdefault(pool.key, {})
+        for set_name, counters in device.consumes:
+            used = consumed.setdefault(set_name, {})
+            for name, amount in counters:
+                used[name] = used.get(name, 0) + amount
+        ok = not overdrawn
+        if ok:
+            for set_name, counters in device.consumes:
+                left, used = available.get(set_name), consumed[set_name]
+                if left is not None and any(name in left and used[name] > left[name]
+                                            for name, _ in counters):
+                    ok = False
+                    break
+        if not ok:
+            self._release_counters(device, pool)
+        return ok
+
+    def _release_counters(self, device: DeviceEntry, pool: Pool) -> None:
+        consumed = self.consumed_counters[pool.key]
+        for set_name, counters in device.consumes:
+            used = consumed[set_name]
+            for name, amount in counters:
+                used[name] -= amount
+
+    def tainted(self, data: RequestData, device: DeviceEntry) -> bool:
+        """Whether the device has a ``NoSchedule``/``NoExecute`` taint the request does not
+        tolerate."""
+        return any(not tolerated(taint, data.tolerations) for taint in device.blocking_taints())
+
+    # --- the search -----------------------------------------------------------------------
+
+    def run(self) -> list[AllocationResult]:
+        """Validate, search, and build the results.
+
+        Raises:
+            AllocationFailed, AllocationError: see :meth:`Allocator.allocate`.
+        """
+        self.prepare()
+        if self._allocate_one(0, 0, 0, 0, False, 0) != _DONE:
+            raise self._failure()
+        return [build_allocation(self, ci) for ci in range(len(self.claims))]
+
+    def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
+                      start: int) -> int:
+        if ci >= len(self.claims):
+            return _DONE
+        claim_requests = self.requests[ci]
+        if ri >= len(claim_requests):
+            outcome = self._allocate_one(ci + 1, 0, 0, 0, False, 0)
+            return _FAIL if outcome == _TOO_MANY else outcome
+        alternatives = claim_requests[ri]
+        data = alternatives[si]
+        if not in_sub and data.parent is not None:
+            all_too_many = True
+            for sub in range(len(alternatives)):
+                outcome = self._allocate_one(ci, ri, sub, di, True, 0)
+                if outcome == _TOO_MANY:
+                    continue
+                all_too_many = False
+                if outcome == _DONE:
+                    alternatives[0].selected_sub = sub
+                    return _DONE
+            return _TOO_MANY if all_too_many else _FAIL
+
+        if data.all_devices is not None and not data.all_devices:
+            self._note_failure(ci, ri, si, 0)
+            return _FAIL
+        if di >= data.count:
+            return self._allocate_one(ci, ri + 1, 0, 0, False, 0)
+        if data.count - di > ALLOCATION_RESULTS_MAX_SIZE - len(self.picks[ci]):
+            return _TOO_MANY
+
+        devices = self.pools.devices
+        if data.all_devices is not None:
+            undo = self._allocate_device(ci, data, data.all_devices[di], must=True)
+            if undo is None:
+                self._note_failure(ci, ri, si, di)
+                return _FAIL
+            outcome = self._allocate_one(ci, ri, si, di + 1, in_sub, 0)
+            if outcome != _DONE:
+                self._rollback(ci, undo)
+            return outcome
+
+        if data.count - di > 1 and self._cannot_complete(ci, data, di, start):
+            self._note_failure(ci, ri, si, di)
+            return _FAIL
+        consumable = self.features.consumable_capacity
+        for position in range(start, len(devices)):
+            device = devices[position]
+            if self.in_use(data, device.id, ci):
+                continue
+            if not self.selectable(data, device):
+                continue
+            if consumable and not self.capacity_fits(data, device):
+                continue
+            undo = self._allocate_device(ci, data, position, must=False)
+            if undo is None:
+                continue
+            outcome = self._allocate_one(ci, ri, si, di + 1, in_sub, position + 1)
+            if outcome == _DONE:
+                return _DONE
+            self._rollback(ci, undo)
+            if outcome == _TOO_MANY:
+                return _TOO_MANY
+        self._note_failure(ci, ri, si, di)
+        return _FAIL
+
+    def _allocate_device(self, ci: int, data: RequestData, position: int,
+                         must: bool) -> _Undo | None:
+        device = self.pools.devices[position]
+        pool = self.pools.device_pools[position]
+        device_id = device.id
+        features = self.features
+        shared = features.consumable_capacity and device.allow_multiple
+        if data.admin_access:
+            if not shared and ci in self.allocating.get(device_id, ()):
+                return None
+        elif device_id in self.allocated.devices or self.allocating.get(device_id):
+            return None
+        if device.consumes_counters and not features.partitionable_devices:
+            return None
+
+        undo = _Undo(device, pool)
+        skip_counters = shared and (self.allocated.has_shares(device_id)
+                                    or device_id in self.allocating_capacity)
+        if device.consumes_counters and not skip_counters:
+            if not self._reserve_counters(device, pool):
+                return None
+            undo.counters = True
+        if features.device_taints and device.taints and self.tainted(data, device):
+            self._rollback(ci, undo)
+            return None
+        for constraint in self.constraints[ci]:
+            if not constraint.applies_to(data.base_name, data.name if data.parent else None):
+                continue
+            if not constraint.add(lookup_attribute(device, constraint.attribute)):
+                self._rollback(ci, undo)
+                if must:
+                    raise AllocationError(f"claim {data.claim_label}, request {data.name}: cannot "
+                                          f"add device {device} because a claim constraint would "
+                                          "not be satisfied")
+                return None
+            undo.constraints.append(constraint)
+        if not shared:
+            self.allocating.setdefault(device_id, set()).add(ci)
+            undo.marked = True
+
+        share_id = None
+        consumed: dict[str, Quantity] | None = None
+        if features.consumable_capacity:
+            if not self.capacity_fits(data, device):
+                self._rollback(ci, undo)
+                return None
+            if shared:
+                consumption = self.consumption(data, device)
+                assert consumption is not None
+                consumed = {name: amount for name, amount, _, _ in consumption}
+                share_id = self.allocator.new_share_id()
+                undo.capacity_existed = device_id in self.allocating_capacity
+                in_flight = self.allocating_capacity.setdefault(device_id, {})
+                undo.capacity = {}
+                for name, _, value, _ in consumption:
+                    in_flight[name] = in_flight.get(name, 0) + value
+                    undo.capacity[name] = value
+        undo.pick = Pick(data, device, share_id, consumed or None)
+        self.picks[ci].append(undo.pick)
+        return undo
+
+    def _rollback(self, ci: int, undo: _Undo) -> None:
+        device_id = undo.device.id
+        if undo.pick is not None:
+            self.picks[ci].pop()
+        if undo.capacity is not None:
+            in_flight = self.allocating_capacity[device_id]
+            for name, value in undo.capacity.items():
+                in_flight[name] -= value
+            if not any(in_flight.values()):
+                # upstream drops an all-zero entry, but keeps the marker of an earlier share
+                if undo.capacity_existed:
+                    self.allocating_capacity[device_id] = {}
+                else:
+                    del self.allocating_capacity[device_id]
+        if undo.marked:
+            self.allocating[device_id].discard(ci)
+        for constraint in reversed(undo.constraints):
+            constraint.remove()
+        if undo.counters:
+            self._release_counters(undo.device, undo.pool)
+
+    # --- failure reporting ----------------------------------------------------------------
+
+    def _note_failure(self, ci: int, ri: int, si: int, di: int) -> None:
+        point = (ci, ri, si, di)
+        if self.deepest is None or point > self.deepest:
+            self.deepest = point
+
+    def _failure(self) -> AllocationFailed:
+        """Why the search found nothing: the deepest request it could not complete."""
+        diagnose = self._diagnosis
+        if self.pools.has_invalid:
+            return AllocationFailed("invalid resource pools were encountered",
+                                    invalid_pools=True, diagnose=diagnose)
+        if self.deepest is None:
+            return AllocationFailed(f"the claims need more than {ALLOCATION_RESULTS_MAX_SIZE} "
+                                    "devices each", diagnose=diagnose)
+        ci, ri, si, found = self.deepest
+        data = self.requests[ci][ri][si]
+        if data.all_devices is not None and not data.all_devices:
+            what = "no device matches (allocationMode All)"
+        elif data.all_devices is not None:
+            what = f"device {self.pools.devices[data.all_devices[found]]} is not available " \
+                   "(allocationMode All)"
+        elif found == 0:
+            what = f"no device fits (needs {data.count})"
+        else:
+            what = f"only {found} of {data.count} devices fit together"
+        return AllocationFailed(f"claim {data.claim_label}, request {data.full_name}: {what}",
+                                claim=data.claim_label, request=data.full_name,
+                                diagnose=diagnose)
+
+    def _diagnosis(self) -> list[RequestDiagnosis]:
+        from kubedra.allocation.diagnosis import diagnose_search
+
+        return diagnose_search(self)
+
+    def _cannot_complete(self, ci: int, data: RequestData, di: int, start: int) -> bool:
+        """Whether fewer devices than still needed could serve the request in this branch.
+
+        Counts devices from ``start`` that are free, selectable, untainted, have the capacity
+        and fit the constraints' recorded values; all of these only get stricter deeper in the
+        branch, so too few means no completion. Devices of one request share the value of an
+        unfixed ``matchAttribute``, so they are counted per value. Any error (which the plain
+        search would raise at this point) disables the shortcut, so errors surface exactly
+        where upstream raises them.
+        """
+        needed = data.count - di
+        subrequest = data.name if data.parent is not None else None
+        constraints = [c for c in self.constraints[ci]
+                       if c.applies_to(data.base_name, subrequest)]
+        consumable = self.features.consumable_capacity
+        taints = self.features.device_taints
+        devices = self.devices_from(start)
+        groups: dict[tuple[object, ...], int] = {}
+        for device in devices:
+            if self.in_use(data, device.id, ci):
+                continue
+            try:
+                if not self.selectable(data, device):
+                    continue
+                if consumable and not self.capacity_fits(data, device):
+                    continue
+            except AllocationError:
+                return False
+            if taints and device.taints and self.tainted(data, device):
+                continue
+            group = self._constraint_group(constraints, device)
+            if group is None:
+                continue
+            count = groups.get(group, 0) + 1
+            if count >= needed:
+                return False
+            groups[group] = count
+        return True
+
+    def devices_from(self, start: int) -> list[DeviceEntry]:
+        """The node's devices from a search position on."""
+        return self.pools.devices[start:]
+
+    @staticmethod
+    def _constraint_group(constraints: list[Constraint],
+                          device: DeviceEntry) -> tuple[object, ...] | None:
+        """The values that tie the device to other devices of its request, or ``None`` when the
+        device cannot be one of two or more further devices of the request."""
+        group: list[object] = []
+        for constraint in constraints:
+            key = lookup_attribute(device, constraint.attribute)
+            if key is MISSING:
+                return None
+            if isinstance(constraint, MatchAttribute):
+                # a value-less attribute can only be the one device of the constraint
+                if key is None:
+                    return None
+                fixed = constraint.fixed_value()
+                if fixed is MISSING:
+                    group.append(key)
+                elif key != fixed:
+                    return None
+            elif isinstance(constraint, DistinctAttribute):
+                if key in constraint.seen or (key is None and constraint.stack):
+                    return None
+        return tuple(group)

@@ -1,0 +1,149 @@
+"""Claim constraints: ``matchAttribute`` and ``distinctAttribute``.
+
+Semantics of ``matchAttributeConstraint`` (``structured/internal/incubating/allocator_incubating.go``)
+and ``distinctAttributeConstraint`` (``constraint.go``), v0.37.2:
+
+- a constraint lists requests (``req`` or ``req/subrequest``; a subrequest is also covered by
+  its parent's name); an empty list covers all requests;
+- a device of a covered request must have the attribute. The fully qualified name is looked up
+  as is, then, when its domain is the device's driver, by its short name;
+- matchAttribute: the first device fixes the value, every further one must have the same type
+  and value; distinctAttribute: the value must differ from every value recorded so far. Values
+  are compared by type and value (string, int, bool, version as a string);
+- constraints are monotonic: once a device is rejected, adding more devices never helps.
+
+Both keep a stack of what was added, and ``remove`` undoes the latest ``add`` (the search
+backtracks in reverse order). v0.37.2 keeps the distinct values in a list, so values of *all*
+devices are compared: the older upstream defect of remembering one value per request (wrong
+for three or more devices) is gone, see ``tests/unit/allocation``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from kubedra.api.resource import DeviceAttribute
+
+if TYPE_CHECKING:
+    from kubedra.allocation.pools import DeviceEntry
+
+AttributeKey = tuple[str, object] | None
+"""``(type, value)`` of an attribute; ``None`` for an attribute without a scalar value."""
+
+MISSING = object()
+"""What :func:`lookup_attribute` returns for a device without the attribute."""
+
+
+def attribute_key(attribute: DeviceAttribute) -> AttributeKey:
+    """The comparable ``(type, value)`` of an attribute; the first scalar field set wins, in
+    upstream's order (string, int, bool, version)."""
+    if attribute.string_value is not None:
+        return ("string", attribute.string_value)
+    if attribute.int_value is not None:
+        return ("int", attribute.int_value)
+    if attribute.bool_value is not None:
+        return ("bool", attribute.bool_value)
+    if attribute.version_value is not None:
+        return ("version", attribute.version_value)
+    return None
+
+
+def lookup_attribute(device: DeviceEntry, name: str) -> object:
+    """The attribute key of a device for a fully qualified name, or ``MISSING``
+    (``lookupAttribute``)."""
+    attributes = device.attributes
+    if name in attributes:
+        return attribute_key(attributes[name])
+    domain, slash, short = name.partition("/")
+    if slash and domain == device.driver and short in attributes:
+        return attribute_key(attributes[short])
+    return MISSING
+
+
+class Constraint:
+    """One constraint of a claim, with the state of the current search branch."""
+
+    __slots__ = ("attribute", "requests")
+
+    def __init__(self, attribute: str, requests: Iterable[str] | None) -> None:
+        self.attribute = attribute
+        self.requests = frozenset(requests or ())
+
+    def applies_to(self, request: str, subrequest: str | None) -> bool:
+        """Whether devices of this request (or subrequest of it) are constrained."""
+        if not self.requests or request in self.requests:
+            return True
+        return subrequest is not None and f"{request}/{subrequest}" in self.requests
+
+    def add(self, key: object) -> bool:
+        """Record a device's attribute key (``MISSING`` when it lacks the attribute); return
+        False (and record nothing) when the constraint rejects it."""
+        raise NotImplementedError
+
+    def remove(self) -> None:
+        """Undo the latest successful :meth:`add`."""
+        raise NotImplementedError
+
+
+class MatchAttribute(Constraint):
+    """All devices share one value of the attribute."""
+
+    __slots__ = ("count", "value")
+
+    def __init__(self, attribute: str, requests: Iterable[str] | None) -> None:
+        super().__init__(attribute, requests)
+        self.value: AttributeKey = None
+        self.count = 0
+
+    def add(self, key: object) -> bool:
+        if key is MISSING:
+            return False
+        if self.count == 0:
+            self.value = key  # type: ignore[assignment]
+        elif key is None or key != self.value:
+            return False
+        self.count += 1
+        return True
+
+    def remove(self) -> None:
+        self.count -= 1
+
+    def fixed_value(self) -> object:
+        """The value every further device must have, or ``MISSING`` while no device is in."""
+        return self.value if self.count else MISSING
+
+
+class DistinctAttribute(Constraint):
+    """No two devices share a value of the attribute."""
+
+    __slots__ = ("seen", "stack")
+
+    def __init__(self, attribute: str, requests: Iterable[str] | None) -> None:
+        super().__init__(attribute, requests)
+        self.stack: list[AttributeKey] = []
+        self.seen: dict[AttributeKey, int] = {}
+
+    def add(self, key: object) -> bool:
+        if key is MISSING:
+            return False
+        if key is None:
+            # No comparable value: upstream rejects it unless nothing was recorded yet.
+            if self.stack:
+                return False
+        elif key in self.seen:
+            return False
+        self.stack.append(key)  # type: ignore[arg-type]
+        if key is not None:
+            self.seen[key] = self.seen.get(key, 0) + 1  # type: ignore[index]
+        return True
+
+    def remove(self) -> None:
+        key = self.stack.pop()
+        if key is not None:
+            left = self.seen[key] - 1
+            if left:
+                self.seen[key] = left
+            else:
+                del self.seen[key]
+

@@ -1,0 +1,327 @@
+"""Resource pools as a node sees them (``GatherPools`` in
+``structured/internal/incubating/pools_incubating.go``, v0.37.2).
+
+For a node, the candidate slices are those with its ``nodeName`` plus all slices without one:
+
+1. slices using ``perDeviceNodeSelection`` or ``sharedCounters`` are ignored when partitionable
+   devices are off, and so are slices with no node selection at all (a future extension);
+2. a slice is relevant when its node selection matches the node, or, with per-device node
+   selection, when any of its devices matches;
+3. per pool (driver, pool name) only the relevant slices of the highest generation are kept;
+4. a pool is complete when it has ``resourceSliceCount`` slices. If the relevant slices are
+   fewer, all slices of the pool are checked: a newer generation anywhere makes the pool
+   obsolete (ignored); still too few slices makes it *incomplete*;
+5. a pool is *invalid* when a device name repeats among its slices for the node, a counter set
+   name repeats, or a device consumes an unknown counter set or counter;
+6. slices are ordered by name and pools by (driver, pool name), pools with binding conditions
+   last: the first-fit search follows this order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kubedra.allocation.errors import AllocationError
+from kubedra.allocation.features import AllocatorFeatures
+from kubedra.allocation.node_selection import NodeInfo, NodeSelection
+from kubedra.allocation.quantities import Number, number
+from kubedra.allocation.state import DeviceID
+from kubedra.api.resource import (
+    Device,
+    DeviceAttribute,
+    DeviceCapacity,
+    DeviceTaint,
+    ResourceSlice,
+)
+
+if TYPE_CHECKING:
+    from kubedra.cel import CELDevice
+
+BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+"""Taint effects that prevent allocation unless tolerated (``taintPreventsAllocation``)."""
+
+CounterConsumption = tuple[tuple[str, tuple[tuple[str, Number], ...]], ...]
+"""Per counter set a device consumes from: the set name and (counter, amount) pairs."""
+
+
+class DeviceEntry:
+    """One device of one ResourceSlice, with what the search needs precomputed.
+
+    ``uid`` is unique within an inventory and keys the selector caches; ``taints`` include those
+    of matching DeviceTaintRules.
+    """
+
+    __slots__ = ("_cel", "allow_multiple", "attributes", "binding_conditions",
+                 "binding_failure_conditions", "binds_to_node", "capacity", "consumes",
+                 "consumes_counters", "device", "driver", "id", "name", "node_selection",
+                 "slice", "taints", "uid")
+
+    def __init__(self, uid: int, slice_entry: SliceEntry, device: Device,
+                 extra_taints: Sequence[DeviceTaint]) -> None:
+        self.uid = uid
+        self.slice = slice_entry
+        self.device = device
+        self.driver = slice_entry.driver
+        self.name = device.name
+        self.id: DeviceID = (slice_entry.driver, slice_entry.pool_name, device.name)
+        self.attributes: dict[str, DeviceAttribute] = device.attributes or {}
+        self.capacity: dict[str, DeviceCapacity] | None = device.capacity
+        self.consumes_counters = bool(device.consumes_counters)
+        self.consumes: CounterConsumption = tuple(
+            (c.counter_set, tuple((name, number(counter.value))
+                                  for name, counter in c.counters.items()))
+            for c in device.consumes_counters or ())
+        self.taints: tuple[DeviceTaint, ...] = (*(device.taints or ()), *extra_taints)
+        self.binding_conditions = device.binding_conditions
+        self.binding_failure_conditions = device.binding_failure_conditions
+        self.binds_to_node = bool(device.binds_to_node)
+        self.allow_multiple = bool(device.allow_multiple_allocations)
+        self.node_selection = NodeSelection(device.node_name, device.all_nodes,
+                                            device.node_selector)
+        self._cel: CELDevice | None = None
+
+    def blocking_taints(self) -> Iterable[DeviceTaint]:
+        """Taints that prevent allocation unless a toleration matches."""
+        return (t for t in self.taints if t.effect in BLOCKING_TAINT_EFFECTS)
+
+    def cel_device(self) -> CELDevice:
+        """The ``device`` variable for CEL selectors (built once)."""
+        if self._cel is None:
+            from kubedra.cel import CELDevice
+
+            self._cel = CELDevice(
+                self.driver, self.attributes,
+                {name: cap.value for name, cap in (self.capacity or {}).items()},
+                allow_multiple_allocations=self.allow_multiple)
+        return self._cel
+
+    def __repr__(self) -> str:
+        return "/".join(self.id)
+
+
+class SliceEntry:
+    """One ResourceSlice with its devices as :class:`DeviceEntry`."""
+
+    __slots__ = ("counter_sets", "devices", "driver", "generation", "name", "node_selection",
+                 "per_device", "per_device_set", "pool_name", "slice_count")
+
+    def __init__(self, resource_slice: ResourceSlice, first_uid: int,
+                 extra_taints: dict[str, list[DeviceTaint]]) -> None:
+        spec = resource_slice.spec
+        self.name = resource_slice.metadata.name or ""
+        self.driver = spec.driver
+        self.pool_name = spec.pool.name
+        self.generation = spec.pool.generation
+        self.slice_count = spec.pool.resource_slice_count
+        self.node_selection = NodeSelection(spec.node_name, spec.all_nodes, spec.node_selector)
+        self.per_device_set = spec.per_device_node_selection is not None
+        self.per_device = bool(spec.per_device_node_selection)
+        self.counter_sets: list[tuple[str, dict[str, Number]]] = [
+            (cs.name, {name: number(c.value) for name, c in cs.counters.items()})
+            for cs in spec.shared_counters or ()]
+        self.devices = [DeviceEntry(first_uid + i, self, d, extra_taints.get(d.name, ()))
+                        for i, d in enumerate(spec.devices or ())]
+
+    @property
+    def has_counters(self) -> bool:
+        """Whether the slice publishes shared counters (``len(sharedCounters) > 0``)."""
+        return bool(self.counter_sets)
+
+
+@dataclass(slots=True, eq=False)
+class Pool:
+    """A pool as seen from one node.
+
+    Attributes:
+        slices: the pool's device slices relevant for the node, by name.
+        other_slices: device slices of the pool not relevant for the node (their allocated
+            devices still consume counters).
+        counter_sets: counter set name -> counter -> total.
+    """
+
+    driver: str
+    name: str
+    incomplete: bool = False
+    invalid_reason: str | None = None
+    slices: list[SliceEntry] = field(default_factory=list)
+    other_slices: list[SliceEntry] = field(default_factory=list)
+    counter_sets: dict[str, dict[str, Number]] = field(default_factory=dict)
+
+    @property
+    def invalid(self) -> bool:
+        """Whether the pool is invalid (see :attr:`invalid_reason`)."""
+        return self.invalid_reason is not None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(driver, pool name)``."""
+        return self.driver, self.name
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+
+@dataclass(slots=True, eq=False)
+class NodePools:
+    """The pools of one node, in search order, and the devices the search may pick from.
+
+    ``devices[i]`` belongs to ``device_pools[i]``; devices of incomplete or invalid pools are
+    not listed.
+    """
+
+    pools: list[Pool]
+    devices: list[DeviceEntry]
+    device_pools: list[Pool]
+
+    @property
+    def has_invalid(self) -> bool:
+        """Whether any pool is invalid."""
+        return any(pool.invalid for pool in self.pools)
+
+
+@dataclass(slots=True)
+class SliceIndex:
+    """All slices of an inventory, split as ``NewAllocator`` does."""
+
+    all: list[SliceEntry]
+    on_node: dict[str, list[SliceEntry]]
+    shared: list[SliceEntry]
+
+    @classmethod
+    def build(cls, entries: list[SliceEntry]) -> SliceIndex:
+        """Index slices by ``nodeName`` (slices without one are shared)."""
+        on_node: dict[str, list[SliceEntry]] = {}
+        shared = []
+        for entry in entries:
+            if entry.node_selection.node_name:
+                on_node.setdefault(entry.node_selection.node_name, []).append(entry)
+            else:
+                shared.append(entry)
+        return cls(entries, on_node, shared)
+
+
+def _is_relevant(entry: SliceEntry, node: NodeInfo) -> bool | None:
+    """Whether a slice serves the node; ``None`` when its node selection is unknown."""
+    try:
+        if entry.node_selection.is_set:
+            return entry.node_selection.matches(node)
+        if entry.per_device:
+            return any(d.node_selection.matches(node) for d in entry.devices)
+    except AllocationError as err:
+        raise AllocationError(f"failed to perform node selection for slice {entry.name}: "
+                              f"{err}") from None
+    return None
+
+
+def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: AllocatorFeatures,
+                all_slices: list[SliceEntry] | None) -> Pool:
+    pool = Pool(*key)
+    slices = sorted(slices, key=lambda s: s.name)
+    partitionable = features.partitionable_devices
+    device_slices = [s for s in slices if not (partitionable and s.has_counters)]
+    counter_slices = [s for s in slices if partitionable and s.has_counters]
+    other_slices = []
+    if all_slices is not None and len(slices) < len(all_slices):
+        relevant = {s.name for s in slices}
+        for entry in all_slices:
+            if entry.name in relevant:
+                continue
+            (counter_slices if partitionable and entry.has_counters else other_slices).append(entry)
+
+    seen: set[str] = set()
+    for entry in device_slices:
+        for device in entry.devices:
+            if device.name in seen:
+                pool.invalid_reason = f"duplicate device name {device.name}"
+                return pool
+            seen.add(device.name)
+    if not partitionable:
+        pool.slices = device_slices
+        return pool
+
+    for entry in counter_slices:
+        for name, counters in entry.counter_sets:
+            if name in pool.counter_sets:
+                pool.invalid_reason = f"duplicate counter set name {name}"
+                pool.counter_sets = {}
+                return pool
+            pool.counter_sets[name] = counters
+    for entry in (*device_slices, *other_slices):
+        for device in entry.devices:
+            for set_name, counters in device.consumes:
+                if set_name not in pool.counter_sets:
+                    pool.invalid_reason = f"counter set {set_name} not found"
+                elif any(c not in pool.counter_sets[set_name] for c, _ in counters):
+                    missing = next(c for c, _ in counters if c not in pool.counter_sets[set_name])
+                    pool.invalid_reason = f"counter {missing} not found in counter set {set_name}"
+                if pool.invalid_reason:
+                    pool.counter_sets = {}
+                    return pool
+    pool.slices = device_slices
+    pool.other_slices = other_slices
+    return pool
+
+
+def _slices_of_generation(index: SliceIndex, key: tuple[str, str],
+                          generation: int) -> list[SliceEntry] | None:
+    """All slices of a pool with this generation, or ``None`` when a newer one exists
+    (``checkSlicesInPool``)."""
+    found = []
+    for entry in index.all:
+        if (entry.driver, entry.pool_name) != key or entry.generation < generation:
+            continue
+        if entry.generation > generation:
+            return None
+        found.append(entry)
+    return found
+
+
+def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures) -> NodePools:
+    """The pools of a node in search order (``GatherPools``).
+
+    Raises:
+        AllocationError: a slice's or device's node selector does not parse.
+    """
+    candidates: dict[tuple[str, str], list[SliceEntry]] = {}
+    for entry in (*index.on_node.get(node.name, ()), *index.shared):
+        if not features.partitionable_devices and (entry.per_device_set or entry.has_counters):
+            continue
+        if not _is_relevant(entry, node):
+            continue
+        key = (entry.driver, entry.pool_name)
+        kept = candidates.get(key)
+        if kept is None or entry.generation > kept[0].generation:
+            candidates[key] = [entry]
+        elif entry.generation == kept[0].generation:
+            kept.append(entry)
+
+    pools: list[Pool] = []
+    pools_with_binding: list[Pool] = []
+    for key, slices in candidates.items():
+        generation, wanted = slices[0].generation, slices[0].slice_count
+        all_slices = None
+        if len(slices) != wanted:
+            all_slices = _slices_of_generation(index, key, generation)
+            if all_slices is None:
+                continue  # obsolete: a newer generation is being published
+            if len(all_slices) != wanted:
+                pools.append(Pool(*key, incomplete=True))
+                continue
+        pool = _build_pool(key, slices, features, all_slices)
+        has_binding = any(d.binding_conditions is not None for s in pool.slices for d in s.devices)
+        (pools_with_binding if has_binding else pools).append(pool)
+    pools.sort(key=lambda p: p.key)
+    pools_with_binding.sort(key=lambda p: p.key)
+    pools.extend(pools_with_binding)
+
+    devices: list[DeviceEntry] = []
+    device_pools: list[Pool] = []
+    for pool in pools:
+        if pool.incomplete or pool.invalid:
+            continue
+        for entry in pool.slices:
+            devices.extend(entry.devices)
+            device_pools.extend([pool] * len(entry.devices))
+    return NodePools(pools, devices, device_pools)

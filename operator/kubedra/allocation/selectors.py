@@ -1,0 +1,80 @@
+"""CEL device selectors of a request: its class's selectors, then its own.
+
+As in ``selectorsMatch`` (``structured/internal/incubating/allocator_incubating.go``), the
+selectors are evaluated in order and the first ``false`` decides; an expression is compiled only
+when it is first evaluated, so a broken selector behind a ``false`` one never fails. A compile
+or runtime error aborts the allocation (:class:`~kubedra.allocation.errors.AllocationError`).
+
+A selector's outcome depends only on the expression and the device, so outcomes are cached per
+device for as long as the inventory lives (upstream caches per ``Allocate`` call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kubedra.allocation.errors import AllocationError
+from kubedra.allocation.pools import DeviceEntry
+from kubedra.cel import CELCompileError, CELRuntimeError, CompiledSelector, compile_selector
+
+
+class SelectorError(AllocationError):
+    """A selector failed to compile or evaluate.
+
+    Attributes:
+        index: position of the selector in the class's or the request's list.
+        from_class: whether it is a DeviceClass selector.
+    """
+
+    def __init__(self, message: str, *, index: int, from_class: bool) -> None:
+        super().__init__(message)
+        self.index = index
+        self.from_class = from_class
+
+    def in_context(self, class_name: str, claim: str, device: DeviceEntry) -> AllocationError:
+        """The error as upstream words it, naming the class or claim and the device."""
+        owner = f"class {class_name}" if self.from_class else f"claim {claim}"
+        return AllocationError(f"{owner}: selector #{self.index} on device {device}: {self}")
+
+
+class SelectorSet:
+    """The selectors of one (class, request) combination with their cached outcomes.
+
+    ``outcomes[uid]`` is True, False, or the :class:`SelectorError` the device raised.
+    """
+
+    __slots__ = ("_compiled", "class_count", "expressions", "outcomes")
+
+    def __init__(self, class_expressions: Sequence[str], request_expressions: Sequence[str]):
+        self.expressions = (*class_expressions, *request_expressions)
+        self.class_count = len(class_expressions)
+        self._compiled: list[CompiledSelector | None] = [None] * len(self.expressions)
+        self.outcomes: dict[int, bool | SelectorError] = {}
+
+    def _error(self, position: int, what: str, err: Exception) -> SelectorError:
+        from_class = position < self.class_count
+        index = position if from_class else position - self.class_count
+        return SelectorError(f"{what}: {err}", index=index, from_class=from_class)
+
+    def _evaluate(self, device: DeviceEntry) -> bool | SelectorError:
+        for position, expression in enumerate(self.expressions):
+            compiled = self._compiled[position]
+            if compiled is None:
+                try:
+                    compiled = compile_selector(expression)
+                except CELCompileError as err:
+                    return self._error(position, "CEL compile error", err)
+                self._compiled[position] = compiled
+            try:
+                if not compiled.matches(device.cel_device()):
+                    return False
+            except CELRuntimeError as err:
+                return self._error(position, "CEL runtime error", err)
+        return True
+
+    def outcome(self, device: DeviceEntry) -> bool | SelectorError:
+        """Whether the device passes all selectors, or the error it raises (cached)."""
+        found = self.outcomes.get(device.uid)
+        if found is None:
+            found = self.outcomes[device.uid] = self._evaluate(device)
+        return found
