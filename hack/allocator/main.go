@@ -348,6 +348,11 @@ func allocateLines(ctx context.Context, in io.Reader, out io.Writer) error {
 		if err := encoder.Encode(result); err != nil {
 			return err
 		}
+		// One outcome per scenario as soon as it is known, so that a caller can keep the
+		// process open and send scenarios one by one.
+		if err := writer.Flush(); err != nil {
+			return err
+		}
 	}
 	return scanner.Err()
 }

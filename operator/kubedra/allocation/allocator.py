@@ -617,7 +617,7 @@ class _Search:
                     group.append(key)
                 elif key != fixed:
                     return None
-            elif isinstance(constraint, DistinctAttribute):
-                if key in constraint.seen or (key is None and constraint.stack):
-                    return None
+            elif isinstance(constraint, DistinctAttribute) and (
+                    key in constraint.seen or (key is None and constraint.stack)):
+                return None
         return tuple(group)

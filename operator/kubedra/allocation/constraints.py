@@ -1,7 +1,7 @@
 """Claim constraints: ``matchAttribute`` and ``distinctAttribute``.
 
-Semantics of ``matchAttributeConstraint`` (``structured/internal/incubating/allocator_incubating.go``)
-and ``distinctAttributeConstraint`` (``constraint.go``), v0.37.2:
+Semantics of ``matchAttributeConstraint`` (``allocator_incubating.go``) and
+``distinctAttributeConstraint`` (``constraint.go``) in ``structured/internal/incubating``, v0.37.2:
 
 - a constraint lists requests (``req`` or ``req/subrequest``; a subrequest is also covered by
   its parent's name); an empty list covers all requests;
@@ -20,6 +20,7 @@ for three or more devices) is gone, see ``tests/unit/allocation``.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -31,8 +32,16 @@ if TYPE_CHECKING:
 AttributeKey = tuple[str, object] | None
 """``(type, value)`` of an attribute; ``None`` for an attribute without a scalar value."""
 
-MISSING = object()
+
+class _Missing(enum.Enum):
+    MISSING = "missing"
+
+
+MISSING = _Missing.MISSING
 """What :func:`lookup_attribute` returns for a device without the attribute."""
+
+Lookup = AttributeKey | _Missing
+"""The attribute key of a device, or :data:`MISSING`."""
 
 
 def attribute_key(attribute: DeviceAttribute) -> AttributeKey:
@@ -49,7 +58,7 @@ def attribute_key(attribute: DeviceAttribute) -> AttributeKey:
     return None
 
 
-def lookup_attribute(device: DeviceEntry, name: str) -> object:
+def lookup_attribute(device: DeviceEntry, name: str) -> Lookup:
     """The attribute key of a device for a fully qualified name, or ``MISSING``
     (``lookupAttribute``)."""
     attributes = device.attributes
@@ -76,7 +85,7 @@ class Constraint:
             return True
         return subrequest is not None and f"{request}/{subrequest}" in self.requests
 
-    def add(self, key: object) -> bool:
+    def add(self, key: Lookup) -> bool:
         """Record a device's attribute key (``MISSING`` when it lacks the attribute); return
         False (and record nothing) when the constraint rejects it."""
         raise NotImplementedError
@@ -96,11 +105,11 @@ class MatchAttribute(Constraint):
         self.value: AttributeKey = None
         self.count = 0
 
-    def add(self, key: object) -> bool:
+    def add(self, key: Lookup) -> bool:
         if key is MISSING:
             return False
         if self.count == 0:
-            self.value = key  # type: ignore[assignment]
+            self.value = key
         elif key is None or key != self.value:
             return False
         self.count += 1
@@ -109,7 +118,7 @@ class MatchAttribute(Constraint):
     def remove(self) -> None:
         self.count -= 1
 
-    def fixed_value(self) -> object:
+    def fixed_value(self) -> Lookup:
         """The value every further device must have, or ``MISSING`` while no device is in."""
         return self.value if self.count else MISSING
 
@@ -124,7 +133,7 @@ class DistinctAttribute(Constraint):
         self.stack: list[AttributeKey] = []
         self.seen: dict[AttributeKey, int] = {}
 
-    def add(self, key: object) -> bool:
+    def add(self, key: Lookup) -> bool:
         if key is MISSING:
             return False
         if key is None:
@@ -133,9 +142,9 @@ class DistinctAttribute(Constraint):
                 return False
         elif key in self.seen:
             return False
-        self.stack.append(key)  # type: ignore[arg-type]
+        self.stack.append(key)
         if key is not None:
-            self.seen[key] = self.seen.get(key, 0) + 1  # type: ignore[index]
+            self.seen[key] = self.seen.get(key, 0) + 1
         return True
 
     def remove(self) -> None:

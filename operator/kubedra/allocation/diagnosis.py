@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kubedra.allocation.capacity import fits
 from kubedra.allocation.constraints import MISSING, DistinctAttribute, lookup_attribute
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.pools import DeviceEntry, Pool

@@ -222,7 +222,7 @@ def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: Alloca
     partitionable = features.partitionable_devices
     device_slices = [s for s in slices if not (partitionable and s.has_counters)]
     counter_slices = [s for s in slices if partitionable and s.has_counters]
-    other_slices = []
+    other_slices: list[SliceEntry] = []
     if all_slices is not None and len(slices) < len(all_slices):
         relevant = {s.name for s in slices}
         for entry in all_slices:
@@ -250,12 +250,15 @@ def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: Alloca
             pool.counter_sets[name] = counters
     for entry in (*device_slices, *other_slices):
         for device in entry.devices:
-            for set_name, counters in device.consumes:
-                if set_name not in pool.counter_sets:
+            for set_name, consumed in device.consumes:
+                known = pool.counter_sets.get(set_name)
+                if known is None:
                     pool.invalid_reason = f"counter set {set_name} not found"
-                elif any(c not in pool.counter_sets[set_name] for c, _ in counters):
-                    missing = next(c for c, _ in counters if c not in pool.counter_sets[set_name])
-                    pool.invalid_reason = f"counter {missing} not found in counter set {set_name}"
+                else:
+                    missing = [c for c, _ in consumed if c not in known]
+                    if missing:
+                        pool.invalid_reason = (f"counter {missing[0]} not found in counter set "
+                                               f"{set_name}")
                 if pool.invalid_reason:
                     pool.counter_sets = {}
                     return pool

@@ -1,0 +1,101 @@
+"""Allocation scenarios as JSON: the exchange format with ``hack/allocator``.
+
+A scenario is one allocation attempt with everything it depends on::
+
+    {"name": "...", "features": {"DeviceTaints": false},       # overrides of the defaults
+     "node": {"name": "node-1", "labels": {...}},
+     "slices": [ResourceSlice...], "classes": [DeviceClass...],
+     "allocatedClaims": [ResourceClaim...], "taintRules": [DeviceTaintRule...],
+     "claims": [ResourceClaim...]}
+
+and its outcome is ``{"name", "outcome": "allocated" | "unschedulable" | "error",
+"allocations": [AllocationResult...], "message"}``, exactly what ``dra-reference-allocator``
+prints for upstream's allocator. :func:`comparable` reduces an outcome to what must be equal
+between the two.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubedra.allocation.allocator import Allocator
+from kubedra.allocation.errors import AllocationError, AllocationFailed
+from kubedra.allocation.features import AllocatorFeatures
+from kubedra.allocation.inventory import Inventory
+from kubedra.allocation.node_selection import NodeInfo
+from kubedra.allocation.state import AllocatedState
+from kubedra.api.quantity import Quantity
+from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
+
+INVALID_POOLS_MESSAGE = "invalid resource pools were encountered"
+"""Upstream's message when nothing fits and some pool of the node is invalid."""
+
+
+def load_inventory(scenario: Mapping[str, Any]) -> tuple[Inventory, AllocatedState]:
+    """The inventory and allocated state of a scenario (or of a benchmark input).
+
+    Raises:
+        UnsupportedFeaturesError: the scenario's features select another allocator variant.
+        pydantic.ValidationError: an object does not parse.
+    """
+    features = AllocatorFeatures.from_gate_names(scenario.get("features") or {})
+    inventory = Inventory(
+        [ResourceSlice.from_api(s) for s in scenario.get("slices") or ()],
+        [DeviceClass.from_api(c) for c in scenario.get("classes") or ()],
+        [DeviceTaintRule.from_api(r) for r in scenario.get("taintRules") or ()],
+        features)
+    allocated = AllocatedState.from_claims(
+        (ResourceClaim.from_api(c) for c in scenario.get("allocatedClaims") or ()),
+        consumable_capacity=features.consumable_capacity)
+    return inventory, allocated
+
+
+def node_info(node: Mapping[str, Any]) -> NodeInfo:
+    """A ``{"name", "labels"}`` node of a scenario."""
+    return NodeInfo(node["name"], dict(node.get("labels") or {}))
+
+
+def run_scenario(scenario: Mapping[str, Any],
+                 new_share_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> dict[str, Any]:
+    """Run kubedra's allocator on a scenario; the outcome in ``dra-reference-allocator``'s form."""
+    name = scenario.get("name", "")
+    inventory, allocated = load_inventory(scenario)
+    claims = [ResourceClaim.from_api(c) for c in scenario.get("claims") or ()]
+    allocator = Allocator(inventory, allocated, new_share_id=new_share_id)
+    try:
+        results = allocator.allocate(node_info(scenario["node"]), claims)
+    except AllocationFailed as failure:
+        message = INVALID_POOLS_MESSAGE if failure.invalid_pools else failure.reason
+        return {"name": name, "outcome": "unschedulable", "message": message}
+    except AllocationError as err:
+        return {"name": name, "outcome": "error", "message": str(err)}
+    return {"name": name, "outcome": "allocated", "allocations": [r.to_api() for r in results]}
+
+
+def _canonical(value: Any, key: str, share_ids: dict[str, str]) -> Any:
+    if key == "consumedCapacity" and isinstance(value, dict):
+        return {k: Quantity(v).canonical() for k, v in value.items()} or None
+    if isinstance(value, dict):
+        found = {k: _canonical(v, k, share_ids) for k, v in value.items()}
+        return {k: v for k, v in found.items() if v not in (None, [], {})} or None
+    if isinstance(value, list):
+        return [_canonical(v, key, share_ids) for v in value] or None
+    if key == "shareID":
+        return share_ids.setdefault(value, f"share-{len(share_ids)}")
+    return value
+
+
+def comparable(outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """What must be equal between kubedra's and upstream's outcome of a scenario: the kind of
+    outcome, for an allocation the results with share IDs numbered in order of appearance,
+    quantities in canonical form and empty fields dropped, and for a failure whether it is the
+    invalid-pools one (other messages are worded differently)."""
+    kind = outcome.get("outcome")
+    found: dict[str, Any] = {"outcome": kind}
+    if kind == "allocated":
+        found["allocations"] = _canonical(outcome.get("allocations") or [], "", {}) or []
+    elif kind == "unschedulable":
+        found["invalidPools"] = outcome.get("message") == INVALID_POOLS_MESSAGE
+    return found

@@ -1,0 +1,22 @@
+"""kubedra's allocator on the hand-written edge cases (expected decisions in edge_cases.py)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from edge_cases import CASES, EdgeCase, picks
+
+from kubedra.allocation.scenario import run_scenario
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.scenario["name"] for c in CASES])
+def test_edge_case(case: EdgeCase) -> None:
+    counter = itertools.count()
+    outcome = run_scenario(case.scenario, new_share_id=lambda: f"share-{next(counter)}")
+    assert picks(outcome) == case.expected, outcome.get("message")
+
+
+def test_case_names_are_unique() -> None:
+    names = [c.scenario["name"] for c in CASES]
+    assert len(names) == len(set(names))
