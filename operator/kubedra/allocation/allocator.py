@@ -41,24 +41,13 @@ from kubedra.allocation.inventory import Inventory
 from kubedra.allocation.node_selection import NodeInfo
 from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
 from kubedra.allocation.quantities import Number
-from kubedra.allocation.requests import (
-    ALLOCATION_RESULTS_MAX_SIZE,
-    RequestData,
-    cel_expressions,
-    exact_count,
-    request_parts,
-)
+from kubedra.allocation.requests import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, RequestData
 from kubedra.allocation.results import Pick, build_allocation
 from kubedra.allocation.selectors import SelectorError
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
 from kubedra.api.quantity import Quantity
-from kubedra.api.resource import (
-    AllocationResult,
-    DeviceSubRequest,
-    ExactDeviceRequest,
-    ResourceClaim,
-)
+from kubedra.api.resource import AllocationResult, ResourceClaim
 
 if TYPE_CHECKING:
     from kubedra.allocation.diagnosis import RequestDiagnosis
@@ -67,12 +56,6 @@ _FAIL, _DONE, _TOO_MANY = 0, 1, 2
 """Outcomes of one search step: no solution, solution found, claim over 32 devices."""
 
 CounterSets = dict[str, dict[str, Number]]
-
-
-def claim_label(claim: ResourceClaim) -> str:
-    """``namespace/name`` of a claim, as upstream logs it."""
-    meta = claim.metadata
-    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name or ""
 
 
 class Allocator:
@@ -93,6 +76,7 @@ class Allocator:
         self.allocated = allocated if allocated is not None else AllocatedState()
         self.new_share_id = new_share_id
         self._available_counters: dict[tuple[str, str], tuple[CounterSets, bool]] = {}
+        self._plans: dict[int, ClaimPlan] = {}
 
     def allocate(self, node: NodeInfo, claims: Sequence[ResourceClaim]) -> list[AllocationResult]:
         """Allocate all claims on ``node``: one allocation result per claim, in order.
@@ -103,16 +87,22 @@ class Allocator:
         """
         return _Search(self, node, claims).run()
 
+    def plan(self, claim: ResourceClaim) -> ClaimPlan:
+        """The node-independent checks of a claim (cached while the claim object lives)."""
+        plan = self._plans.get(id(claim))
+        if plan is None or plan.claim is not claim:
+            plan = self._plans[id(claim)] = ClaimPlan.build(claim, self.inventory)
+        return plan
+
     def available_counters(self, pool: Pool) -> tuple[CounterSets, bool]:
         """Counters of a pool left after the allocated devices, and whether any is negative
         (then no device of the pool that consumes counters fits). Cached per pool."""
         found = self._available_counters.get(pool.key)
         if found is None:
             available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
-            for entry in (*pool.slices, *pool.other_slices):
-                for device in entry.devices:
-                    if not device.consumes or not self.allocated.is_allocated(device.id):
-                        continue
+            consumers = pool.consumers()
+            for device_name in self.allocated.in_pool(pool.key):
+                for device in consumers.get(device_name, ()):
                     for set_name, counters in device.consumes:
                         left = available.get(set_name)
                         if left is None:
@@ -160,7 +150,6 @@ class _Search:
         self.allocated = allocator.allocated
         self.node = node
         self.claims = list(claims)
-        self.labels = [claim_label(c) for c in self.claims]
         self.pools: NodePools = self.inventory.node_pools(node)
         self.requests: list[list[list[RequestData]]] = []
         self.constraints: list[list[Constraint]] = []
@@ -174,86 +163,41 @@ class _Search:
     # --- setup (validation of requests and constraints) ------------------------------------
 
     def prepare(self) -> None:
-        """Check requests and constraints and fix the devices of ``All`` requests.
+        """Replay the claims' checks, fix the devices of ``All`` requests, apply the 32-device
+        limit and set up the constraints.
 
         Raises:
             AllocationError: as upstream's validation in ``Allocate``.
         """
-        features = self.features
-        for ci, claim in enumerate(self.claims):
-            label = self.labels[ci]
+        for claim in self.claims:
+            plan = self.allocator.plan(claim)
             min_devices = 0
             claim_requests: list[list[RequestData]] = []
-            for request in claim.spec.devices.requests or ():
-                if request.first_available and not features.prioritized_list:
-                    raise AllocationError(f"claim {label}, request {request.name}: has "
-                                          "subrequests, but the DRAPrioritizedList feature is "
-                                          "disabled")
-                parts = request_parts(request)
-                if not features.consumable_capacity:
-                    for part in parts:
-                        if part.capacity is not None:
-                            raise AllocationError(
-                                f"claim {label}, request {request.name}: has capacity requests, "
-                                "but the DRAConsumableCapacity feature is disabled")
-                if request.first_available:
-                    datas = [self._request_data(ci, sub.name, request.name, sub)
-                             for sub in request.first_available]
-                else:
-                    datas = [self._request_data(ci, request.name, None, parts[0])]
+            for request, alternatives in zip(claim.spec.devices.requests or (), plan.requests,
+                                             strict=True):
+                if isinstance(alternatives, AllocationError):
+                    raise alternatives
+                datas = []
+                for template in alternatives:
+                    if isinstance(template, AllocationError):
+                        raise template
+                    data = RequestData(template)
+                    if data.all_devices is not None:
+                        data.all_devices = self._all_devices(data)
+                        data.count = len(data.all_devices)
+                    datas.append(data)
                 needed = min(d.count for d in datas)
                 if needed > ALLOCATION_RESULTS_MAX_SIZE - min_devices:
                     raise AllocationError(
-                        f"claim {label}, request {request.name}: adding {needed} devices exceeds "
-                        f"the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}, with {min_devices} "
-                        "already accounted for")
+                        f"claim {plan.label}, request {request.name}: adding {needed} devices "
+                        f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}, with "
+                        f"{min_devices} already accounted for")
                 min_devices += needed
                 claim_requests.append(datas)
             self.requests.append(claim_requests)
-            constraints: list[Constraint] = []
-            for i, constraint in enumerate(claim.spec.devices.constraints or ()):
-                if constraint.match_attribute is not None:
-                    constraints.append(MatchAttribute(constraint.match_attribute,
-                                                      constraint.requests))
-                elif constraint.distinct_attribute is not None:
-                    constraints.append(DistinctAttribute(constraint.distinct_attribute,
-                                                         constraint.requests))
-                else:
-                    raise AllocationError(f"claim {label}, constraint #{i}: empty constraint "
-                                          "(unsupported constraint type?)")
-            self.constraints.append(constraints)
-
-    def _request_data(self, ci: int, name: str, parent: str | None,
-                      part: ExactDeviceRequest | DeviceSubRequest) -> RequestData:
-        label = self.labels[ci]
-        where = f"claim {label}, request {name}"
-        request_exprs = cel_expressions(where, part.selectors)
-        admin = part.admin_access if isinstance(part, ExactDeviceRequest) else None
-        if admin is not None and not self.features.admin_access:
-            raise AllocationError(f"{where}: admin access is requested, but the feature is "
-                                  "disabled")
-        if not part.device_class_name:
-            raise AllocationError(f"{where}: missing device class name (unsupported request "
-                                  "type?)")
-        device_class = self.inventory.classes.get(part.device_class_name)
-        if device_class is None:
-            raise AllocationError(f"{where}: could not retrieve device class "
-                                  f"{part.device_class_name}: deviceclass "
-                                  f"\"{part.device_class_name}\" not found")
-        class_exprs = cel_expressions(f"class {part.device_class_name}",
-                                      device_class.spec.selectors)
-        try:
-            is_all, count = exact_count(part)
-        except AllocationError as err:
-            raise AllocationError(f"{where}: {err}") from None
-        capacity = part.capacity.requests if part.capacity is not None else None
-        data = RequestData(label, name, parent, device_class,
-                           self.inventory.selector_set(class_exprs, request_exprs), count,
-                           bool(admin), part.tolerations, capacity)
-        if is_all:
-            data.all_devices = self._all_devices(data)
-            data.count = len(data.all_devices)
-        return data
+            if isinstance(plan.constraints, AllocationError):
+                raise plan.constraints
+            self.constraints.append([spec.new() for spec in plan.constraints])
 
     def _all_devices(self, data: RequestData) -> list[int]:
         for pool in self.pools.pools:
@@ -303,8 +247,10 @@ class _Search:
         Raises:
             AllocationError: an unrepresentable or negative amount.
         """
-        if device.uid in data.consumption:
+        try:
             return data.consumption[device.uid]
+        except KeyError:
+            pass
         try:
             found = static_consumption(data.capacity, device.capacity,
                                        self.features.fractional_capacity_range)
@@ -314,10 +260,18 @@ class _Search:
         return found
 
     def capacity_fits(self, data: RequestData, device: DeviceEntry) -> bool:
-        """``CmpRequestOverCapacity``: static consumption plus what is in use."""
-        consumption = self.consumption(data, device)
+        """``CmpRequestOverCapacity``: static consumption plus what is in use.
+
+        Raises:
+            AllocationError: an unrepresentable or negative amount.
+        """
+        cached = data.consumption
+        consumption = cached[device.uid] if device.uid in cached else \
+            self.consumption(data, device)
         if consumption is None:
             return False
+        if not consumption:
+            return True
         return fits(consumption, self.allocated.consumed_capacity.get(device.id),
                     self.allocating_capacity.get(device.id))
 

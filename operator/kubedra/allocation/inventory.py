@@ -11,13 +11,15 @@ every CEL selector on every device. Build one per snapshot of the cluster and re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+from kubedra.allocation.capacity import Consumption
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.features import DEFAULT_FEATURES, AllocatorFeatures
 from kubedra.allocation.node_selection import NodeInfo
 from kubedra.allocation.pools import NodePools, SliceEntry, SliceIndex, gather_pools
 from kubedra.allocation.selectors import SelectorSet
+from kubedra.api.quantity import Quantity
 from kubedra.api.resource import DeviceClass, DeviceTaint, DeviceTaintRule, ResourceSlice
 
 
@@ -63,6 +65,7 @@ class Inventory:
         self.slices = SliceIndex.build(entries)
         self._node_pools: dict[object, NodePools | AllocationError] = {}
         self._selector_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], SelectorSet] = {}
+        self._consumptions: dict[object, dict[int, Consumption | None]] = {}
 
     def node_pools(self, node: NodeInfo) -> NodePools:
         """The pools ``node`` sees, in search order (cached per node name and labels).
@@ -81,6 +84,17 @@ class Inventory:
         if isinstance(pools, AllocationError):
             raise pools
         return pools
+
+    def consumptions(self, requests: Mapping[str, Quantity] | None
+                     ) -> dict[int, Consumption | None]:
+        """The cache, per device uid, of what a capacity request consumes (the static part of
+        the capacity check; it depends only on the amounts requested and the device)."""
+        key = tuple(sorted((name, q.value) for name, q in requests.items())) if requests \
+            else None
+        found = self._consumptions.get(key)
+        if found is None:
+            found = self._consumptions[key] = {}
+        return found
 
     def selector_set(self, class_expressions: tuple[str, ...],
                      request_expressions: tuple[str, ...]) -> SelectorSet:

@@ -148,6 +148,18 @@ class Pool:
     slices: list[SliceEntry] = field(default_factory=list)
     other_slices: list[SliceEntry] = field(default_factory=list)
     counter_sets: dict[str, dict[str, Number]] = field(default_factory=dict)
+    _consumers: dict[str, list[DeviceEntry]] | None = None
+
+    def consumers(self) -> dict[str, list[DeviceEntry]]:
+        """Devices of all the pool's slices that consume counters, by name (a name repeated
+        across slices lists every device)."""
+        if self._consumers is None:
+            self._consumers = {}
+            for entry in (*self.slices, *self.other_slices):
+                for device in entry.devices:
+                    if device.consumes:
+                        self._consumers.setdefault(device.name, []).append(device)
+        return self._consumers
 
     @property
     def invalid(self) -> bool:

@@ -21,6 +21,8 @@ from kubedra.api.resource import ResourceClaim
 DeviceID = tuple[str, str, str]
 """``(driver, pool, device)``."""
 
+_NONE: set[str] = set()
+
 
 @dataclass(slots=True)
 class AllocatedState:
@@ -36,6 +38,8 @@ class AllocatedState:
     devices: set[DeviceID] = field(default_factory=set)
     shared_devices: set[DeviceID] = field(default_factory=set)
     consumed_capacity: dict[DeviceID, dict[str, Number]] = field(default_factory=dict)
+    by_pool: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    """Names of the devices of each (driver, pool) that are taken or shared."""
 
     @classmethod
     def from_claims(cls, claims: Iterable[ResourceClaim], *,
@@ -58,6 +62,7 @@ class AllocatedState:
             if result.admin_access:
                 continue
             device_id = (result.driver, result.pool, result.device)
+            self.by_pool.setdefault((result.driver, result.pool), set()).add(result.device)
             if consumable_capacity and result.share_id is not None:
                 self.shared_devices.add(device_id)
                 if result.consumed_capacity is not None:
@@ -67,10 +72,9 @@ class AllocatedState:
                 continue
             self.devices.add(device_id)
 
-    def is_allocated(self, device_id: DeviceID) -> bool:
-        """Whether the device is taken or shared (``IsDeviceAllocated``); used for counters."""
-        return (device_id in self.devices or device_id in self.shared_devices
-                or device_id in self.consumed_capacity)
+    def in_pool(self, pool: tuple[str, str]) -> set[str]:
+        """Names of the devices of a pool that are taken or shared (``IsDeviceAllocated``)."""
+        return self.by_pool.get(pool, _NONE)
 
     def has_shares(self, device_id: DeviceID) -> bool:
         """Whether shares of the device exist already (part of ``deviceCapacityInUse``)."""

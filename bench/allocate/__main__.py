@@ -1,0 +1,152 @@
+"""Benchmark: kubedra's allocator against upstream's (``dra-reference-allocator``), time per claim.
+
+Usage: ``python -m bench.allocate [--workload NAME ...] [--claims N]`` (the reference allocator
+must be built: ``make binaries``). Results go to ``bench/RESULTS.md`` (section "allocate").
+
+Both sides do what the scheduler does for one pod with one claim: build an allocator for the
+current allocated state (upstream: ``structured.NewAllocator``; kubedra: ``Allocator``) and run
+``Allocate`` on every node (the Filter phase); the claim then goes to the first node that fits
+and counts as allocated for the next claim. Only that is timed, in process on both sides:
+reading the JSON input and keeping the allocated state up to date (the scheduler's informer
+caches) are not. kubedra builds its :class:`~kubedra.allocation.Inventory` (slice index, and
+later the pools of each node and selector outcomes) once per snapshot of slices; that one-time
+cost is reported separately, and the first claim, which fills those caches, too.
+
+Both sides must choose the same node and the same devices for every claim, or the run fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.allocate import workloads
+from kubedra.allocation import AllocatedState, AllocationFailed, Allocator, Inventory
+from kubedra.allocation.scenario import comparable, node_info
+from kubedra.api.resource import DeviceClass, ResourceClaim, ResourceClaimStatus, ResourceSlice
+
+REPO = pathlib.Path(__file__).parents[2]
+H200 = f'device.attributes["{workloads.DRIVER}"].productName == "{workloads.PRODUCT}"'
+MEMORY_80GI = f'device.capacity["{workloads.DRIVER}"].memory.compareTo(quantity("80Gi")) >= 0'
+PROFILE = f'device.attributes["{workloads.DRIVER}"].profile == "PROFILE"'
+
+WORKLOADS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "a-gpus-empty": lambda n: workloads.gpus(MEMORY_80GI, fill=0.0, claims=n),
+    "a-gpus-half": lambda n: workloads.gpus(MEMORY_80GI, fill=0.5, claims=n),
+    "a-gpus-90": lambda n: workloads.gpus(MEMORY_80GI, fill=0.9, claims=n),
+    "b-pcie-root": lambda n: workloads.pcie(H200, claims=n),
+    "c-mig": lambda n: workloads.mig(PROFILE, claims=n),
+}
+
+
+def reference_binary() -> pathlib.Path:
+    """``$KUBEDRA_CACHE/bin/dra-reference-allocator`` (built by ``hack/build-binaries.sh``)."""
+    cache = pathlib.Path(os.environ.get("KUBEDRA_CACHE") or REPO / ".cache")
+    return cache / "bin" / "dra-reference-allocator"
+
+
+def run_upstream(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per claim: chosen node, allocation, feasible nodes and seconds, from the Go program."""
+    done = subprocess.run([str(reference_binary()), "bench"], input=json.dumps(spec),
+                          capture_output=True, text=True, check=True)
+    claims: list[dict[str, Any]] = json.loads(done.stdout)["claims"]
+    return claims
+
+
+def run_kubedra(spec: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    """The inventory build time and, per claim, what :func:`run_upstream` reports."""
+    slices = [ResourceSlice.from_api(s) for s in spec["slices"]]
+    classes = [DeviceClass.from_api(c) for c in spec["classes"]]
+    state = AllocatedState.from_claims(ResourceClaim.from_api(c)
+                                       for c in spec["allocatedClaims"])
+    start = time.perf_counter()
+    inventory = Inventory(slices, classes)
+    build = time.perf_counter() - start
+    nodes = [node_info(n) for n in spec["nodes"]]
+    found = []
+    for claim_json in spec["claims"]:
+        claim = ResourceClaim.from_api(claim_json)
+        start = time.perf_counter()
+        allocator = Allocator(inventory, state)
+        chosen = None
+        feasible = 0
+        for node in nodes:
+            try:
+                results = allocator.allocate(node, [claim])
+            except AllocationFailed:
+                continue
+            feasible += 1
+            if chosen is None:
+                chosen = (node.name, results[0])
+        seconds = time.perf_counter() - start
+        entry: dict[str, Any] = {"name": claim_json["metadata"]["name"],
+                                 "feasibleNodes": feasible, "seconds": seconds}
+        if chosen is not None:
+            entry["node"], allocation = chosen
+            entry["allocation"] = allocation.to_api()
+            state.add(claim.model_copy(update={"status": ResourceClaimStatus(
+                allocation=allocation)}))
+        found.append(entry)
+    return build, found
+
+
+def same_decisions(upstream: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[str]:
+    """Claims where the two chose differently."""
+    def decision(entry: dict[str, Any]) -> Any:
+        allocation = entry.get("allocation")
+        return (entry.get("node"), entry["feasibleNodes"],
+                comparable({"outcome": "allocated", "allocations": [allocation]})
+                if allocation else None)
+
+    return [u["name"] for u, o in zip(upstream, ours, strict=True) if decision(u) != decision(o)]
+
+
+def mean_ms(claims: list[dict[str, Any]]) -> float:
+    """Mean time per claim in milliseconds."""
+    return statistics.mean(c["seconds"] for c in claims) * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.allocate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS),
+                        help="run only these (default: all)")
+    parser.add_argument("--claims", type=int, default=20, help="claims per workload")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs per side; the fastest counts (the machine may be shared)")
+    args = parser.parse_args(argv)
+    if not reference_binary().exists():
+        print(f"{reference_binary()} is missing: run make binaries", file=sys.stderr)
+        return 2
+    print("| workload | nodes | claims | upstream ms/claim | kubedra ms/claim | kubedra/upstream "
+          "| kubedra first claim ms | kubedra inventory ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    failed = False
+    for name in args.workload or list(WORKLOADS):
+        spec = WORKLOADS[name](args.claims)
+        go_ms = py_ms = first_ms = build_ms = float("inf")
+        differ: list[str] = []
+        for _ in range(args.rounds):
+            upstream = run_upstream(spec)
+            build, ours = run_kubedra(spec)
+            differ = differ or same_decisions(upstream, ours)
+            go_ms, py_ms = min(go_ms, mean_ms(upstream)), min(py_ms, mean_ms(ours))
+            first_ms = min(first_ms, ours[0]["seconds"] * 1000)
+            build_ms = min(build_ms, build * 1000)
+        print(f"| {name} | {len(spec['nodes'])} | {len(spec['claims'])} | {go_ms:.2f} | "
+              f"{py_ms:.2f} | {py_ms / go_ms:.2f} | {first_ms:.1f} | {build_ms:.0f} |"
+              + (f" DIFFERENT DECISIONS: {differ}" if differ else ""), flush=True)
+        failed |= bool(differ)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
