@@ -94,7 +94,8 @@ class DeviceInventorySpec(KubeModel):
         "Node whose agent discovers this inventory; the pool is node-local and named after it."))
     node_selector: NodeSelector | None = Field(default=None, description=(
         "Nodes that can reach a network-attached pool (no agent)."))
-    all_nodes: bool | None = Field(default=None, description="The pool is reachable from every node.")
+    all_nodes: bool | None = Field(
+        default=None, description="The pool is reachable from every node.")
     pool: str | None = Field(default=None, description=(
         "Pool name; defaults to the node name, or to the inventory name without a node."))
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
