@@ -104,4 +104,4 @@ class RecordedPynvml:
             for slot, placement in zip(placements_ref, placements, strict=False):
                 slot.start, slot.size = placement["start"], placement["size"]
         count_ref.contents.value = len(placements)
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)

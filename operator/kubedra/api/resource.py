@@ -99,12 +99,12 @@ class DeviceAttribute(KubeModel):
 
     def set_fields(self) -> list[str]:
         """Wire names of the value fields that are set (valid attributes have exactly one)."""
-        return [self.model_fields[name].alias or name for name in self.model_fields
-                if getattr(self, name) is not None]
+        fields = type(self).model_fields
+        return [fields[name].alias or name for name in fields if getattr(self, name) is not None]
 
     def value(self) -> int | bool | str | list[Any] | None:
         """The single value that is set, whatever its type (``None`` if none is)."""
-        for name in self.model_fields:
+        for name in type(self).model_fields:
             found = getattr(self, name)
             if found is not None:
                 return found  # type: ignore[no-any-return]

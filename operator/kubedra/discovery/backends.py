@@ -2,12 +2,14 @@
 
 Backends:
 
-| name | reads | devices (driver) |
-| --- | --- | --- |
-| ``pci`` | ``<sysfs_root>/bus/pci/devices`` | PCI functions passing ``settings.pci`` (``pci.kubedra.io``) |
-| ``nvml`` | NVML through pynvml, and ``<sysfs_root>`` | NVIDIA GPUs (``gpu.kubedra.io``) |
-| ``snapshot:<folder>`` | a capture folder (``nvml.json``, ``sysfs_pci.json``, …) | as ``nvml``, replayed |
-| ``static`` | nothing | none: devices declared in ``spec.devices`` are published by the operator as they are |
+- ``pci``: reads ``<sysfs_root>/bus/pci/devices``; one device per PCI function that passes
+  ``settings.pci`` (driver ``pci.kubedra.io``).
+- ``nvml``: reads NVML through pynvml, and ``<sysfs_root>``; NVIDIA GPUs and, with
+  ``settings.mig`` = ``partitions``, their MIG partitions (driver ``gpu.kubedra.io``).
+- ``snapshot:<folder>``: as ``nvml``, replayed from a capture folder (``nvml.json``,
+  ``sysfs_pci.json``, …; :mod:`kubedra.discovery.recorded`).
+- ``static``: reads nothing and finds nothing. Devices an admin declares in ``spec.devices``
+  are already in the inventory; the operator publishes them as they are.
 
 ``nvml`` and ``snapshot:<folder>`` run the same code on different sources
 (:func:`kubedra.discovery.nvidia.nvidia_discovery`), so a capture of a machine replays to the

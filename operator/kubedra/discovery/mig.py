@@ -136,7 +136,8 @@ def _consumption(profile: GpuInstanceProfile, placement: Placement) -> dict[str,
 
 def _capacity(profile: GpuInstanceProfile) -> dict[str, DeviceCapacity]:
     capacity = {
-        "memory": DeviceCapacity(value=Quantity.from_value(profile.memory_size_mb * MIB, BINARY_SI)),
+        "memory": DeviceCapacity(
+            value=Quantity.from_value(profile.memory_size_mb * MIB, BINARY_SI)),
         "multiprocessors": DeviceCapacity(value=Quantity.from_value(profile.multiprocessor_count)),
     }
     for engine in ENGINES:
