@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kubedra.api.inventory import DiscoveryResult, DiscoverySettings
 from kubedra.api.limits import (
+    DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH,
     RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
     RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET,
     RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
@@ -81,9 +82,10 @@ def check_limits(result: DiscoveryResult) -> None:
     """Refuse a result the API server would reject in a ResourceSlice.
 
     Checks (``k8s.io/api/resource/v1/types.go`` constants, ``validation.go`` rules): device and
-    counter names are DNS labels and unique; at most 32 attributes and capacities a device; at
-    most 2 consumesCounters entries a device, each naming a counter set of the result and only
-    its counters; at most 32 counters a set.
+    counter names are DNS labels and unique; at most 32 attributes and capacities a device;
+    string and version values at most 64 characters; at most 2 consumesCounters entries a
+    device, each naming a counter set of the result and only its counters; at most 32 counters
+    a set.
 
     Raises:
         DiscoveryError: naming the device or set and the rule it breaks.
@@ -107,6 +109,11 @@ def check_limits(result: DiscoveryResult) -> None:
         entries = len(device.attributes) + len(device.capacity)
         if entries > RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
             raise DiscoveryError(f"device {device.name} has {entries} attributes and capacities")
+        for name, attribute in device.attributes.items():
+            text = attribute.string_value or attribute.version_value or ""
+            if len(text) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
+                raise DiscoveryError(f"attribute {name} of device {device.name} is longer than "
+                                     f"{DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH} characters")
         consumptions = device.consumes_counters or []
         if len(consumptions) > RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE:
             raise DiscoveryError(f"device {device.name} consumes from too many counter sets")
