@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -53,3 +55,19 @@ def test_python_dash_m_kubedra_works_the_same() -> None:
         [sys.executable, "-m", "kubedra", "discover", "--backend", "static"],
         capture_output=True, text=True, check=True, timeout=60)
     assert json.loads(completed.stdout) == {"devices": [], "counterSets": []}
+
+
+def _nvml_library_present() -> bool:
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_nvml_library_present(), reason="this machine has NVML")
+def test_nvml_backend_without_nvml_fails_cleanly() -> None:
+    """The real pynvml on a machine without the NVIDIA driver: a clear error, exit 1."""
+    result = CliRunner().invoke(main, ["discover", "--backend", "nvml"])
+    assert result.exit_code == 1
+    assert "NVML cannot be initialised: NVML Shared Library Not Found" in result.output
