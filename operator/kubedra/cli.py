@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from kubedra import __version__
+from kubedra.api.crd import crd_command
 from kubedra.discovery.command import discover_command
 
 
@@ -17,4 +18,5 @@ def main() -> None:
     """kubedra: GPUs, MIG partitions and PCI devices for Kubernetes through DRA."""
 
 
+main.add_command(crd_command)
 main.add_command(discover_command)
