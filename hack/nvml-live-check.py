@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from kubedra.api.inventory import MigMode
 from kubedra.discovery.backends import check_limits
 from kubedra.discovery.capture import differences, write_capture
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None, nvml: Any = None) -> int:
         if args.mode == "capture":
             return capture(args.folder, nvml, args.sysfs_root, args.proc_root)
         return check(args.folder, nvml, args.sysfs_root)
-    except DiscoveryError as err:
+    except (DiscoveryError, ValidationError) as err:
         print(f"discovery failed: {err}", file=sys.stderr)
         return 2
 

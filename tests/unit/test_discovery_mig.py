@@ -13,6 +13,7 @@ import pytest
 
 from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice
 from kubedra.discovery import DiscoveryError, discover
+from kubedra.discovery.backends import check_limits
 from kubedra.discovery.mig import mig_partitions, partition_name
 from kubedra.discovery.nvml import GpuInstanceProfile
 
@@ -214,9 +215,13 @@ def test_profiles_without_placements_give_no_partitions() -> None:
 
 
 def test_more_than_32_counters_is_refused() -> None:
-    wide = _profile("MIG 1g.1gb", [{"start": 0, "size": 31}])
-    with pytest.raises(DiscoveryError, match="gpu-0 needs 33 counters, more than the 32"):
-        mig_partitions("gpu-0", [wide], {}, "Healthy", None)
+    wide = mig_partitions("gpu-0", [_profile("MIG 1g.1gb", [{"start": 0, "size": 31}])], {},
+                          "Healthy", None)
+    assert wide is not None
+    assert len(wide.counter_set.counters) == 33
+    result = DiscoveryResult(devices=wide.devices, counter_sets=[wide.counter_set])
+    with pytest.raises(DiscoveryError, match="counter set gpu-0-counters has more than 32"):
+        check_limits(result)
 
 
 def test_clashing_partition_names_are_refused() -> None:

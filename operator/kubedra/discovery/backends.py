@@ -18,15 +18,14 @@ inventory that machine reports live.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from kubedra.api.inventory import DiscoveryResult, DiscoverySettings
 from kubedra.api.limits import (
-    DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH,
     RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
     RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET,
-    RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
 )
 from kubedra.discovery.errors import DiscoveryError
 from kubedra.discovery.nvidia import nvidia_discovery
@@ -38,9 +37,6 @@ from kubedra.discovery.sysfs import LiveSysfs, parse_pci_functions
 SNAPSHOT_PREFIX = "snapshot:"
 GPU_DRIVER = "gpu.kubedra.io"
 PCI_DRIVER = "pci.kubedra.io"
-
-# validateDeviceName / validateCounterName in pkg/apis/resource/validation/validation.go
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def discover(backend: str, settings: DiscoverySettings,
@@ -54,38 +50,44 @@ def discover(backend: str, settings: DiscoverySettings,
         sysfs_root: where sysfs is mounted (the ``pci`` and ``nvml`` backends).
 
     Returns:
-        The devices and counter sets, every one within the API's per-device and per-set limits
-        (:func:`check_limits`).
+        The devices and counter sets, every one within the API's limits: names and values by
+        the models' own validation (:mod:`kubedra.api.names`), counts by :func:`check_limits`.
 
     Raises:
         DiscoveryError: unknown backend, unreadable or malformed source, or a result that would
-            break an API limit.
+            break an API limit (e.g. a product name longer than 64 characters).
     """
-    if backend == "pci":
-        result = pci_inventory(parse_pci_functions(LiveSysfs(sysfs_root).records()),
-                               settings.pci)
-    elif backend == "nvml":
-        result = nvidia_discovery(LiveNvml(), LiveSysfs(sysfs_root), settings.mig)
-    elif backend.startswith(SNAPSHOT_PREFIX) and backend != SNAPSHOT_PREFIX:
-        folder = Path(backend.removeprefix(SNAPSHOT_PREFIX))
-        result = nvidia_discovery(RecordedNvml(folder), RecordedSysfs(folder), settings.mig)
-    elif backend == "static":
-        result = DiscoveryResult()
-    else:
-        raise DiscoveryError(
-            f"unknown discovery backend {backend!r}: use pci, nvml, snapshot:<folder> or static")
+    try:
+        result = _run(backend, settings, sysfs_root)
+    except ValidationError as err:
+        raise DiscoveryError(f"backend {backend} found a device the API would reject: {err}"
+                             ) from err
     check_limits(result)
     return result
 
 
-def check_limits(result: DiscoveryResult) -> None:
-    """Refuse a result the API server would reject in a ResourceSlice.
+def _run(backend: str, settings: DiscoverySettings, sysfs_root: Path) -> DiscoveryResult:
+    if backend == "pci":
+        return pci_inventory(parse_pci_functions(LiveSysfs(sysfs_root).records()), settings.pci)
+    if backend == "nvml":
+        return nvidia_discovery(LiveNvml(), LiveSysfs(sysfs_root), settings.mig)
+    if backend.startswith(SNAPSHOT_PREFIX) and backend != SNAPSHOT_PREFIX:
+        folder = Path(backend.removeprefix(SNAPSHOT_PREFIX))
+        return nvidia_discovery(RecordedNvml(folder), RecordedSysfs(folder), settings.mig)
+    if backend == "static":
+        return DiscoveryResult()
+    raise DiscoveryError(
+        f"unknown discovery backend {backend!r}: use pci, nvml, snapshot:<folder> or static")
 
-    Checks (``k8s.io/api/resource/v1/types.go`` constants, ``validation.go`` rules): device and
-    counter names are DNS labels and unique; at most 32 attributes and capacities a device;
-    string and version values at most 64 characters; at most 2 consumesCounters entries a
-    device, each naming a counter set of the result and only its counters; at most 32 counters
-    a set.
+
+def check_limits(result: DiscoveryResult) -> None:
+    """Refuse a result the API server would reject in a ResourceSlice, for the limits the
+    models do not check themselves.
+
+    Checks (``k8s.io/api/resource/v1/types.go`` constants, ``validation.go`` rules): device
+    names and counter-set names are unique; at most 32 attributes and capacities a device; at
+    most 32 counters a set; a device consumes only counters that a counter set of the result
+    has.
 
     Raises:
         DiscoveryError: naming the device or set and the rule it breaks.
@@ -94,9 +96,6 @@ def check_limits(result: DiscoveryResult) -> None:
     if len(sets) != len(result.counter_sets):
         raise DiscoveryError("counter set names are not unique")
     for counter_set in result.counter_sets:
-        for name in [counter_set.name, *counter_set.counters]:
-            if not _DNS_LABEL.match(name):
-                raise DiscoveryError(f"counter (set) name {name!r} is not a DNS label")
         if len(counter_set.counters) > RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET:
             raise DiscoveryError(f"counter set {counter_set.name} has more than "
                                  f"{RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET} counters")
@@ -104,20 +103,10 @@ def check_limits(result: DiscoveryResult) -> None:
     if len(set(names)) != len(names):
         raise DiscoveryError("device names are not unique")
     for device in result.devices:
-        if not _DNS_LABEL.match(device.name):
-            raise DiscoveryError(f"device name {device.name!r} is not a DNS label")
         entries = len(device.attributes) + len(device.capacity)
         if entries > RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
             raise DiscoveryError(f"device {device.name} has {entries} attributes and capacities")
-        for name, attribute in device.attributes.items():
-            text = attribute.string_value or attribute.version_value or ""
-            if len(text) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
-                raise DiscoveryError(f"attribute {name} of device {device.name} is longer than "
-                                     f"{DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH} characters")
-        consumptions = device.consumes_counters or []
-        if len(consumptions) > RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE:
-            raise DiscoveryError(f"device {device.name} consumes from too many counter sets")
-        for consumption in consumptions:
+        for consumption in device.consumes_counters or []:
             known = sets.get(consumption.counter_set)
             if known is None or not set(consumption.counters) <= set(known.counters):
                 raise DiscoveryError(f"device {device.name} consumes counters that counter set "

@@ -39,7 +39,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubedra.api.inventory import Health, InventoryDevice
-from kubedra.api.limits import RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET
 from kubedra.api.quantity import BINARY_SI, Quantity
 from kubedra.api.resource import (
     Counter,
@@ -162,17 +161,14 @@ def mig_partitions(gpu: str, profiles: list[GpuInstanceProfile],
         consumption and one device per placement, in profile then start order.
 
     Raises:
-        DiscoveryError: the GPU would need more than 32 counters
-            (``ResourceSliceMaxCountersPerCounterSet``), or two placements got the same name.
+        DiscoveryError: two placements got the same name. (A GPU needing more than 32
+            counters is refused by :func:`kubedra.discovery.backends.check_limits`.)
     """
     placed = [(profile, profile.placements) for profile in profiles
               if isinstance(profile.placements, list) and profile.placements]
     if not placed:
         return None
     totals = _totals(placed)
-    if len(totals) > RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET:
-        raise DiscoveryError(f"{gpu} needs {len(totals)} counters, more than the "
-                             f"{RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET} a counter set holds")
     counter_set = counter_set_name(gpu)
     devices = []
     for profile, placements in placed:
