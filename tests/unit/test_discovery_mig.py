@@ -227,8 +227,12 @@ def test_more_than_32_counters_is_refused() -> None:
 def test_clashing_partition_names_are_refused() -> None:
     profiles = [_profile("MIG 1g.1gb", [{"start": 0, "size": 1}]),
                 _profile("MIG 1g1gb", [{"start": 0, "size": 1}])]
-    with pytest.raises(DiscoveryError, match="clashing names"):
-        mig_partitions("gpu-0", profiles, {}, "Healthy", None)
+    clash = mig_partitions("gpu-0", profiles, {}, "Healthy", None)
+    assert clash is not None
+    assert [device.name for device in clash.devices] == ["gpu-0-mig-1g1gb-s0"] * 2
+    result = DiscoveryResult(devices=clash.devices, counter_sets=[clash.counter_set])
+    with pytest.raises(DiscoveryError, match="device names are not unique"):
+        check_limits(result)
 
 
 def test_every_device_is_within_the_api_limits(h200: DiscoveryResult) -> None:

@@ -47,7 +47,6 @@ from kubedra.api.resource import (
     DeviceCapacity,
     DeviceCounterConsumption,
 )
-from kubedra.discovery.errors import DiscoveryError
 from kubedra.discovery.nvml import GpuInstanceProfile, Placement
 
 TYPE = "type"
@@ -160,9 +159,8 @@ def mig_partitions(gpu: str, profiles: list[GpuInstanceProfile],
         ``None`` if no profile has placements, else the counter set, the whole GPU's
         consumption and one device per placement, in profile then start order.
 
-    Raises:
-        DiscoveryError: two placements got the same name. (A GPU needing more than 32
-            counters is refused by :func:`kubedra.discovery.backends.check_limits`.)
+    Names clashing between profiles and more than 32 counters are refused later, by
+    :func:`kubedra.discovery.backends.check_limits`.
     """
     placed = [(profile, profile.placements) for profile in profiles
               if isinstance(profile.placements, list) and profile.placements]
@@ -190,9 +188,6 @@ def mig_partitions(gpu: str, profiles: list[GpuInstanceProfile],
                 health=health,
                 health_message=health_message,
             ))
-    names = [device.name for device in devices]
-    if len(set(names)) != len(names):
-        raise DiscoveryError(f"MIG partitions of {gpu} have clashing names: {sorted(names)}")
     return MigPartitions(
         counter_set=CounterSet(name=counter_set, counters=_counts(totals)),
         whole_gpu=DeviceCounterConsumption(counter_set=counter_set, counters=_counts(totals)),

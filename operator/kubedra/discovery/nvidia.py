@@ -205,7 +205,9 @@ def nvidia_inventory(document: NvmlDocument, functions: list[PciFunction],
         same order.
 
     Raises:
-        DiscoveryError: from :func:`kubedra.discovery.mig.mig_partitions`.
+        pydantic.ValidationError: NVML reported a value the API would reject, such as a name
+            longer than 64 characters (:func:`kubedra.discovery.discover` makes it a
+            DiscoveryError).
     """
     by_address = {function.address: function for function in functions}
     system = _system_attributes(document)
@@ -251,5 +253,6 @@ def nvidia_discovery(nvml: NvmlSource, pci: PciSource, mig: MigMode) -> Discover
 
     Raises:
         DiscoveryError: a source cannot be read or is malformed.
+        pydantic.ValidationError: as :func:`nvidia_inventory`.
     """
     return nvidia_inventory(parse_nvml(nvml.document()), parse_pci_functions(pci.records()), mig)
