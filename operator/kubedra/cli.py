@@ -9,6 +9,7 @@ import click
 
 from kubedra import __version__
 from kubedra.api.crd import crd_command
+from kubedra.discovery.command import discover_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,3 +19,4 @@ def main() -> None:
 
 
 main.add_command(crd_command)
+main.add_command(discover_command)
