@@ -165,3 +165,40 @@ async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: s
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }
     await client.CoreV1Api(api).create_namespaced_event(namespace, event)
+
+
+# --- Leases (node agent) --------------------------------------------------------------------------
+
+def _micro_time(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
+                      duration_s: int) -> None:
+    """Create Lease ``namespace/name`` or set its ``renewTime`` to now, held by ``holder`` for
+    ``duration_s`` seconds.
+
+    Raises:
+        ApiException: the Lease could not be read or written (409 when two writers race).
+    """
+    coordination = client.CoordinationV1Api(api)
+    now = _micro_time(datetime.datetime.now(datetime.UTC))
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "renewTime": now}
+    try:
+        current = await _raw(coordination.read_namespaced_lease(
+            name, namespace, _preload_content=False))
+    except ApiException as err:
+        if err.status != 404:
+            raise
+        spec["acquireTime"] = now
+        await coordination.create_namespaced_lease(
+            namespace, {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+        return
+    current["spec"] = {**(current.get("spec") or {}), **spec}
+    await coordination.replace_namespaced_lease(name, namespace, current)
+
+
+async def apply_discovered(api: ApiClient, name: str, discovered: dict[str, Any]) -> None:
+    """Server-side apply ``status.discovered`` of inventory ``name`` as the node agent."""
+    await apply_inventory_status(api, name, {"discovered": discovered},
+                                 inventory.AGENT_FIELD_MANAGER)
