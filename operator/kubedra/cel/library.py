@@ -260,21 +260,32 @@ _COMPARABLE = {"int": _I, "uint": _U, "double": _D, "bool": _B, "duration": _DUR
 _SUMMABLE = {"int": _I, "uint": _U, "double": _D, "duration": _DUR}
 
 
+# A list type no selector can build (struct literals of kubernetes.* types are rejected):
+# overloads on it carry the implementation of a templated list function, with a dyn result so
+# that the runtime converts whatever element type the checker chose.
+_DISPATCH_LIST = cel.Type.List(cel.Type("kubernetes.Semver.PreRelease"))
+
+
 def _templated(function: str, pattern: str, result_is_element: bool,
                names: dict[str, cel.Type], impl: Callable[..., Any]) -> cel.FunctionDecl:
-    """One overload per element type; the first carries the kind-dispatched implementation."""
-    overloads = []
-    for i, (name, t) in enumerate(names.items()):
-        overloads.append(_overload(pattern.format(name=name), t if result_is_element else _B,
-                                   [cel.Type.List(t)], True, impl if i == 0 else None))
+    """One declared overload per element type, plus the hidden one with the implementation.
+
+    The runtime registers one implementation per argument *kind* (all lists are one kind) and
+    converts its result with that overload's declared result type.
+    """
+    overloads = [_overload(pattern.format(name=name), t if result_is_element else _B,
+                           [cel.Type.List(t)], True) for name, t in names.items()]
+    overloads.append(_overload(f"kubedra_{function}_dispatch",
+                               _DYN if result_is_element else _B, [_DISPATCH_LIST], True, impl))
     return cel.FunctionDecl(function, overloads)
 
 
 def list_index_extension() -> cel.CelExtension:
-    """``indexOf``/``lastIndexOf`` on lists (``library/lists.go``).
+    """``indexOf``, ``lastIndexOf`` and ``includes`` on lists (``library/lists.go``).
 
-    The strings extension already declares these names for strings; an extension (unlike a
-    configured function) merges its overloads into that declaration.
+    The strings extension already declares the first two for strings; an extension (unlike a
+    configured function) merges its overloads into that declaration, and it registers ``dyn``
+    parameters as the runtime's wildcard kind.
     """
     list_dyn = cel.Type.List(_DYN)
     return cel.CelExtension("kubernetes.lists.index", [
@@ -282,6 +293,8 @@ def list_index_extension() -> cel.CelExtension:
                                                _index_of)]),
         cel.FunctionDecl("lastIndexOf", [_overload("list_a_last_index_of_int", _I,
                                                    [list_dyn, _DYN], True, _last_index_of)]),
+        cel.FunctionDecl("includes", [_overload("list_includes_dyn_dyn", _B, [_DYN, _DYN], True,
+                                                _includes)]),
     ])
 
 
@@ -333,15 +346,11 @@ def function_declarations(attribute_domain: Callable[[str], Any],
         cel.FunctionDecl("patch", [_overload("semver_patch", _I, [s], True,
                                              lambda m: _int64(m.patch))]),
         _templated("isSorted", "list_{name}_is_sorted_bool", False, _COMPARABLE, _is_sorted),
-        cel.FunctionDecl("sum", [
-            _overload(f"list_{n}_sum_{n}", t, [cel.Type.List(t)], True, _sum if i == 0 else None)
-            for i, (n, t) in enumerate(_SUMMABLE.items())]),
+        _templated("sum", "list_{name}_sum_{name}", True, _SUMMABLE, _sum),
         _templated("max", "list_{name}_max_{name}", True, _COMPARABLE,
                    _extreme("max", lambda cur, nxt: bool(cur < nxt))),
         _templated("min", "list_{name}_min_{name}", True, _COMPARABLE,
                    _extreme("min", lambda cur, nxt: bool(cur > nxt))),
-        cel.FunctionDecl("includes", [_overload("list_includes_dyn_dyn", _B, [_DYN, _DYN], True,
-                                                _includes)]),
         cel.FunctionDecl("find", [_overload("string_find_string", _S, [_S, _S], True, _find)]),
         cel.FunctionDecl("findAll", [
             _overload("string_find_all_string", cel.Type.List(_S), [_S, _S], True, _find_all),

@@ -21,6 +21,7 @@ cel-expr-python type-checks with the C++ checker and hands back the checked AST
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -222,6 +223,9 @@ class Rewriter:
             self._visit(call.target)
         for arg in call.args:
             self._visit(arg)
+        if call.function == "matches" and args and args[-1].WhichOneof("expr_kind") == \
+                "const_expr" and not _valid_regex(args[-1].const_expr.string_value):
+            raise CheckError("invalid matches argument", args[-1].id)  # ValidateRegexLiterals
         if call.function in ("_==_", "_!=_") and all(
                 _is_message(self.type_of(a), QUANTITY_TYPE) for a in args):
             function, overload = ((QUANTITY_EQUALS, QUANTITY_EQUALS_OVERLOAD)
@@ -260,6 +264,14 @@ class Rewriter:
                     first.SerializeToString(deterministic=True):
                 raise CheckError(f"expected type '{format_type(first)}' but found "
                                  f"'{format_type(t)}'", element.id)
+
+
+def _valid_regex(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
 
 
 def _is_message(t: Any, name: str) -> bool:

@@ -44,6 +44,9 @@ CACHE_SIZE = 1024
 NO_SUCH_KEY_HINT = (". consider using CEL optional chaining (.? followed by orValue()) or "
                     "guarding the check with has() for optional fields")
 
+# Runtime errors the C++ runtime words differently from cel-go.
+_GO_WORDING = {"divide by zero": "division by zero", "modulus by zero": "modulus by zero"}
+
 _current_device: ContextVar[PreparedDevice] = ContextVar("kubedra_cel_device")
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
@@ -148,7 +151,7 @@ def _runtime_message(status: str) -> str:
     missing = _MISSING_KEY.search(text)
     if missing:
         return f"no such key: {missing.group(1)}{NO_SUCH_KEY_HINT}"
-    return text
+    return _GO_WORDING.get(text, text)
 
 
 @lru_cache(maxsize=CACHE_SIZE)
