@@ -24,6 +24,7 @@ only.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -135,7 +136,7 @@ def _check_comparable(items: Sequence[Any]) -> None:
 
 def _is_sorted(items: list[Any]) -> bool:
     _check_comparable(items)
-    return all(not (a > b) for a, b in zip(items, items[1:], strict=False))
+    return all(not (a > b) for a, b in itertools.pairwise(items))
 
 
 def _sum(items: list[Any]) -> Any:
@@ -239,7 +240,8 @@ COMPARISON_OPERATORS = {"_<_": "less", "_<=_": "less_equals", "_>_": "greater",
                         "_>=_": "greater_equals"}
 
 # Extensions of the C++ runtime that match upstream's StoredExpressions set: ext.Strings(v2),
-# ext.Sets(), ext.Lists (v3 upstream; the C++ runtime's newest is v2, with the same functions), ext.TwoVarComprehensions(), ext.Bindings(), cel.OptionalTypes().
+# ext.Sets(), ext.Lists (v3 upstream, which only adds cost estimators to v2, the C++
+# runtime's newest), ext.TwoVarComprehensions(), ext.Bindings(), cel.OptionalTypes().
 ENV_CONFIG_YAML = """\
 extensions:
   - name: "strings"
@@ -364,6 +366,7 @@ def function_declarations(attribute_domain: Callable[[str], Any],
         cel.FunctionDecl(QUANTITY_EQUALS, [_overload(QUANTITY_EQUALS_OVERLOAD, _B, [q, q],
                                                      impl=_quantity_equals)]),
         cel.FunctionDecl(QUANTITY_NOT_EQUALS, [_overload(
-            QUANTITY_NOT_EQUALS_OVERLOAD, _B, [q, q], impl=lambda a, b: not _quantity_equals(a, b))]),
+            QUANTITY_NOT_EQUALS_OVERLOAD, _B, [q, q],
+            impl=lambda a, b: not _quantity_equals(a, b))]),
     ]
 

@@ -2,11 +2,11 @@
 
 CEL's quantity functions (``k8s.io/apiserver/pkg/cel/library/quantity.go``) work on Go's
 ``resource.Quantity``, whose results depend on its internal representation, not only on its
-value: ``quantity("2000m").isInteger()`` is false because the parser keeps ``2000 × 10⁻³``,
+value: ``quantity("2000m").isInteger()`` is false because the parser keeps ``2000 x 10^-3``,
 and ``quantity("1.5Gi")`` is held as an arbitrary-precision decimal for which ``AsInt64``
 always fails. :class:`GoQuantity` therefore keeps the same two representations as
 ``k8s.io/apimachinery/pkg/api/resource`` (``quantity.go``, ``amount.go``): an ``int64Amount``
-(``value × 10^scale`` with an int64 value) or an ``inf.Dec`` (an unbounded unscaled integer
+(``value x 10^scale`` with an int64 value) or an ``inf.Dec`` (an unbounded unscaled integer
 with a scale), and follows ``ParseQuantity``, ``Add``, ``Sub``, ``AsInt64``,
 ``AsApproximateFloat64``, ``Sign`` and ``Cmp`` on them.
 """
@@ -46,7 +46,7 @@ def _fits_int64(value: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class GoQuantity:
-    """A ``resource.Quantity`` in Go's representation: ``unscaled × 10^exponent``.
+    """A ``resource.Quantity`` in Go's representation: ``unscaled x 10^exponent``.
 
     ``dec`` is True for the ``inf.Dec`` form; otherwise ``unscaled`` fits an int64.
     ``pointer`` marks results of ``add``/``sub``, which upstream returns as ``*Quantity`` (see
@@ -143,7 +143,7 @@ def _pow10(exponent: int) -> float:
 
 
 def _scale_up(value: int, by: int) -> int | None:
-    """``positiveScaleInt64``: ``value × 10^by`` or None on int64 overflow."""
+    """``positiveScaleInt64``: ``value x 10^by`` or None on int64 overflow."""
     result = value * 10**by
     return result if _fits_int64(result) else None
 

@@ -63,7 +63,7 @@ class CheckError(ValueError):
 
 
 def format_type(t: Any) -> str:
-    """A checked type in cel-go's notation (``int``, ``map(string, dyn)``, ``kubernetes.Quantity``)."""
+    """A checked type in cel-go's notation (``int``, ``map(string, dyn)``, ``list(int)``)."""
     kind = t.WhichOneof("type_kind")
     if kind == "primitive":
         return _PRIMITIVES.get(t.primitive, "unknown")

@@ -52,7 +52,8 @@ _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
 # `device` is declared as qualified variables, so the C++ checker reports an unknown field
 # of it as an undeclared name; upstream's object type reports an undefined field.
-_UNDECLARED_DEVICE_FIELD = re.compile(r"undeclared reference to 'device\.(\w+)' \(in container ''\)")
+_UNDECLARED_DEVICE_FIELD = re.compile(
+    r"undeclared reference to 'device\.(\w+)' \(in container ''\)")
 _MISSING_KEY = re.compile(r'Key not found in map ?: ?"?(.*?)"?$')
 
 
@@ -175,7 +176,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         offset = checked.source_info.positions.get(err.node_id, 0)
         raise CELCompileError("compilation failed: " +
                               _position_error(expression, offset, str(err))) from None
-    root_type = checked.type_map[checked.expr.id] if checked.expr.id in checked.type_map else None
+    root_type = checked.type_map.get(checked.expr.id, None)
     kind = root_type.WhichOneof("type_kind") if root_type is not None else "dyn"
     if not (kind == "dyn" or (kind == "primitive" and root_type.primitive == 1)):
         raise CELCompileError(f"must evaluate to bool or the unknown type, not "
