@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import DeviceAttribute
@@ -51,11 +52,20 @@ KNOWN_GAPS = {
 }
 
 
+def _attribute(value: dict[str, Any]) -> DeviceAttribute:
+    """The attribute, also when the API server would reject it (an invalid version): the CEL
+    environment must still behave as upstream's does for such a device."""
+    fields = {f.alias: name for name, f in DeviceAttribute.model_fields.items()}
+    try:
+        return DeviceAttribute.model_validate(value)
+    except ValidationError:
+        return DeviceAttribute.model_construct(**{fields[k]: v for k, v in value.items()})
+
+
 def _device(spec: dict[str, Any]) -> CELDevice:
     return CELDevice(
         driver=spec["driver"],
-        attributes={k: DeviceAttribute.model_validate(v)
-                    for k, v in (spec.get("attributes") or {}).items()},
+        attributes={k: _attribute(v) for k, v in (spec.get("attributes") or {}).items()},
         capacity={k: Quantity(v) for k, v in (spec.get("capacity") or {}).items()},
         allow_multiple_allocations=bool(spec.get("allowMultipleAllocations")),
     )
