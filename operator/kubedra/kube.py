@@ -54,12 +54,21 @@ def is_conflict(err: BaseException) -> bool:
 
 async def _raw(call: Awaitable[Any]) -> dict[str, Any]:
     """Await a kubernetes-asyncio call made with ``_preload_content=False`` and decode the JSON
-    body (kubedra reads API objects as plain dicts and parses them with its own models)."""
+    body (kubedra reads API objects as plain dicts and parses them with its own models).
+
+    Raises:
+        ApiException: the server answered with an HTTP error; ``body`` holds its Status.
+    """
     response = await call
     try:
-        data: dict[str, Any] = json.loads(await response.read())
+        payload = await response.read()
     finally:
         response.release()
+    if response.status >= 400:  # with _preload_content=False the client does not raise
+        err = ApiException(status=response.status, reason=response.reason)
+        err.body = payload.decode(errors="replace")
+        raise err
+    data: dict[str, Any] = json.loads(payload)
     return data
 
 

@@ -124,9 +124,14 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
         log.info("published", inventory=name, pool=pool.name, generation=plan.pool.generation,
                  slices=len(plan.slice_names), writes=len(plan.writes))
     return _Outcome(True, "SlicesPublished",
-                    f"{len(pool.devices)} devices in {len(plan.slice_names)} ResourceSlices "
+                    f"{_count(len(pool.devices), 'device')} in "
+                    f"{_count(len(plan.slice_names), 'ResourceSlice')} "
                     f"(pool {pool.name}, generation {plan.pool.generation})",
                     plan=plan, devices=len(pool.devices)), pool
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def build_pool_or_none(inventory: DeviceInventory) -> DesiredPool | None:

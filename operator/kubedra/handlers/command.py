@@ -7,7 +7,7 @@ import asyncio
 import click
 import kopf
 
-from kubedra.handlers.operator import Memo, registry
+from kubedra.handlers.operator import Memo, Runtime, registry
 from kubedra.logging import configure_logging
 from kubedra.settings import common_options, settings_from_flags
 
@@ -22,4 +22,4 @@ def operator_command(liveness_port: int, **flags: object) -> None:
     configure_logging(settings.log_format, settings.log_level)
     liveness = f"http://0.0.0.0:{liveness_port}/healthz" if liveness_port else None
     asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True,
-                              memo=Memo(settings=settings), liveness_endpoint=liveness))
+                              memo=Memo(runtime=Runtime(settings)), liveness_endpoint=liveness))

@@ -9,6 +9,8 @@ only after every index has been filled, so the first handler call marks the cach
 from __future__ import annotations
 
 import asyncio
+import logging
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import kopf
@@ -35,17 +37,28 @@ CLAIM_WORKERS = 2
 RESYNC_INTERVAL = 300.0
 
 
-class Memo(kopf.Memo):
-    """kopf's per-operator memo, carrying kubedra's settings and state (handlers receive it
-    typed as ``Any`` and cast it)."""
+@dataclass
+class Runtime:
+    """kubedra's operator-wide objects. kopf gives each watched object a shallow copy of the
+    operator's memo, so everything mutable lives in this one shared instance."""
 
     settings: Settings
-    api: Any
-    leases: LeaseCache
-    state: OperatorState | None
-    ready: asyncio.Event
-    claim_pools: dict[tuple[str, str], set[tuple[str, str]]]
-    tasks: list[asyncio.Task[None]]
+    api: Any = None
+    leases: LeaseCache | None = None
+    state: OperatorState | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    claim_pools: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class Memo(kopf.Memo):
+    """kopf's memo, carrying the :class:`Runtime` (handlers receive it typed as ``Any``)."""
+
+    runtime: Runtime
+
+
+def _runtime(memo: Any) -> Runtime:
+    return cast(Memo, memo).runtime
 
 
 def _plain(body: Any) -> dict[str, Any]:
@@ -58,7 +71,7 @@ def _plain(body: Any) -> dict[str, Any]:
 @kopf.on.login(registry=registry)
 async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
     """Authenticate kopf with the same credentials as kubedra's own client."""
-    api = await kube.make_api_client(cast(Memo, memo).settings.kubeconfig)
+    api = await kube.make_api_client(_runtime(memo).settings.kubeconfig)
     async with api:
         cfg = api.configuration
         token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
@@ -73,27 +86,33 @@ async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
 @kopf.on.startup(registry=registry)
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     """Configure kopf, create the API client and start the workers."""
-    memo = cast(Memo, memo)
+    runtime = _runtime(memo)
+    if runtime.settings.log_level.upper() != "DEBUG":  # one line per event is too much
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.posting.enabled = False
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = [1, 2, 5, 10]
-    api = await kube.make_api_client(memo.settings.kubeconfig)
-    memo.api = api
-    memo.ready = asyncio.Event()
-    memo.claim_pools = {}
-    memo.state = None
-    memo.tasks = [asyncio.create_task(_run(memo, api))]
+    runtime.api = await kube.make_api_client(runtime.settings.kubeconfig)
+    task = asyncio.create_task(_run(runtime))
+    task.add_done_callback(_report_crash)
+    runtime.tasks.append(task)
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    """Log a background task that ended with an exception (it would otherwise vanish)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("operator task crashed", task=task.get_name(), error=repr(task.exception()))
 
 
 @kopf.on.cleanup(registry=registry)
 async def cleanup(memo: Any, **_: Any) -> None:
     """Stop the workers and close the API client."""
-    memo = cast(Memo, memo)
-    for task in memo.tasks:
+    runtime = _runtime(memo)
+    for task in runtime.tasks:
         task.cancel()
-    await asyncio.gather(*memo.tasks, return_exceptions=True)
-    await memo.api.close()
+    await asyncio.gather(*runtime.tasks, return_exceptions=True)
+    await runtime.api.close()
 
 
 # --- indexes (kopf fills them before any event handler runs) ----------------------------------
@@ -139,13 +158,15 @@ async def claim_uses(namespace: str | None, name: str, uid: str, body: kopf.Body
 
 def _capture(memo: Any, kwargs: dict[str, Any]) -> OperatorState:
     """Create the state on the first event, when kopf has filled every index."""
-    m = cast(Memo, memo)
-    if m.state is None:
+    runtime = _runtime(memo)
+    if runtime.state is None:
+        assert runtime.leases is not None
         view = ClusterView(inventories=kwargs["inventories"], slices=kwargs["slices"],
                            claims=kwargs["claims"], claim_uses=_flatten(kwargs["claim_uses"]))
-        m.state = OperatorState(api=m.api, settings=m.settings, view=view, leases=m.leases)
-        m.ready.set()
-    return m.state
+        runtime.state = OperatorState(api=runtime.api, settings=runtime.settings, view=view,
+                                      leases=runtime.leases)
+        runtime.ready.set()
+    return runtime.state
 
 
 class _flatten(dict[tuple[str, str], Any]):
@@ -181,16 +202,17 @@ async def on_claim(namespace: str | None, name: str, body: kopf.Body, memo: Any,
                    **kwargs: Any) -> None:
     """A claim changed: reconcile it, and the inventories whose allocations it touches."""
     state = _capture(memo, kwargs)
+    claim_pools = _runtime(memo).claim_pools
     namespace = namespace or ""
     results = (((body.get("status") or {}).get("allocation") or {}).get("devices") or {}
                ).get("results") or []
     pools = {(r["driver"], r["pool"]) for r in results}
-    touched = pools | memo.claim_pools.get((namespace, name), set())
+    touched = pools | claim_pools.get((namespace, name), set())
     if pools:
-        memo.claim_pools[(namespace, name)] = pools
+        claim_pools[(namespace, name)] = pools
         state.claim_queue.add((namespace, name))
     else:
-        memo.claim_pools.pop((namespace, name), None)
+        claim_pools.pop((namespace, name), None)
     for driver, pool in touched:
         inventory = state.inventory_for_pool(driver, pool)
         if inventory:
@@ -199,16 +221,16 @@ async def on_claim(namespace: str | None, name: str, body: kopf.Body, memo: Any,
 
 # --- workers ------------------------------------------------------------------------------------
 
-async def _run(memo: Memo, api: Any) -> None:
+async def _run(runtime: Runtime) -> None:
     def lease_changed(node: str) -> None:
-        if memo.state is not None:
-            for name in memo.state.inventories_on_node(node):
-                memo.state.inventory_queue.add(name)
+        if runtime.state is not None:
+            for name in runtime.state.inventories_on_node(node):
+                runtime.state.inventory_queue.add(name)
 
-    memo.leases = LeaseCache(api, memo.settings.namespace, lease_changed)
-    lease_task = asyncio.create_task(memo.leases.run())
-    await memo.ready.wait()
-    state = memo.state
+    runtime.leases = LeaseCache(runtime.api, runtime.settings.namespace, lease_changed)
+    lease_task = asyncio.create_task(runtime.leases.run())
+    await runtime.ready.wait()
+    state = runtime.state
     assert state is not None
     workers = [asyncio.create_task(_work(state.inventory_queue, _inventory_step(state)))
                for _ in range(INVENTORY_WORKERS)]
