@@ -101,7 +101,9 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
         return _Outcome(False, "InvalidInventory", str(err)), None
     owner = OwnerReference(api_version=inventory.api_version, kind=inventory.kind, name=name,
                            uid=inventory.metadata.uid or "", controller=True)
-    plan = plan_sync(name, owner, pool, split_pool(pool), existing)
+    last = inventory.status.pool if inventory.status and inventory.status.pool else None
+    published_generation = last.generation if last and last.name == pool.name else 0
+    plan = plan_sync(name, owner, pool, split_pool(pool), existing, published_generation)
     try:
         for write in plan.writes:
             if write.verb == "delete":
