@@ -110,8 +110,9 @@ def same_decisions(upstream: list[dict[str, Any]], ours: list[dict[str, Any]]) -
 
 
 def mean_ms(claims: list[dict[str, Any]]) -> float:
-    """Mean time per claim in milliseconds."""
-    return statistics.mean(c["seconds"] for c in claims) * 1000
+    """Mean time per claim in milliseconds, without the first claim (kubedra's caches are cold
+    for it; it is reported on its own)."""
+    return statistics.mean(c["seconds"] for c in claims[1:]) * 1000
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS),
                         help="run only these (default: all)")
-    parser.add_argument("--claims", type=int, default=20, help="claims per workload")
+    parser.add_argument("--claims", type=int, default=20,
+                        help="claims per workload (at least 2)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="runs per side; the fastest counts (the machine may be shared)")
     args = parser.parse_args(argv)
@@ -127,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{reference_binary()} is missing: run make binaries", file=sys.stderr)
         return 2
     print("| workload | nodes | claims | upstream ms/claim | kubedra ms/claim | kubedra/upstream "
-          "| kubedra first claim ms | kubedra inventory ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| kubedra 1st claim ms | 1st/upstream | kubedra inventory ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     failed = False
     for name in args.workload or list(WORKLOADS):
         spec = WORKLOADS[name](args.claims)
@@ -142,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             first_ms = min(first_ms, ours[0]["seconds"] * 1000)
             build_ms = min(build_ms, build * 1000)
         print(f"| {name} | {len(spec['nodes'])} | {len(spec['claims'])} | {go_ms:.2f} | "
-              f"{py_ms:.2f} | {py_ms / go_ms:.2f} | {first_ms:.1f} | {build_ms:.0f} |"
+              f"{py_ms:.2f} | {py_ms / go_ms:.2f} | {first_ms:.1f} | {first_ms / go_ms:.1f} | "
+              f"{build_ms:.0f} |"
               + (f" DIFFERENT DECISIONS: {differ}" if differ else ""), flush=True)
         failed |= bool(differ)
     return 1 if failed else 0

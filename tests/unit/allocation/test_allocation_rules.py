@@ -1,0 +1,261 @@
+"""Unit tests of the allocator's building blocks, with exact values.
+
+The differential tests prove whole decisions equal to upstream's; these pin down the rules
+one by one (sources in each module's docstring).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kubedra.allocation import AllocatedState, AllocatorFeatures, UnsupportedFeaturesError
+from kubedra.allocation.capacity import (
+    CapacityError,
+    consumed_amount,
+    fits,
+    static_consumption,
+    violates_policy,
+)
+from kubedra.allocation.constraints import DistinctAttribute, MatchAttribute, attribute_key
+from kubedra.allocation.errors import AllocationError
+from kubedra.allocation.node_selection import NodeInfo, NodeSelection, compile_node_selector
+from kubedra.allocation.taints import tolerated, tolerates
+from kubedra.api.quantity import Quantity
+from kubedra.api.resource import (
+    CapacityRequestPolicy,
+    DeviceAttribute,
+    DeviceCapacity,
+    DeviceTaint,
+    DeviceToleration,
+    NodeSelector,
+    ResourceClaim,
+)
+
+NODE = NodeInfo("node-a", {"zone": "z1", "tier": "5"})
+
+
+def selector(*requirements: dict[str, object], fields: bool = False) -> NodeSelector:
+    key = "matchFields" if fields else "matchExpressions"
+    return NodeSelector.from_api({"nodeSelectorTerms": [{key: list(requirements)}]})
+
+
+# --- node selection -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("requirement", "expected"), [
+    ({"key": "zone", "operator": "In", "values": ["z1", "z2"]}, True),
+    ({"key": "zone", "operator": "In", "values": ["z2"]}, False),
+    ({"key": "zone", "operator": "NotIn", "values": ["z2"]}, True),
+    ({"key": "rack", "operator": "NotIn", "values": ["r1"]}, True),
+    ({"key": "zone", "operator": "Exists"}, True),
+    ({"key": "rack", "operator": "DoesNotExist"}, True),
+    ({"key": "tier", "operator": "Gt", "values": ["4"]}, True),
+    ({"key": "tier", "operator": "Lt", "values": ["5"]}, False),
+    ({"key": "zone", "operator": "Gt", "values": ["1"]}, False),  # label is not an integer
+    ({"key": "rack", "operator": "Lt", "values": ["9"]}, False),
+])
+def test_label_requirements(requirement: dict[str, object], expected: bool) -> None:
+    assert compile_node_selector(selector(requirement)).matches(NODE) is expected
+
+
+@pytest.mark.parametrize(("requirement", "expected"), [
+    ({"key": "metadata.name", "operator": "In", "values": ["node-a"]}, True),
+    ({"key": "metadata.name", "operator": "NotIn", "values": ["node-a"]}, False),
+    ({"key": "metadata.uid", "operator": "NotIn", "values": ["x"]}, True),
+])
+def test_field_requirements(requirement: dict[str, object], expected: bool) -> None:
+    assert compile_node_selector(selector(requirement, fields=True)).matches(NODE) is expected
+
+
+@pytest.mark.parametrize("requirement", [
+    {"key": "zone", "operator": "Near", "values": ["z1"]},
+    {"key": "zone", "operator": "In", "values": []},
+    {"key": "zone", "operator": "Exists", "values": ["z1"]},
+    {"key": "tier", "operator": "Gt", "values": ["five"]},
+    {"key": "bad key!", "operator": "Exists"},
+    {"key": "zone", "operator": "In", "values": ["not a label value"]},
+])
+def test_invalid_label_requirements_are_errors(requirement: dict[str, object]) -> None:
+    with pytest.raises(AllocationError, match="failed to parse node selector"):
+        compile_node_selector(selector(requirement))
+
+
+def test_invalid_field_requirements_are_errors() -> None:
+    with pytest.raises(AllocationError, match="must have one element"):
+        compile_node_selector(selector({"key": "metadata.name", "operator": "In",
+                                        "values": ["a", "b"]}, fields=True))
+
+
+def test_empty_terms_select_nothing() -> None:
+    assert not compile_node_selector(NodeSelector.from_api(
+        {"nodeSelectorTerms": [{}]})).matches(NODE)
+
+
+def test_node_selection_precedence() -> None:
+    never = selector({"key": "zone", "operator": "In", "values": ["z9"]})
+    assert NodeSelection("node-a", True, never).matches(NODE)
+    assert not NodeSelection("node-b", True, None).matches(NODE)
+    assert NodeSelection(None, True, never).matches(NODE)
+    assert not NodeSelection(None, None, never).matches(NODE)
+    assert not NodeSelection("", None, None).matches(NODE)
+
+
+def test_broken_selector_fails_only_when_evaluated() -> None:
+    selection = NodeSelection("node-a", None, selector({"key": "zone", "operator": "Near"}))
+    assert selection.matches(NODE)
+    with pytest.raises(AllocationError):
+        NodeSelection(None, None, selection.node_selector).matches(NODE)
+
+
+# --- consumable capacity ----------------------------------------------------------------
+
+def capacity(value: str, **policy: object) -> DeviceCapacity:
+    return DeviceCapacity.from_api({"value": value, **({"requestPolicy": policy} if policy
+                                                        else {})})
+
+
+RANGE = capacity("40Gi", default="4Gi", validRange={"min": "1Gi", "max": "40Gi", "step": "4Gi"})
+VALUES = capacity("40Gi", default="10Gi", validValues=["5Gi", "10Gi", "20Gi"])
+MILLI = capacity("4", default="500m", validRange={"min": "500m", "max": "4", "step": "250m"})
+
+
+@pytest.mark.parametrize(("requested", "cap", "fractional", "expected"), [
+    (None, capacity("80Gi"), False, "80Gi"),          # nothing asked: the whole capacity
+    (None, RANGE, False, "4Gi"),                      # nothing asked: the default
+    ("7Gi", capacity("80Gi"), False, "7Gi"),          # no policy: as asked
+    ("512Mi", RANGE, False, "1Gi"),                   # below min: min
+    ("6Gi", RANGE, False, "9Gi"),                     # min + 2 steps of 4Gi
+    ("5Gi", RANGE, False, "5Gi"),                     # on the grid
+    ("6Gi", VALUES, False, "10Gi"),                   # next listed value
+    ("21Gi", VALUES, False, "21Gi"),                  # above all: unchanged (then violates)
+    ("600m", MILLI, True, "750m"),                    # fractional: 500m + 1 step of 250m
+    ("600m", MILLI, False, "1"),                      # integer path: ceil(0.6) -> 1, step 1
+])
+def test_consumed_amount(requested: str | None, cap: DeviceCapacity, fractional: bool,
+                         expected: str) -> None:
+    amount = consumed_amount(Quantity(requested) if requested else None, cap, fractional)
+    assert amount == Quantity(expected)
+
+
+@pytest.mark.parametrize(("requested", "fractional"), [("10E", False), ("1000001u", True)])
+def test_unrepresentable_requests_are_errors(requested: str, fractional: bool) -> None:
+    cap = RANGE if not fractional else MILLI
+    with pytest.raises(CapacityError):
+        consumed_amount(Quantity(requested), cap, fractional)
+
+
+def test_policy_violations() -> None:
+    assert RANGE.request_policy is not None
+    assert VALUES.request_policy is not None
+    assert violates_policy(Quantity("41Gi"), RANGE.request_policy, False)
+    assert violates_policy(Quantity("6Gi"), RANGE.request_policy, False)
+    assert not violates_policy(Quantity("9Gi"), RANGE.request_policy, False)
+    assert violates_policy(Quantity("21Gi"), VALUES.request_policy, False)
+    assert not violates_policy(Quantity("20Gi"), VALUES.request_policy, False)
+    assert not violates_policy(Quantity("7"), CapacityRequestPolicy(default=Quantity("7")), False)
+
+
+def test_static_consumption_and_fits() -> None:
+    device = {"memory": RANGE, "cores": capacity("8")}
+    consumption = static_consumption({"memory": Quantity("6Gi")}, device, False)
+    assert consumption is not None
+    assert [(name, str(q)) for name, q, _, _ in consumption] == [("memory", "9Gi"),
+                                                                 ("cores", "8")]
+    assert static_consumption({"bandwidth": Quantity("1")}, device, False) is None
+    assert static_consumption({"memory": Quantity("41Gi")}, device, False) is None
+    assert fits(consumption, {"memory": 31 * 2**30}, None)
+    assert not fits(consumption, {"memory": 31 * 2**30}, {"memory": 1})
+    assert not fits(consumption, {"cores": 1}, None)
+
+
+def test_negative_capacity_is_an_error() -> None:
+    with pytest.raises(CapacityError, match="negative"):
+        static_consumption(None, {"memory": capacity("-1")}, False)
+
+
+# --- constraints, taints ------------------------------------------------------------------
+
+def key(**value: object) -> object:
+    return attribute_key(DeviceAttribute.from_api(value))
+
+
+def test_attribute_keys_compare_type_and_value() -> None:
+    assert key(string="1") != key(int=1)
+    assert key(version="1.0.0") == ("version", "1.0.0")
+    assert key(strings=["a"]) is None
+
+
+def test_match_attribute() -> None:
+    match = MatchAttribute("d/a", None)
+    assert match.add(key(int=1))
+    assert not match.add(key(int=2))
+    assert not match.add(key(string="1"))
+    assert match.add(key(int=1))
+    match.remove()
+    match.remove()
+    assert match.add(key(int=2))  # empty again: any value starts a new set
+
+
+def test_distinct_attribute_compares_with_all_devices() -> None:
+    distinct = DistinctAttribute("d/a", ["r"])
+    assert distinct.add(key(int=0))
+    assert distinct.add(key(int=1))
+    assert not distinct.add(key(int=0))  # Kubernetes <= 1.35 accepted this third device
+    distinct.remove()  # takes back the latest successful add: int=1
+    assert not distinct.add(key(int=0))
+    assert distinct.add(key(int=1))
+    assert distinct.applies_to("r", None)
+    assert distinct.applies_to("r", "sub")
+    assert not distinct.applies_to("q", None)
+
+
+@pytest.mark.parametrize(("toleration", "expected"), [
+    ({"key": "k", "operator": "Exists"}, True),
+    ({"operator": "Exists"}, True),
+    ({"key": "k", "value": "v"}, True),
+    ({"key": "k", "operator": "Equal", "value": "w"}, False),
+    ({"key": "k", "operator": "Exists", "effect": "NoExecute"}, False),
+    ({"key": "other", "operator": "Exists"}, False),
+    ({"key": "k", "operator": "Unknown"}, False),
+])
+def test_tolerations(toleration: dict[str, str], expected: bool) -> None:
+    taint = DeviceTaint(key="k", value="v", effect="NoSchedule")
+    assert tolerates(DeviceToleration.from_api(toleration), taint) is expected
+    assert tolerated(taint, [DeviceToleration.from_api(toleration)]) is expected
+    assert not tolerated(taint, None)
+
+
+# --- features and allocated state ---------------------------------------------------------
+
+def test_features_by_upstream_names() -> None:
+    features = AllocatorFeatures.from_gate_names({"DeviceTaints": False,
+                                                  "ListTypeAttributes": False})
+    assert not features.device_taints
+    assert features.consumable_capacity
+    with pytest.raises(UnsupportedFeaturesError):
+        AllocatorFeatures.from_gate_names({"ListTypeAttributes": True})
+    with pytest.raises(UnsupportedFeaturesError, match="stable"):
+        AllocatorFeatures.from_gate_names({"ConsumableCapacity": False,
+                                           "DeviceBindingAndStatus": False})
+
+
+def allocated_claim(*results: dict[str, object]) -> ResourceClaim:
+    return ResourceClaim.from_api({"metadata": {"name": "a"}, "status": {"allocation": {
+        "devices": {"results": list(results)}}}})
+
+
+def test_allocated_state_from_claims() -> None:
+    claim = allocated_claim(
+        {"request": "r", "driver": "d", "pool": "p", "device": "x"},
+        {"request": "r", "driver": "d", "pool": "p", "device": "admin", "adminAccess": True},
+        {"request": "r", "driver": "d", "pool": "p", "device": "s", "shareID": "1",
+         "consumedCapacity": {"memory": "1Gi"}},
+        {"request": "r", "driver": "d", "pool": "p", "device": "s", "shareID": "2",
+         "consumedCapacity": {"memory": "2Gi"}})
+    state = AllocatedState.from_claims([claim, ResourceClaim()])
+    assert state.devices == {("d", "p", "x")}
+    assert state.shared_devices == {("d", "p", "s")}
+    assert state.consumed_capacity == {("d", "p", "s"): {"memory": 3 * 2**30}}
+    assert state.in_pool(("d", "p")) == {"x", "s"}
+    legacy = AllocatedState.from_claims([claim], consumable_capacity=False)
+    assert legacy.devices == {("d", "p", "x"), ("d", "p", "s")}
+    assert legacy.consumed_capacity == {}
