@@ -13,7 +13,7 @@
 // overrides the defaults by name (AdminAccess, PrioritizedList, PartitionableDevices,
 // DeviceTaints, DeviceTaintRules, DeviceBindingAndStatus, ConsumableCapacity,
 // FractionalCapacityRange). The outcome is {"name", "outcome": "allocated" | "unschedulable" |
-// "error", "allocations", "message"}.
+// "error" | "timeout", "allocations", "message"}.
 //
 // What the scheduler does around the allocator is reproduced here in a few lines because the
 // upstream helpers are unexported: the allocated state from the claims' allocation results
@@ -125,6 +125,9 @@ type scenario struct {
 	Name   string                       `json:"name"`
 	Node   nodeSpec                     `json:"node"`
 	Claims []*resourceapi.ResourceClaim `json:"claims"`
+	// TimeoutSeconds, when set, cancels Allocate after that long, as the scheduler's filter
+	// timeout does; the outcome is then "timeout".
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
 }
 
 type outcome struct {
@@ -313,8 +316,15 @@ func runScenario(ctx context.Context, sc *scenario) (out outcome) {
 	if err != nil {
 		return outcome{Name: sc.Name, Outcome: "error", Message: err.Error()}
 	}
+	if sc.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(sc.TimeoutSeconds*float64(time.Second)))
+		defer cancel()
+	}
 	results, err := allocator.Allocate(ctx, sc.Node.toNode(), sc.Claims)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		out.Outcome, out.Message = "timeout", err.Error()
 	case err != nil && errors.Is(err, structured.ErrFailedAllocationOnNode):
 		out.Outcome, out.Message = "unschedulable", err.Error()
 	case err != nil:

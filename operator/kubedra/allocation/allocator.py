@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from kubedra.allocation.diagnosis import RequestDiagnosis
 
 _FAIL, _DONE, _TOO_MANY = 0, 1, 2
+
+_HOPELESS_CHECK_AFTER = 4096
+"""Search steps after which a search over several claims checks whether a later claim could
+fit at all (see :meth:`_Search.later_claim_impossible`)."""
 """Outcomes of one search step: no solution, solution found, claim over 32 devices."""
 
 CounterSets = dict[str, dict[str, Number]]
@@ -159,6 +163,10 @@ class _Search:
         self.consumed_counters: dict[tuple[str, str], CounterSets] = {}
         # deepest point where no device fitted: (claim, request, subrequest, devices found)
         self.deepest: tuple[int, int, int, int] | None = None
+        self.steps = 0
+        self.hopeless = False
+        self.impossible: _Search | None = None  # a later claim that does not fit even alone
+        self.reached_all = False  # whether a device of an All request was tried
 
     # --- setup (validation of requests and constraints) ------------------------------------
 
@@ -328,6 +336,13 @@ class _Search:
 
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
                       start: int) -> int:
+        if self.hopeless:
+            return _FAIL
+        self.steps += 1
+        if self.steps == _HOPELESS_CHECK_AFTER and len(self.claims) > 1 \
+                and self.later_claim_impossible():
+            self.hopeless = True
+            return _FAIL
         if ci >= len(self.claims):
             return _DONE
         claim_requests = self.requests[ci]
@@ -346,6 +361,8 @@ class _Search:
                 if outcome == _DONE:
                     alternatives[0].selected_sub = sub
                     return _DONE
+                if self.hopeless:
+                    return _FAIL
             return _TOO_MANY if all_too_many else _FAIL
 
         if data.all_devices is not None and not data.all_devices:
@@ -358,6 +375,7 @@ class _Search:
 
         devices = self.pools.devices
         if data.all_devices is not None:
+            self.reached_all = True
             undo = self._allocate_device(ci, data, data.all_devices[di], must=True)
             if undo is None:
                 self._note_failure(ci, ri, si, di)
@@ -388,6 +406,8 @@ class _Search:
             self._rollback(ci, undo)
             if outcome == _TOO_MANY:
                 return _TOO_MANY
+            if self.hopeless:
+                return _FAIL
         self._note_failure(ci, ri, si, di)
         return _FAIL
 
@@ -483,6 +503,8 @@ class _Search:
     def _failure(self) -> AllocationFailed:
         """Why the search found nothing: the deepest request it could not complete."""
         diagnose = self._diagnosis
+        if self.impossible is not None and not self.pools.has_invalid:
+            return self.impossible._failure()
         if self.pools.has_invalid:
             return AllocationFailed("invalid resource pools were encountered",
                                     invalid_pools=True, diagnose=diagnose)
@@ -496,8 +518,10 @@ class _Search:
         elif data.all_devices is not None:
             what = f"device {self.pools.devices[data.all_devices[found]]} is not available " \
                    "(allocationMode All)"
+        elif data.count == 1:
+            what = "no device fits"
         elif found == 0:
-            what = f"no device fits (needs {data.count})"
+            what = f"cannot find {data.count} devices that fit together"
         else:
             what = f"only {found} of {data.count} devices fit together"
         return AllocationFailed(f"claim {data.claim_label}, request {data.full_name}: {what}",
@@ -508,6 +532,63 @@ class _Search:
         from kubedra.allocation.diagnosis import diagnose_search
 
         return diagnose_search(self)
+
+    def later_claim_impossible(self) -> bool:
+        """Whether one of the claims after the first cannot fit even on its own.
+
+        A claim's devices must be free, have capacity and counters left, and satisfy its own
+        constraints; devices other claims take only make that harder, so a claim that does not
+        fit alone fits in no branch of the search, and upstream, after trying every combination
+        of the claims before it (which can take minutes, see kubernetes#131730), finds nothing.
+        Claim ``k`` is judged only when nothing can break that equivalence:
+
+        - the full search could raise an error on the way through claims ``0..k``: a selector,
+          node selector or capacity error of one of their requests on any device, or an
+          ``All`` request that a constraint covers (a device breaking it is an error) in a
+          claim before ``k``, or in claim ``k`` when claim ``k`` alone gets as far as it;
+        - a shared device that consumes counters can be picked by claim ``k`` and by an earlier
+          claim (a further share of a device skips the counter check, so an earlier share can
+          help claim ``k``).
+        """
+        features = self.features
+        devices = self.pools.devices
+        shared_counted = [d for d in devices if features.consumable_capacity
+                          and d.allow_multiple and d.consumes_counters]
+        shared_taken_earlier: set[int] = set()
+        all_constrained_earlier = False
+        for k, claim_requests in enumerate(self.requests):
+            shared_picked: set[int] = set()
+            all_constrained = False
+            for alternatives in claim_requests:
+                for data in alternatives:
+                    subrequest = data.name if data.parent is not None else None
+                    all_constrained |= data.all_devices is not None and any(
+                        c.applies_to(data.base_name, subrequest) for c in self.constraints[k])
+                    try:
+                        for device in devices:
+                            if self.selectable(data, device) and features.consumable_capacity:
+                                self.consumption(data, device)
+                    except AllocationError:
+                        return False
+                    shared_picked.update(d.uid for d in shared_counted
+                                         if self.selectable(data, d))
+            if all_constrained_earlier:
+                return False
+            if k > 0 and not shared_picked & shared_taken_earlier:
+                alone = _Search(self.allocator, self.node, [self.claims[k]])
+                alone.prepare()
+                try:
+                    outcome = alone._allocate_one(0, 0, 0, 0, False, 0)
+                except AllocationError:
+                    return False
+                # an All request under a constraint may fail with an error once reached; if
+                # claim k alone never gets that far, it never does in any branch either
+                if outcome != _DONE and not (all_constrained and alone.reached_all):
+                    self.impossible = alone
+                    return True
+            shared_taken_earlier |= shared_picked
+            all_constrained_earlier |= all_constrained
+        return False
 
     def _cannot_complete(self, ci: int, data: RequestData, di: int, start: int) -> bool:
         """Whether fewer devices than still needed could serve the request in this branch.

@@ -414,3 +414,11 @@ case([["nic-pool/nic-0"]], "class-selectors-and-request-selectors", [
     resource_slice("n", [device("nic-0", attributes=attrs(speed="100G"))], pool="nic-pool",
                    driver=NIC)],
      one(exact("r", "any", f'device.driver == "{NIC}"')))
+
+# --- search size --------------------------------------------------------------------------
+# Claims c1 and c2 fit in 220 * 84 ways, c3 in none (no two devices share a model): upstream
+# tries c3 after every one of them; kubedra sees that c3 does not fit even alone.
+case("unschedulable", "later-claim-impossible-alone", [resource_slice("s", [
+    device(f"gpu-{i}", attributes=attrs(model=f"m{i}")) for i in range(12)])],
+     [claim("c1", exact("r", count=3)), claim("c2", exact("r", count=3)),
+      claim("c3", exact("r", count=2), constraints=[{"matchAttribute": f"{GPU}/model"}])])

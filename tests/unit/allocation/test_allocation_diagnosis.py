@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from edge_cases import CASES
 from scenario_builders import (
     CLASSES,
     GPU,
@@ -37,7 +38,7 @@ def test_device_with_too_little_memory() -> None:
     case = scenario("demo", [resource_slice("s", [device("gpu-0", memory="143771Mi")])],
                     [claim("big", exact("gpu", capacity={"requests": {"memory": "141Gi"}}))])
     failed = failure(case)
-    assert failed.reason == "claim default/big, request gpu: no device fits (needs 1)"
+    assert failed.reason == "claim default/big, request gpu: no device fits"
     assert (failed.claim, failed.request, failed.invalid_pools) == ("default/big", "gpu", False)
     [diagnosis] = failed.diagnose()
     assert diagnosis.counts == {"devices": 1, "in_class": 1, "match_request": 1, "free": 1,
@@ -88,7 +89,7 @@ def test_constraint_that_failed() -> None:
         [claim("c", exact("r", count=3),
                constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}])])
     failed = failure(case)
-    assert failed.reason == "claim default/c, request r: no device fits (needs 3)"
+    assert failed.reason == "claim default/c, request r: cannot find 3 devices that fit together"
     [diagnosis] = failed.diagnose()
     assert diagnosis.fitting == 4
     assert diagnosis.constraints == {"matchAttribute resource.kubernetes.io/pcieRoot": 2}
@@ -114,3 +115,12 @@ def test_diagnose_a_claim_directly() -> None:
     [diagnosis] = Allocator(inventory, state).diagnose(node_info(case["node"]),
                                                        ResourceClaim.from_api(case["claims"][0]))
     assert diagnosis.verdicts == {"gpu.example.com/node-a/gpu-0": "fits"}
+
+
+def test_later_claim_that_cannot_fit_even_alone() -> None:
+    [case] = [c.scenario for c in CASES if c.scenario["name"] == "later-claim-impossible-alone"]
+    failed = failure(case)
+    assert failed.reason == "claim default/c3, request r: cannot find 2 devices that fit together"
+    assert (failed.claim, failed.request) == ("default/c3", "r")
+    [diagnosis] = failed.diagnose()
+    assert diagnosis.constraints == {"matchAttribute gpu.example.com/model": 1}

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from edge_cases import CASES, picks
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from reference_allocator import reference_binary, run_reference
 from scenario_strategies import CORPUS, CORPUS_SIZE, scenarios
 
@@ -82,7 +82,9 @@ def test_fresh_scenarios(reference_process: subprocess.Popen[str],
                          scenario: dict[str, Any]) -> None:
     assert reference_process.stdin is not None
     assert reference_process.stdout is not None
-    reference_process.stdin.write(json.dumps({"name": "fresh", **scenario}) + "\n")
+    reference_process.stdin.write(json.dumps({"name": "fresh", "timeoutSeconds": 2,
+                                              **scenario}) + "\n")
     reference_process.stdin.flush()
     upstream = json.loads(reference_process.stdout.readline())
+    assume(upstream["outcome"] != "timeout")  # an exhaustive search upstream: not for CI
     assert comparable(run_scenario(scenario)) == comparable(upstream)
