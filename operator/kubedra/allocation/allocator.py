@@ -389,9 +389,16 @@ class _Search:
             self._note_failure(ci, ri, si, di)
             return _FAIL
         consumable = self.features.consumable_capacity
+        admin = data.admin_access
+        taken, allocating = self.allocated.devices, self.allocating
         for position in range(start, len(devices)):
             device = devices[position]
-            if self.in_use(data, device.id, ci):
+            device_id = device.id
+            if admin:  # the in_use test, inlined: this loop is the hot path
+                claims = allocating.get(device_id)
+                if claims is not None and ci in claims:
+                    continue
+            elif device_id in taken or allocating.get(device_id):
                 continue
             if not self.selectable(data, device):
                 continue

@@ -73,7 +73,7 @@ class Inventory:
         Raises:
             AllocationError: a node selector in a slice does not parse.
         """
-        key = node.cache_key()
+        key = node.cache_key
         pools = self._node_pools.get(key)
         if pools is None:
             try:

@@ -29,10 +29,12 @@ class NodeInfo:
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    cache_key: tuple[str, frozenset[tuple[str, str]]] = field(init=False, repr=False,
+                                                             compare=False)
+    """A hashable key: nodes with equal keys see the same pools."""
 
-    def cache_key(self) -> tuple[str, frozenset[tuple[str, str]]]:
-        """A hashable key: nodes with equal keys see the same pools."""
-        return self.name, frozenset(self.labels.items())
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cache_key", (self.name, frozenset(self.labels.items())))
 
 
 class NodeSelection:
