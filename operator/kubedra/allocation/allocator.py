@@ -16,10 +16,12 @@ Same decisions as upstream's incubating allocator (``Allocator.Allocate``, ``all
 - a claim gets at most 32 devices; when a claim's remaining requests cannot fit under that
   limit, the search backs up to the last ``firstAvailable`` choice.
 
-kubedra adds one pruning rule that does not change the first solution: before trying devices
-for a request it counts the devices that could still serve it (free, selectable, capacity, and
-sharing the value a ``matchAttribute`` constraint fixed or could still fix); when fewer remain
-than the request needs, no completion exists and the branch is cut without trying each device.
+kubedra adds two shortcuts that do not change the first solution (see their docstrings):
+before trying devices for a request it counts the devices that could still serve it (free,
+selectable, capacity, and sharing the value a ``matchAttribute`` constraint fixed or could still
+fix) and cuts the branch when too few remain (``_cannot_complete``); and when a search over
+several claims runs long, it checks whether a later claim fits even on its own, and stops if
+not (``later_claim_impossible``).
 """
 
 from __future__ import annotations
@@ -53,11 +55,11 @@ if TYPE_CHECKING:
     from kubedra.allocation.diagnosis import RequestDiagnosis
 
 _FAIL, _DONE, _TOO_MANY = 0, 1, 2
+"""Outcomes of one search step: no solution, solution found, claim over 32 devices."""
 
 _HOPELESS_CHECK_AFTER = 4096
 """Search steps after which a search over several claims checks whether a later claim could
 fit at all (see :meth:`_Search.later_claim_impossible`)."""
-"""Outcomes of one search step: no solution, solution found, claim over 32 devices."""
 
 CounterSets = dict[str, dict[str, Number]]
 

@@ -33,13 +33,13 @@ class AllocatedState:
         shared_devices: devices with at least one share (result with a ``shareID``).
         consumed_capacity: per shared device, the capacity its shares consume, summed per
             capacity name (exact numbers: bytes for memory).
+        by_pool: per (driver, pool), the names of its devices that are taken or shared.
     """
 
     devices: set[DeviceID] = field(default_factory=set)
     shared_devices: set[DeviceID] = field(default_factory=set)
     consumed_capacity: dict[DeviceID, dict[str, Number]] = field(default_factory=dict)
     by_pool: dict[tuple[str, str], set[str]] = field(default_factory=dict)
-    """Names of the devices of each (driver, pool) that are taken or shared."""
 
     @classmethod
     def from_claims(cls, claims: Iterable[ResourceClaim], *,
