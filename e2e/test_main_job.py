@@ -255,3 +255,53 @@ async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
     assert restored["status"]["deviceCount"] == 1
     [back] = await slices_of(admin_api, name)
     assert back["spec"]["devices"] == [H200_GPU]
+
+
+async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+    kubedra.add_node("claims-node")
+    custom = client.CustomObjectsApi(admin_api)
+    body = _static_inventory("claims", 2)
+    body["spec"]["driver"] = "gpu.kubedra.io"
+    for device in body["spec"]["devices"]:
+        device["attributes"]["type"] = {"string": "gpu"}
+    await custom.create_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories", body)
+    await _ready_inventory(admin_api, "claims")
+    pick = 'device.attributes["gpu.kubedra.io"].index == '
+    await create_gpu_pod(admin_api, namespace, "uses-0", pick + "0")
+    await create_gpu_pod(admin_api, namespace, "uses-1", pick + "1")
+
+    async def ready_condition(pod: str, reason: str) -> dict[str, Any] | None:
+        claim = await pod_claim(admin_api, namespace, pod)
+        for entry in (claim or {}).get("status", {}).get("devices") or []:
+            for cond in entry.get("conditions") or []:
+                if cond["type"] == "Ready" and cond["reason"] == reason:
+                    return {**cond, "claim": claim}
+        return None
+
+    for pod in ("uses-0", "uses-1"):
+        await eventually(lambda pod=pod: ready_condition(pod, "Allocated"),  # type: ignore[misc]
+                         timeout=60, what=f"{pod} Allocated")
+
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", "claims",
+        [{"op": "add", "path": "/spec/overrides", "value": [{"device": "dev-000",
+                                                              "disabled": True}]},
+         {"op": "add", "path": "/spec/devices/1/health", "value": "Unhealthy"},
+         {"op": "add", "path": "/spec/devices/1/healthMessage", "value": "XID 79"}])
+    gone = await eventually(lambda: ready_condition("uses-0", "DeviceNotFound"), timeout=60,
+                            what="uses-0 DeviceNotFound")
+    assert (gone["status"], gone["message"]) == (
+        "False", "pool claims (DeviceInventory claims) no longer has device dev-000")
+    sick = await eventually(lambda: ready_condition("uses-1", "DeviceUnhealthy"), timeout=60,
+                            what="uses-1 DeviceUnhealthy")
+    assert (sick["status"], sick["message"]) == (
+        "False", "device dev-001 in pool claims is unhealthy: XID 79")
+    events = await client.CoreV1Api(admin_api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={sick['claim']['metadata']['name']}")
+    assert [(e.type, e.reason, e.message) for e in events.items] == [
+        ("Warning", "DeviceNotReady", "device dev-001 in pool claims is unhealthy: XID 79")]
+    [published] = await slices_of(admin_api, "claims")
+    assert [(d["name"], d.get("taints")) for d in published["spec"]["devices"]] == [
+        ("dev-001", [{"key": "kubedra.io/unhealthy", "value": "XID-79", "effect": "NoSchedule",
+                      "timeAdded": published["spec"]["devices"][0]["taints"][0]["timeAdded"]}])]
