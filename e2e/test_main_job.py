@@ -13,6 +13,7 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+from kubedra.kube import make_api_client
 
 pytestmark = pytest.mark.cluster
 
@@ -305,3 +306,25 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
     assert [(d["name"], d.get("taints")) for d in published["spec"]["devices"]] == [
         ("dev-001", [{"key": "kubedra.io/unhealthy", "value": "XID-79", "effect": "NoSchedule",
                       "timeAdded": published["spec"]["devices"][0]["taints"][0]["timeAdded"]}])]
+
+
+async def test_an_agent_may_only_write_its_own_nodes_inventory(kubedra: Kubedra) -> None:
+    kubedra.add_node("honest-node")
+    config = kubedra.plane.kubeconfig_for_service_account(
+        "kubedra-system", "kubedra-agent", bound_pod="kubedra-agent-honest-node")
+    agent_api = await make_api_client(config)
+    async with agent_api:
+        custom = client.CustomObjectsApi(agent_api)
+        own = {"apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+               "metadata": {"name": "honest-node-pci.kubedra.io"},
+               "spec": {"driver": "pci.kubedra.io", "nodeName": "honest-node"}}
+        await custom.create_cluster_custom_object("kubedra.io", "v1alpha1",
+                                                  "deviceinventories", own)
+        other = {**own, "metadata": {"name": "other-node-pci.kubedra.io"},
+                 "spec": {"driver": "pci.kubedra.io", "nodeName": "other-node"}}
+        with pytest.raises(ApiException) as denied:
+            await custom.create_cluster_custom_object("kubedra.io", "v1alpha1",
+                                                      "deviceinventories", other)
+        assert denied.value.status == 403
+        assert ("the node agent may only write the DeviceInventory of the node its pod runs on"
+                in denied.value.body)
