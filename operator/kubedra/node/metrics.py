@@ -1,0 +1,55 @@
+"""Prometheus metrics of the kubelet plugin (all named ``kubedra_plugin_*``).
+
+=========================================== ========= =========================================
+metric                                      type      labels / meaning
+=========================================== ========= =========================================
+``kubedra_plugin_requests_total``           counter   ``method`` (NodePrepareResources,
+                                                      NodeUnprepareResources), ``api`` (v1,
+                                                      v1beta1): gRPC calls from the kubelet
+``kubedra_plugin_request_duration_seconds`` histogram ``method``: time to answer a call
+``kubedra_plugin_claims_total``             counter   ``operation`` (prepare, unprepare),
+                                                      ``result`` (done: work was done, cached:
+                                                      already in that state, error)
+``kubedra_plugin_claim_errors_total``       counter   ``operation``, ``reason`` (see
+                                                      :class:`kubedra.node.claims.ClaimError`)
+``kubedra_plugin_prepared_claims``          gauge     claims prepared on this node now
+``kubedra_plugin_checkpoint_errors_total``  counter   checkpoints found corrupt or unreadable
+``kubedra_plugin_registered``               gauge     1 after the kubelet confirmed registration,
+                                                      0 after it reported a failure
+=========================================== ========= =========================================
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 45.0)
+"""Seconds; 45 s is the kubelet's call timeout (``defaultClientCallTimeout``)."""
+
+
+class PluginMetrics:
+    """The plugin's metrics, registered in ``registry`` (the agent passes
+    :data:`kubedra.metrics.REGISTRY`; tests pass a fresh one)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "kubedra_plugin_requests", "gRPC calls from the kubelet.",
+            ["method", "api"], registry=registry)
+        self.duration = Histogram(
+            "kubedra_plugin_request_duration_seconds", "Time to answer a kubelet call.",
+            ["method"], buckets=DURATION_BUCKETS, registry=registry)
+        self.claims = Counter(
+            "kubedra_plugin_claims", "Claims handled, by operation and result.",
+            ["operation", "result"], registry=registry)
+        self.claim_errors = Counter(
+            "kubedra_plugin_claim_errors", "Claims that failed, by operation and reason.",
+            ["operation", "reason"], registry=registry)
+        self.prepared_claims = Gauge(
+            "kubedra_plugin_prepared_claims", "Claims prepared on this node.",
+            registry=registry)
+        self.checkpoint_errors = Counter(
+            "kubedra_plugin_checkpoint_errors", "Checkpoints found corrupt or unreadable.",
+            registry=registry)
+        self.registered = Gauge(
+            "kubedra_plugin_registered", "1 once the kubelet confirmed the registration.",
+            registry=registry)
