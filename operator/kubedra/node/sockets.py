@@ -10,7 +10,7 @@ Names, from k8s.io/dynamic-resource-allocation v0.37.2 ``kubeletplugin/draplugin
 
 - registration: ``<driver>-reg.sock``; during rolling updates (two agent pods on a node at
   once, kubelet >= 1.33) the pod UID makes it unique, using the first of these whose full
-  path fits in 108 bytes (``unixPathMax``): ``<driver>-<pod UID>-reg.sock``,
+  path fits (``unixPathMax``): ``<driver>-<pod UID>-reg.sock``,
   ``<driver>-<b64(sha256(pod UID)[:8])>-reg.sock``,
   ``dra-<b64(sha256(driver NUL pod UID)[:16])>-reg.sock`` (the last one regardless);
   b64 is URL-safe base64 without padding (``RawURLEncoding``).
@@ -25,8 +25,10 @@ from pathlib import Path
 
 DEFAULT_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
 DEFAULT_PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
-UNIX_PATH_MAX = 108
-"""Longest AF_UNIX socket path on Linux, in bytes."""
+UNIX_PATH_MAX = 107
+"""Longest unix socket path gRPC can bind, in bytes: ``sun_path`` is 108 bytes with the
+terminating NUL. (Upstream's Go check allows 108, which gRPC's C core refuses, so a name
+exactly at that length falls back to the next candidate here.)"""
 
 
 def _b64_sha256(data: str, size: int) -> str:
