@@ -61,6 +61,16 @@ LDFLAGS="-s -w \
   k8s.io/kubernetes/cmd/kube-controller-manager
 OUTNAME=etcd LDFLAGS="-s -w" build etcd etcd go.etcd.io/etcd/server/v3
 LDFLAGS="-s -w" build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+# kwok's default stages (node initialise and heartbeat; pod ready, complete, delete) come from
+# the same module version, copied next to the binary for the control-plane harness.
+kwok_version=$(cd "$root/hack/kwok" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+kwok_dir=$(cd "$root/hack/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+[[ -d "$kwok_dir/kustomize/stage" ]] || die "kwok $kwok_version stages missing from the module cache ($kwok_dir)"
+mkdir -p "$cache/kwok-stages"
+for stage in node/fast/node-initialize node/heartbeat/node-heartbeat pod/fast/pod-ready \
+             pod/fast/pod-complete pod/fast/pod-delete; do
+  install -m 0644 "$kwok_dir/kustomize/stage/$stage.yaml" "$cache/kwok-stages/"
+done
 if [[ -f "$root/hack/allocator/go.mod" ]]; then
   OUTNAME=dra-reference-allocator LDFLAGS="-s -w" build dra-reference-allocator allocator .
 fi

@@ -8,9 +8,13 @@ from __future__ import annotations
 import click
 
 from kubedra import __version__
+from kubedra.api.crd import crd_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kubedra")
 def main() -> None:
     """kubedra: GPUs, MIG partitions and PCI devices for Kubernetes through DRA."""
+
+
+main.add_command(crd_command)

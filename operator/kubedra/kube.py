@@ -33,7 +33,8 @@ async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
         await config.load_kube_config(config_file=str(kubeconfig),
                                       client_configuration=configuration)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
+        config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration)
     else:
         await config.load_kube_config(client_configuration=configuration)
     return ApiClient(configuration)

@@ -4,16 +4,22 @@ One inventory per node and driver (or one per network-attached pool). The admin 
 the node agent writes ``status.discovered`` (field manager ``kubedra-agent``); the operator writes
 the rest of ``status`` (field manager ``kubedra-operator``). See ``shared/DESIGN.md``,
 "Who writes what". The CRD YAML in ``crds/`` is generated from these models
-(:mod:`kubedra.api.crd`).
+(:mod:`kubedra.api.crd`), including the API limits of ``resource.k8s.io/v1`` that a device must
+respect to be publishable.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from kubedra.api.base import KubeModel
+from kubedra.api.limits import (
+    RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE as MAX_ENTRIES,
+)
+from kubedra.api.names import DNSLabel, DNSSubdomain, DriverName, PoolName, QualifiedName
 from kubedra.api.resource import (
     Condition,
     CounterSet,
@@ -37,8 +43,19 @@ SHORT_NAMES = ["dinv"]
 AGENT_FIELD_MANAGER = "kubedra-agent"
 OPERATOR_FIELD_MANAGER = "kubedra-operator"
 
+MAX_DEVICES = 4096
+"""Devices one inventory may list; the operator splits them into slices of 128 (or 64)."""
+
 Health = Literal["Healthy", "Unhealthy", "Unknown"]
 MigMode = Literal["none", "partitions"]
+
+_LIST_BY_NAME: JsonDict = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+_ENTRIES_RULE: JsonDict = {
+    "rule": (f"(has(self.attributes) ? size(self.attributes) : 0) + "
+             f"(has(self.capacity) ? size(self.capacity) : 0) <= {MAX_ENTRIES}"),
+    "message": f"a device may have at most {MAX_ENTRIES} attributes and capacities together",
+    "fieldPath": ".attributes",
+}
 
 
 class InventoryDevice(KubeModel):
@@ -48,13 +65,18 @@ class InventoryDevice(KubeModel):
     plus its health. Unqualified attribute and capacity names belong to the driver's domain.
     """
 
-    name: str = Field(description="Device name, a DNS label unique in the pool (e.g. gpu-0).")
-    attributes: dict[str, DeviceAttribute] = Field(
-        default_factory=dict, description="Attributes by qualified name; exactly one value each.")
-    capacity: dict[str, DeviceCapacity] = Field(
-        default_factory=dict, description="Capacities by qualified name, as quantities.")
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_ENTRIES_RULE]})
+
+    name: DNSLabel = Field(description="Device name, a DNS label unique in the pool (e.g. gpu-0).")
+    attributes: dict[QualifiedName, DeviceAttribute] = Field(
+        default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
+        description="Attributes by qualified name; exactly one of int, bool, string, version each.")
+    capacity: dict[QualifiedName, DeviceCapacity] = Field(
+        default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
+        description="Capacities by qualified name, as quantities (e.g. memory: 143771Mi).")
     consumes_counters: list[DeviceCounterConsumption] | None = Field(
-        default=None, description="Shared counters this device takes when allocated.")
+        default=None, max_length=2,
+        description="Shared counters this device takes when allocated (at most 2 counter sets).")
     health: Health = Field(default="Healthy", description="Healthy, Unhealthy or Unknown.")
     health_message: str | None = Field(default=None, description="Why the device is not healthy.")
 
@@ -80,37 +102,55 @@ class DiscoverySettings(KubeModel):
 class DeviceOverride(KubeModel):
     """An admin's change to one device, applied by the operator before publishing."""
 
-    device: str = Field(description="Name of the device this override applies to.")
+    device: DNSLabel = Field(description="Name of the device this override applies to.")
     disabled: bool = Field(default=False, description="Do not publish this device.")
     taints: list[DeviceTaint] | None = Field(
-        default=None, description="Taints to publish on the device.")
+        default=None, max_length=16, description="Taints to publish on the device (at most 16).")
 
 
 class DeviceInventorySpec(KubeModel):
     """What the admin declares: the driver, where the pool is available, how to discover."""
 
-    driver: str = Field(description="Driver name (DNS subdomain), e.g. gpu.kubedra.io.")
-    node_name: str | None = Field(default=None, description=(
-        "Node whose agent discovers this inventory; the pool is node-local and named after it."))
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": ("(has(self.nodeName) ? 1 : 0) + (has(self.nodeSelector) ? 1 : 0) + "
+                 "(has(self.allNodes) && self.allNodes ? 1 : 0) == 1"),
+        "message": "exactly one of nodeName, nodeSelector or allNodes: true must be set",
+    }]})
+
+    driver: DriverName = Field(
+        description="Driver name (DNS subdomain, at most 63 characters), e.g. gpu.kubedra.io.",
+        json_schema_extra={"x-kubernetes-validations": [
+            {"rule": "self == oldSelf", "message": "driver is immutable"}]})
+    node_name: DNSSubdomain | None = Field(default=None, description=(
+        "Node whose agent discovers this inventory; the pool is node-local and named after it."),
+        json_schema_extra={"x-kubernetes-validations": [
+            {"rule": "self == oldSelf", "message": "nodeName is immutable"}]})
     node_selector: NodeSelector | None = Field(default=None, description=(
         "Nodes that can reach a network-attached pool (no agent)."))
-    all_nodes: bool | None = Field(default=None, description="The pool is reachable from every node.")
-    pool: str | None = Field(default=None, description=(
+    all_nodes: bool | None = Field(
+        default=None, description="The pool is reachable from every node.")
+    pool: PoolName | None = Field(default=None, description=(
         "Pool name; defaults to the node name, or to the inventory name without a node."))
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
     devices: list[InventoryDevice] | None = Field(
-        default=None, description="Statically declared devices, published as they are.")
+        default=None, max_length=MAX_DEVICES, json_schema_extra=_LIST_BY_NAME,
+        description="Statically declared devices, published as they are.")
     counter_sets: list[CounterSet] | None = Field(
-        default=None, description="Statically declared shared counter sets.")
+        default=None, max_length=32, json_schema_extra=_LIST_BY_NAME,
+        description="Statically declared shared counter sets.")
     overrides: list[DeviceOverride] | None = Field(
-        default=None, description="Per-device changes: disable, taint.")
+        default=None, max_length=MAX_DEVICES, description="Per-device changes: disable, taint.",
+        json_schema_extra={"x-kubernetes-list-type": "map",
+                           "x-kubernetes-list-map-keys": ["device"]})
 
 
 class DiscoveredState(KubeModel):
     """What the node agent last found (field manager ``kubedra-agent``)."""
 
-    devices: list[InventoryDevice] = Field(default_factory=list)
-    counter_sets: list[CounterSet] | None = None
+    devices: list[InventoryDevice] = Field(
+        default_factory=list, max_length=MAX_DEVICES, json_schema_extra=_LIST_BY_NAME)
+    counter_sets: list[CounterSet] | None = Field(
+        default=None, max_length=32, json_schema_extra=_LIST_BY_NAME)
     backend: str | None = Field(default=None, description="Discovery backend, e.g. nvml, pci.")
     agent_version: str | None = None
     boot_id: str | None = Field(default=None, alias="bootID")
@@ -130,7 +170,9 @@ class DeviceInventoryStatus(KubeModel):
     """Status: ``discovered`` by the agent, the rest by the operator."""
 
     discovered: DiscoveredState | None = None
-    conditions: list[Condition] | None = None
+    conditions: list[Condition] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-list-type": "map",
+                                         "x-kubernetes-list-map-keys": ["type"]})
     observed_generation: int | None = None
     pool: ResourcePool | None = Field(default=None, description="The pool as last published.")
     slices: list[str] | None = Field(default=None, description="Names of the published slices.")

@@ -57,7 +57,9 @@ class Quantity:
         QuantityError: the string is not a quantity (``ParseQuantity`` rules).
     """
 
-    __slots__ = ("_value", "_format")
+    __slots__ = ("_format", "_value")
+    _value: Fraction
+    _format: str
 
     def __init__(self, text: str | int | Quantity, *, fmt: str | None = None) -> None:
         if isinstance(text, Quantity):
@@ -182,7 +184,8 @@ class Quantity:
                     return Quantity(value)
                 except QuantityError as err:
                     raise ValueError(str(err)) from None
-            raise ValueError(f"a quantity must be a string or an integer, not {type(value).__name__}")
+            raise ValueError(
+                f"a quantity must be a string or an integer, not {type(value).__name__}")
 
         return core_schema.no_info_plain_validator_function(
             parse,

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from kubedra.api.base import KubeModel
+from kubedra.api.limits import DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH
+from kubedra.api.names import DNSLabel
 from kubedra.api.quantity import Quantity
+
+SEMVER_PATTERN = (r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+                  r"(-((0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
+                  r"(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+                  r"(\+([0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*))?$")
+"""Semantic Versioning 2.0.0, the format of ``version`` attributes."""
 
 GROUP = "resource.k8s.io"
 VERSION = "v1"
@@ -88,10 +96,15 @@ class DeviceAttribute(KubeModel):
     """Exactly one of the value fields is set (``int``, ``bool``, ``string``, ``version`` or a
     list form, the latter behind the alpha gate ``DRAListTypeAttributes``)."""
 
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
+
     int_value: int | None = Field(default=None, alias="int")
     bool_value: bool | None = Field(default=None, alias="bool")
-    string_value: str | None = Field(default=None, alias="string")
-    version_value: str | None = Field(default=None, alias="version")
+    string_value: str | None = Field(default=None, alias="string",
+                                     max_length=DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
+    version_value: str | None = Field(default=None, alias="version",
+                                      max_length=DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH,
+                                      pattern=SEMVER_PATTERN)
     int_values: list[int] | None = Field(default=None, alias="ints")
     bool_values: list[bool] | None = Field(default=None, alias="bools")
     string_values: list[str] | None = Field(default=None, alias="strings")
@@ -99,12 +112,12 @@ class DeviceAttribute(KubeModel):
 
     def set_fields(self) -> list[str]:
         """Wire names of the value fields that are set (valid attributes have exactly one)."""
-        return [self.model_fields[name].alias or name for name in self.model_fields
-                if getattr(self, name) is not None]
+        fields = type(self).model_fields
+        return [fields[name].alias or name for name in fields if getattr(self, name) is not None]
 
     def value(self) -> int | bool | str | list[Any] | None:
         """The single value that is set, whatever its type (``None`` if none is)."""
-        for name in self.model_fields:
+        for name in type(self).model_fields:
             found = getattr(self, name)
             if found is not None:
                 return found  # type: ignore[no-any-return]
@@ -143,15 +156,15 @@ class Counter(KubeModel):
 class CounterSet(KubeModel):
     """A named set of shared counters that partitionable devices consume (KEP-4815)."""
 
-    name: str
-    counters: dict[str, Counter]
+    name: DNSLabel
+    counters: dict[DNSLabel, Counter] = Field(json_schema_extra={"maxProperties": 32})
 
 
 class DeviceCounterConsumption(KubeModel):
     """What one device takes from one counter set when it is allocated."""
 
-    counter_set: str
-    counters: dict[str, Counter]
+    counter_set: DNSLabel
+    counters: dict[DNSLabel, Counter] = Field(json_schema_extra={"maxProperties": 32})
 
 
 class DeviceTaint(KubeModel):
@@ -159,7 +172,7 @@ class DeviceTaint(KubeModel):
 
     key: str
     value: str | None = None
-    effect: str
+    effect: str = Field(json_schema_extra={"enum": ["None", "NoSchedule", "NoExecute"]})
     time_added: str | None = None
 
 

@@ -1,0 +1,421 @@
+"""A real Kubernetes control plane on loopback ports, started from locally built binaries.
+
+:class:`ControlPlane` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+kwok (which fakes kubelets for nodes labelled ``type=kwok``) in a working directory, with client
+certificate authentication, ServiceAccount tokens (TokenRequest works), authorization
+``Node,RBAC`` and the DRA controllers. It writes an admin kubeconfig, mints kubeconfigs for
+ServiceAccounts, and stops exactly the processes it started (by PID).
+
+Binaries come from ``$KUBEDRA_CACHE/bin`` (default ``<repo>/.cache/bin``), built by
+``hack/build-binaries.sh``. Three ways to use it: the ``control_plane`` pytest fixture in
+``tests/conftest.py``, ``make cluster-up`` / ``make cluster-down`` (``python -m e2e.harness``),
+and directly from Python (``with ControlPlane(workdir) as cp: ...``), as ``make demo`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.client import HTTPSConnection
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from e2e.harness.certs import CertificateAuthority, CertPair, write_service_account_key
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KUBERNETES_VERSION = "v1.37.2"
+KWOK_NODE_LABEL = ("type", "kwok")
+"""Nodes with this label are managed by kwok (fake kubelet)."""
+
+CONTROLLERS = (
+    "resourceclaim-controller",
+    "node-lifecycle-controller",
+    "device-taint-eviction-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "pod-garbage-collector-controller",
+    "clusterrole-aggregation-controller",
+    "root-ca-certificate-publisher-controller",
+)
+"""kube-controller-manager controllers the tests need. Workload controllers (deployment,
+replicaset, daemonset) are off: kubedra's operator and agent run as local processes, so the
+installed Deployment and DaemonSet must not turn into fake pods on kwok nodes."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+class ControlPlaneError(RuntimeError):
+    """A component failed to start or become ready; the message carries its log tail."""
+
+
+def default_bin_dir() -> Path:
+    """``$KUBEDRA_CACHE/bin``, or ``<repo>/.cache/bin``."""
+    return Path(os.environ.get("KUBEDRA_CACHE", REPO_ROOT / ".cache")) / "bin"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _kubeconfig(server: str, ca: Path, user: str, *, cert: CertPair | None = None,
+                token: str | None = None) -> dict[str, Any]:
+    creds: dict[str, str] = ({"client-certificate": str(cert.cert), "client-key": str(cert.key)}
+                             if cert else {"token": token or ""})
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": "kubedra-test",
+        "clusters": [{"name": "kubedra-test",
+                      "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": creds}],
+        "contexts": [{"name": "kubedra-test",
+                      "context": {"cluster": "kubedra-test", "user": user}}],
+    }
+
+
+@dataclass
+class Component:
+    """A started process: its name, PID, command line and log file."""
+
+    name: str
+    pid: int
+    args: list[str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+
+class ControlPlane:
+    """A local control plane in ``workdir``.
+
+    Args:
+        workdir: directory for certificates, kubeconfigs, etcd data and logs (created).
+        bin_dir: directory with the binaries (default :func:`default_bin_dir`).
+        detached: keep the processes running after this Python process exits (``cluster-up``);
+            otherwise they get SIGTERM when it dies, even on SIGKILL.
+    """
+
+    def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False):
+        self.workdir = workdir.resolve()
+        self.bin_dir = (bin_dir or default_bin_dir()).resolve()
+        self.detached = detached
+        self.components: list[Component] = []
+        self.api_port = 0
+        self.pki = self.workdir / "pki"
+        self.logs = self.workdir / "logs"
+        self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
+        self.state_file = self.workdir / "state.json"
+        self._admin: CertPair | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def server(self) -> str:
+        """The API server URL, ``https://127.0.0.1:<port>``."""
+        return f"https://127.0.0.1:{self.api_port}"
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Start every component and wait until each is ready.
+
+        Raises:
+            ControlPlaneError: a binary is missing, a process exited, or readiness timed out;
+                the processes started so far are stopped first.
+        """
+        missing = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager",
+                               "kube-scheduler", "kwok") if not (self.bin_dir / b).exists()]
+        if missing:
+            raise ControlPlaneError(
+                f"missing binaries in {self.bin_dir}: {', '.join(missing)}; "
+                "build them with `make binaries` (hack/build-binaries.sh)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        try:
+            self._start_all(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self._write_state()
+
+    def _start_all(self, deadline: float) -> None:
+        ca = CertificateAuthority(self.pki)
+        serving = ca.issue("apiserver", "kube-apiserver",
+                           server_hosts=("127.0.0.1", "localhost", "kubernetes.default.svc"))
+        self._admin = ca.issue("admin", "kubedra-admin", organizations=("system:masters",))
+        sa_key = write_service_account_key(self.pki / "sa.key")
+        self.api_port = _free_port()
+        kcm_cfg = self._write_kubeconfig(
+            "controller-manager", ca.issue("kcm", "system:kube-controller-manager"))
+        sched_cfg = self._write_kubeconfig(
+            "scheduler", ca.issue("scheduler", "system:kube-scheduler"))
+        kwok_cfg = self._write_kubeconfig(
+            "kwok", ca.issue("kwok", "kwok-controller", organizations=("system:masters",)))
+        self.admin_kubeconfig.write_text(yaml.safe_dump(
+            _kubeconfig(self.server, ca.pair.cert, "kubedra-admin", cert=self._admin)))
+
+        etcd_port, peer_port = _free_port(), _free_port()
+        etcd_url = f"http://127.0.0.1:{etcd_port}"
+        self._spawn("etcd", [
+            "--name=kubedra-test", f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=kubedra-test=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync=true", "--log-level=warn", "--quota-backend-bytes=4294967296",
+        ])
+        self._wait(deadline, "etcd", lambda: self._http_ok(f"{etcd_url}/health"))
+
+        self._spawn("kube-apiserver", [
+            f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+            f"--secure-port={self.api_port}", "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={ca.pair.cert}",
+            "--authorization-mode=Node,RBAC", "--endpoint-reconciler-type=none",
+            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={sa_key}", f"--service-account-signing-key-file={sa_key}",
+            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            "--enable-admission-plugins=NodeRestriction",
+            "--profiling=false", "--cert-dir", str(self.pki / "apiserver-generated"),
+        ])
+        self._wait(deadline, "kube-apiserver", lambda: self._api_ok("/readyz"))
+
+        kcm_port, sched_port = _free_port(), _free_port()
+        self._spawn("kube-controller-manager", [
+            f"--kubeconfig={kcm_cfg}", f"--authentication-kubeconfig={kcm_cfg}",
+            f"--authorization-kubeconfig={kcm_cfg}", "--leader-elect=false",
+            f"--controllers={','.join(CONTROLLERS)}",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={sa_key}", f"--root-ca-file={ca.pair.cert}",
+            "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
+            "--cert-dir", str(self.pki / "kcm-generated"), "--profiling=false",
+            "--authentication-skip-lookup=true",
+        ])
+        self._spawn("kube-scheduler", [
+            f"--kubeconfig={sched_cfg}", f"--authentication-kubeconfig={sched_cfg}",
+            f"--authorization-kubeconfig={sched_cfg}", "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
+            "--cert-dir", str(self.pki / "scheduler-generated"), "--profiling=false",
+            "--authentication-skip-lookup=true",
+        ])
+        self._spawn("kwok", [
+            f"--kubeconfig={kwok_cfg}", f"--config={self._write_kwok_config()}",
+            f"--manage-nodes-with-label-selector={KWOK_NODE_LABEL[0]}={KWOK_NODE_LABEL[1]}",
+            "--cidr=10.244.0.0/16", "--node-ip=10.99.0.1", "--server-address=127.0.0.1:0",
+        ])
+        self._wait(deadline, "kube-controller-manager",
+                   lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz"))
+        self._wait(deadline, "kube-scheduler",
+                   lambda: self._http_ok(f"https://127.0.0.1:{sched_port}/healthz"))
+        # ServiceAccount admission needs the default ServiceAccount, made by KCM's controller.
+        self._wait(deadline, "serviceaccount-controller",
+                   lambda: self._api_ok("/api/v1/namespaces/default/serviceaccounts/default"))
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM every started process (newest first), SIGKILL those still alive after
+        ``timeout`` seconds. Safe to call twice."""
+        for comp in reversed(self.components):
+            _signal(comp, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for comp in reversed(self.components):
+            while _alive(comp) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(comp):
+                _signal(comp, signal.SIGKILL)
+            if comp.process is not None:
+                comp.process.wait(timeout=5)
+        self.components.clear()
+        self.state_file.unlink(missing_ok=True)
+
+    @classmethod
+    def stop_from_state(cls, workdir: Path) -> bool:
+        """Stop a detached control plane recorded in ``workdir/state.json``; False if none."""
+        plane = cls(workdir)
+        if not plane.state_file.exists():
+            return False
+        state = json.loads(plane.state_file.read_text())
+        plane.components = [Component(c["name"], c["pid"], c["args"], Path(c["log"]))
+                            for c in state["components"]]
+        plane.stop()
+        return True
+
+    # --- credentials ---------------------------------------------------------------------
+
+    def kubeconfig_for_service_account(self, namespace: str, name: str, *,
+                                       bound_pod: str | None = None,
+                                       duration_s: int = 86400) -> Path:
+        """Mint a token for ServiceAccount ``namespace/name`` with TokenRequest and write a
+        kubeconfig using it to ``<workdir>/sa-<namespace>-<name>.kubeconfig``.
+
+        ``bound_pod`` binds the token to that pod in the same namespace; the API server then
+        adds the pod's node to the token, as for a kubelet-projected token.
+
+        Raises:
+            ControlPlaneError: the ServiceAccount does not exist or the request failed.
+        """
+        spec: dict[str, Any] = {"expirationSeconds": duration_s}
+        if bound_pod:
+            pod = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{bound_pod}")
+            spec["boundObjectRef"] = {"kind": "Pod", "apiVersion": "v1", "name": bound_pod,
+                                      "uid": pod["metadata"]["uid"]}
+        review = self.request(
+            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+        suffix = f"-{bound_pod}" if bound_pod else ""
+        path = self.workdir / f"sa-{namespace}-{name}{suffix}.kubeconfig"
+        path.write_text(yaml.safe_dump(_kubeconfig(
+            self.server, self.pki / "ca.crt", f"system:serviceaccount:{namespace}:{name}",
+            token=review["status"]["token"])))
+        return path
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """An admin API call; returns the decoded JSON body (text for non-JSON answers).
+
+        Raises:
+            ControlPlaneError: the server answered with a status >= 400.
+        """
+        conn = HTTPSConnection("127.0.0.1", self.api_port, context=self._admin_tls(), timeout=30)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=data,
+                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+            resp = conn.getresponse()
+            payload = resp.read()
+            is_json = resp.getheader("Content-Type", "").startswith("application/json")
+        finally:
+            conn.close()
+        if resp.status >= 400:
+            raise ControlPlaneError(
+                f"{method} {path}: HTTP {resp.status}: {payload.decode()[:500]}")
+        return json.loads(payload) if is_json else payload.decode()
+
+    # --- diagnostics ---------------------------------------------------------------------
+
+    def log_tails(self, lines: int = 25) -> str:
+        """The last ``lines`` lines of every component's log, for failure reports."""
+        parts = []
+        for comp in self.components:
+            text = comp.log.read_text(errors="replace").splitlines() if comp.log.exists() else []
+            parts.append(f"----- {comp.name} (pid {comp.pid}, {comp.log}) -----")
+            parts.extend(text[-lines:])
+        return "\n".join(parts)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _write_kubeconfig(self, name: str, cert: CertPair) -> Path:
+        path = self.workdir / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(_kubeconfig(self.server, self.pki / "ca.crt", name,
+                                                   cert=cert)))
+        return path
+
+    def _write_kwok_config(self) -> Path:
+        stage_dir = self.bin_dir.parent / "kwok-stages"
+        stages = sorted(stage_dir.glob("*.yaml"))
+        if not stages:
+            raise ControlPlaneError(f"no kwok stages in {stage_dir}; run `make binaries`")
+        path = self.workdir / "kwok.yaml"
+        path.write_text("\n---\n".join(s.read_text() for s in stages))
+        return path
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = self.logs / f"{name}.log"
+        cmd = [str(self.bin_dir / name), *args]
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.workdir, start_new_session=True,
+                preexec_fn=None if self.detached else _die_with_parent)
+        self.components.append(Component(name, proc.pid, cmd, log, proc))
+
+    def _wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
+        while time.monotonic() < deadline:
+            for comp in self.components:
+                if comp.process is not None and comp.process.poll() is not None:
+                    raise ControlPlaneError(
+                        f"{comp.name} exited with code {comp.process.returncode} while waiting "
+                        f"for {what}\n{self.log_tails()}")
+            if ready():
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(f"timed out waiting for {what}\n{self.log_tails()}")
+
+    def _admin_tls(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        if self._admin is None:
+            self._admin = CertPair(self.pki / "admin.crt", self.pki / "admin.key")
+        ctx.load_cert_chain(str(self._admin.cert), str(self._admin.key))
+        return ctx
+
+    def _api_ok(self, path: str) -> bool:
+        try:
+            self.request("GET", path)
+        except (OSError, ControlPlaneError):
+            return False
+        return True
+
+    @staticmethod
+    def _http_ok(url: str) -> bool:
+        from urllib.request import urlopen
+
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # self-signed component certs
+        try:
+            with urlopen(url, timeout=2, context=ctx) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def _write_state(self) -> None:
+        self.state_file.write_text(json.dumps({
+            "server": self.server, "kubeconfig": str(self.admin_kubeconfig),
+            "components": [{"name": c.name, "pid": c.pid, "args": c.args, "log": str(c.log)}
+                           for c in self.components],
+        }, indent=2))
+
+
+def _alive(comp: Component) -> bool:
+    if comp.process is not None:
+        return comp.process.poll() is None
+    return _is_ours(comp)
+
+
+def _is_ours(comp: Component) -> bool:
+    """True if PID ``comp.pid`` still runs ``comp.args[0]`` (guards against PID reuse)."""
+    try:
+        cmdline = Path(f"/proc/{comp.pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{comp.pid}/stat").read_text()
+    except OSError:
+        return False
+    return cmdline[0].decode(errors="replace") == comp.args[0] and ") Z " not in stat
+
+
+def _signal(comp: Component, sig: signal.Signals) -> None:
+    if _alive(comp):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(comp.pid, sig)
+

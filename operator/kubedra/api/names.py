@@ -1,0 +1,65 @@
+"""Name formats of the DRA API as annotated string types.
+
+Each type validates in Python and carries its JSON schema (pattern, maxLength) into the CRD.
+Sources: ``k8s.io/apimachinery/pkg/util/validation`` (DNS label and subdomain) and
+``k8s.io/api/resource/v1/types.go`` (``QualifiedName``: an optional DNS-subdomain domain of at
+most 63 characters, a slash, and a C identifier of at most 32 characters).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, StringConstraints
+
+from kubedra.api.limits import DEVICE_MAX_DOMAIN_LENGTH, DEVICE_MAX_ID_LENGTH
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+POOL_NAME_PATTERN = rf"^{_SUBDOMAIN}(/{_SUBDOMAIN})*$"
+QUALIFIED_NAME_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                          r"[A-Za-z_][A-Za-z0-9_]*$")
+_QUALIFIED = re.compile(QUALIFIED_NAME_PATTERN)
+
+DNSLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL_PATTERN, max_length=63)]
+"""A DNS label (RFC 1123): lower-case alphanumerics and '-', at most 63 characters."""
+
+DNSSubdomain = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)]
+"""A DNS subdomain (RFC 1123): dot-separated DNS labels, at most 253 characters."""
+
+PoolName = Annotated[str, StringConstraints(pattern=POOL_NAME_PATTERN, max_length=253)]
+"""A pool name: DNS subdomains separated by '/', at most 253 characters (``PoolNameMaxLength``)."""
+
+DriverName = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, max_length=63)]
+"""A driver name: a DNS subdomain of at most 63 characters (``DriverNameMaxLength``)."""
+
+
+def qualified_name_error(name: str) -> str | None:
+    """Why ``name`` is not a valid attribute or capacity name, or ``None`` if it is."""
+    if not _QUALIFIED.match(name):
+        return ("must be a C identifier, optionally prefixed with a DNS subdomain and '/' "
+                "(e.g. memory or gpu.kubedra.io/memory)")
+    domain, _, ident = name.rpartition("/")
+    if len(domain) > DEVICE_MAX_DOMAIN_LENGTH:
+        return f"domain must be at most {DEVICE_MAX_DOMAIN_LENGTH} characters"
+    if len(ident) > DEVICE_MAX_ID_LENGTH:
+        return f"name must be at most {DEVICE_MAX_ID_LENGTH} characters"
+    return None
+
+
+def _check_qualified_name(name: str) -> str:
+    error = qualified_name_error(name)
+    if error:
+        raise ValueError(f"{name!r}: {error}")
+    return name
+
+
+QualifiedName = Annotated[
+    str, AfterValidator(_check_qualified_name),
+    Field(json_schema_extra={"pattern": QUALIFIED_NAME_PATTERN,
+                             "maxLength": DEVICE_MAX_DOMAIN_LENGTH + 1 + DEVICE_MAX_ID_LENGTH,
+                             "x-kubedra-qualified-name": True}),
+]
+"""An attribute or capacity name: ``id`` or ``domain/id`` (``QualifiedName`` in the API)."""

@@ -1,0 +1,165 @@
+"""Build the desired pool of one DeviceInventory: the devices and counter sets to publish.
+
+The pool holds the admin's statically declared devices and counter sets (``spec``) and what the
+node agent discovered (``status.discovered``), with ``spec.overrides`` applied. Devices that are
+reported unhealthy are published with a ``NoSchedule`` taint (KEP-5055 device taints), so the
+scheduler stops choosing them while ``kubectl describe`` still shows them. Anything that would
+make the API server reject a slice, or the allocator ignore the pool, raises
+:class:`InvalidInventory` naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kubedra.api.inventory import DeviceInventory, InventoryDevice
+from kubedra.api.limits import (
+    RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
+    RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
+)
+from kubedra.api.names import qualified_name_error
+from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
+
+UNHEALTHY_TAINT_KEY = "kubedra.io/unhealthy"
+"""Taint key put on devices the agent reports ``Unhealthy``; its value is the health message."""
+
+_TAINT_VALUE_MAX = 63
+
+
+class InvalidInventory(ValueError):
+    """The inventory cannot be published as it is.
+
+    Attributes:
+        field: JSON path of the offending field, e.g. ``status.discovered.devices[3].name``.
+        message: what is wrong, in words.
+    """
+
+    def __init__(self, field_path: str, message: str) -> None:
+        super().__init__(f"{field_path}: {message}")
+        self.field = field_path
+        self.message = message
+
+
+@dataclass(frozen=True)
+class DesiredPool:
+    """What one inventory publishes: ``driver``/``name`` identify the pool; exactly one of
+    ``node_name``, ``node_selector``, ``all_nodes`` says where it is available; ``devices`` are
+    sorted by name and ``counter_sets`` by name."""
+
+    driver: str
+    name: str
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+    devices: list[Device] = field(default_factory=list)
+    counter_sets: list[CounterSet] = field(default_factory=list)
+
+
+def pool_name(inventory: DeviceInventory) -> str:
+    """``spec.pool``, else the node name for a node-local pool, else the inventory name."""
+    spec = inventory.spec
+    return spec.pool or spec.node_name or inventory.metadata.name or ""
+
+
+def build_pool(inventory: DeviceInventory) -> DesiredPool:
+    """Merge declared and discovered devices, apply overrides, and validate.
+
+    Raises:
+        InvalidInventory: a device name appears twice, a device consumes a counter set or
+            counter that does not exist (or more than it holds), a device has more than 32
+            attributes and capacities or a bad qualified name, or a counter set is declared twice.
+    """
+    spec = inventory.spec
+    discovered = inventory.status.discovered if inventory.status else None
+    sources: list[tuple[str, InventoryDevice]] = [
+        (f"spec.devices[{i}]", d) for i, d in enumerate(spec.devices or [])]
+    if discovered:
+        sources += [(f"status.discovered.devices[{i}]", d)
+                    for i, d in enumerate(discovered.devices)]
+    counter_sources = [(f"spec.counterSets[{i}]", c) for i, c in enumerate(spec.counter_sets or [])]
+    if discovered:
+        counter_sources += [(f"status.discovered.counterSets[{i}]", c)
+                            for i, c in enumerate(discovered.counter_sets or [])]
+
+    counter_sets: dict[str, CounterSet] = {}
+    for path, counter_set in counter_sources:
+        if counter_set.name in counter_sets:
+            raise InvalidInventory(f"{path}.name",
+                                   f"counter set {counter_set.name!r} is declared twice")
+        counter_sets[counter_set.name] = counter_set
+
+    overrides = {o.device: o for o in spec.overrides or []}
+    seen: set[str] = set()
+    devices: list[Device] = []
+    for path, device in sources:
+        if device.name in seen:
+            raise InvalidInventory(f"{path}.name", f"device {device.name!r} is listed twice")
+        seen.add(device.name)
+        _check_device(path, device, counter_sets)
+        override = overrides.get(device.name)
+        if override and override.disabled:
+            continue
+        taints = list(override.taints or []) if override else []
+        if device.health == "Unhealthy":
+            reason = _taint_value(device.health_message or "reported unhealthy")
+            taints.append(DeviceTaint(key=UNHEALTHY_TAINT_KEY, value=reason or None,
+                                      effect="NoSchedule"))
+        devices.append(Device(
+            name=device.name,
+            attributes=dict(device.attributes) or None,
+            capacity=dict(device.capacity) or None,
+            consumes_counters=device.consumes_counters or None,
+            taints=taints or None,
+        ))
+    return DesiredPool(
+        driver=spec.driver,
+        name=pool_name(inventory),
+        node_name=spec.node_name,
+        node_selector=spec.node_selector,
+        all_nodes=bool(spec.all_nodes),
+        devices=sorted(devices, key=lambda d: d.name),
+        counter_sets=[counter_sets[name] for name in sorted(counter_sets)],
+    )
+
+
+def _taint_value(text: str) -> str:
+    """A taint value must be a label value: alphanumerics, '-', '_', '.', ≤ 63 characters."""
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+    return cleaned.strip("-_.")[:_TAINT_VALUE_MAX].strip("-_.")
+
+
+def _check_device(path: str, device: InventoryDevice, counter_sets: dict[str, CounterSet]) -> None:
+    entries = len(device.attributes) + len(device.capacity)
+    if entries > RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
+        raise InvalidInventory(
+            f"{path}.attributes", f"{entries} attributes and capacities; at most "
+            f"{RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE} are allowed")
+    for kind, names in (("attributes", device.attributes), ("capacity", device.capacity)):
+        for name in names:
+            error = qualified_name_error(name)
+            if error:
+                raise InvalidInventory(f"{path}.{kind}[{name}]", error)
+    for name, attribute in device.attributes.items():
+        if len(attribute.set_fields()) != 1:
+            raise InvalidInventory(f"{path}.attributes[{name}]",
+                                   "exactly one of int, bool, string, version must be set")
+    consumption = device.consumes_counters or []
+    if len(consumption) > RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE:
+        raise InvalidInventory(f"{path}.consumesCounters",
+                               "a device may consume from at most 2 counter sets")
+    for i, use in enumerate(consumption):
+        counter_set = counter_sets.get(use.counter_set)
+        if counter_set is None:
+            raise InvalidInventory(f"{path}.consumesCounters[{i}].counterSet",
+                                   f"no counter set named {use.counter_set!r}")
+        for counter, amount in use.counters.items():
+            available = counter_set.counters.get(counter)
+            if available is None:
+                raise InvalidInventory(f"{path}.consumesCounters[{i}].counters[{counter}]",
+                                       f"counter set {use.counter_set!r} has no counter "
+                                       f"{counter!r}")
+            if amount.value > available.value:
+                raise InvalidInventory(
+                    f"{path}.consumesCounters[{i}].counters[{counter}]",
+                    f"consumes {amount.value} but counter set {use.counter_set!r} holds only "
+                    f"{available.value}")

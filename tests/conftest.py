@@ -1,0 +1,62 @@
+"""Fixtures shared by unit, integration and end-to-end tests.
+
+``control_plane`` starts one real v1.37.2 control plane per test session (never a mock API);
+tests that use it, directly or through another fixture, get the last lines of every
+component's log attached to their report when they fail.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+
+from e2e.harness import ControlPlane
+from kubedra.kube import make_api_client
+
+_planes: list[ControlPlane] = []
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A running control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+    kwok) for the whole session; stopped, by PID, when the session ends."""
+    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
+    _planes.append(plane)
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+        _planes.remove(plane)
+
+
+@pytest.fixture(scope="session")
+async def admin_api(control_plane: ControlPlane) -> AsyncIterator[ApiClient]:
+    """A kubernetes-asyncio client authenticated as cluster admin."""
+    api = await make_api_client(control_plane.admin_kubeconfig)
+    async with api:
+        yield api
+
+
+@pytest.fixture
+async def namespace(admin_api: ApiClient) -> AsyncIterator[str]:
+    """A fresh namespace for one test, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(admin_api)
+    await core.create_namespace({"metadata": {"name": name}})
+    yield name
+    await core.delete_namespace(name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Attach the control plane's log tails to the report of a failed test that used it."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _planes and "control_plane" in getattr(item, "fixturenames", ()):
+        report.sections.append(("control plane logs", _planes[0].log_tails()))
+

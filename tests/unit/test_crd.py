@@ -1,0 +1,45 @@
+"""The DeviceInventory CRD is generated from the models and kept in crds/."""
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kubedra.api.crd import inventory_crd, inventory_crd_yaml
+from kubedra.cli import main
+
+CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "deviceinventories.kubedra.io.yaml"
+
+
+def test_crds_folder_matches_the_models() -> None:
+    assert CRD_FILE.read_text() == inventory_crd_yaml(), (
+        "crds/ is stale: run `kubedra crd > crds/deviceinventories.kubedra.io.yaml`")
+
+
+def test_kubedra_crd_prints_it() -> None:
+    result = CliRunner().invoke(main, ["crd"])
+    assert result.exit_code == 0
+    assert result.output == inventory_crd_yaml()
+
+
+def test_printer_columns_and_short_name() -> None:
+    version = inventory_crd()["spec"]["versions"][0]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Driver", "Node", "Devices", "Allocated", "Ready", "Age"]
+    assert inventory_crd()["spec"]["names"]["shortNames"] == ["dinv"]
+    assert version["subresources"] == {"status": {}}
+
+
+def test_device_schema_carries_api_limits() -> None:
+    spec = inventory_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    device = spec["properties"]["devices"]["items"]
+    assert device["properties"]["name"]["pattern"] == "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    assert device["properties"]["name"]["maxLength"] == 63
+    attribute = device["properties"]["attributes"]["additionalProperties"]
+    assert (attribute["minProperties"], attribute["maxProperties"]) == (1, 1)
+    assert attribute["properties"]["string"]["maxLength"] == 64
+    assert attribute["properties"]["version"]["maxLength"] == 64
+    assert device["x-kubernetes-validations"][0]["rule"] == (
+        "(has(self.attributes) ? size(self.attributes) : 0) + "
+        "(has(self.capacity) ? size(self.capacity) : 0) <= 32")
+    assert device["properties"]["capacity"]["additionalProperties"]["properties"]["value"][
+        "x-kubernetes-int-or-string"] is True

@@ -1,0 +1,281 @@
+"""Inventory → pool → slices → planned writes (no cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubedra.api.inventory import DeviceInventory
+from kubedra.api.resource import Counter, DeviceCounterConsumption, OwnerReference, ResourceSlice
+from kubedra.publishing.pool import UNHEALTHY_TAINT_KEY, InvalidInventory, build_pool
+from kubedra.publishing.slices import split_pool
+from kubedra.publishing.sync import SliceWrite, plan_sync, slice_name
+
+OWNER = OwnerReference(api_version="kubedra.io/v1alpha1", kind="DeviceInventory",
+                       name="node-1-gpu", uid="uid-1", controller=True)
+
+
+def inventory(devices: int, *, taint_every: int = 0, counters: bool = False,
+              static: list[dict[str, Any]] | None = None,
+              overrides: list[dict[str, Any]] | None = None) -> DeviceInventory:
+    """An inventory of node-1 with ``devices`` discovered devices dev-000… ."""
+    found = []
+    for i in range(devices):
+        device: dict[str, Any] = {
+            "name": f"dev-{i:03d}",
+            "attributes": {"index": {"int": i}},
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        if taint_every and i % taint_every == 0:
+            device["health"], device["healthMessage"] = "Unhealthy", "ECC errors"
+        if counters:
+            device["consumesCounters"] = [{"counterSet": "node-counters",
+                                           "counters": {"slots": {"value": "1"}}}]
+        found.append(device)
+    status: dict[str, Any] = {"discovered": {"devices": found}}
+    if counters:
+        status["discovered"]["counterSets"] = [
+            {"name": "node-counters", "counters": {"slots": {"value": str(devices)}}}]
+    return DeviceInventory.from_api({
+        "metadata": {"name": "node-1-gpu", "uid": "uid-1", "generation": 1},
+        "spec": {"driver": "gpu.kubedra.io", "nodeName": "node-1", "devices": static,
+                 "overrides": overrides},
+        "status": status})
+
+
+def plan(inv: DeviceInventory, existing: list[ResourceSlice]) -> tuple[list[SliceWrite], int]:
+    pool = build_pool(inv)
+    result = plan_sync(inv.metadata.name or "", OWNER, pool, split_pool(pool), existing)
+    return result.writes, result.pool.generation
+
+
+class FakeServer:
+    """Stores slices the way the API server does: resourceVersion, taint timeAdded."""
+
+    def __init__(self) -> None:
+        self.slices: dict[str, dict[str, Any]] = {}
+        self.version = 0
+
+    def apply(self, writes: list[SliceWrite]) -> None:
+        for write in writes:
+            if write.verb == "delete":
+                del self.slices[write.name]
+                continue
+            assert write.body is not None
+            if write.verb == "create":
+                assert write.name not in self.slices
+            else:
+                assert write.body["metadata"]["resourceVersion"] == \
+                    self.slices[write.name]["metadata"]["resourceVersion"]
+            self.version += 1
+            body = {**write.body, "metadata": {**write.body["metadata"],
+                                               "resourceVersion": str(self.version)}}
+            for device in body["spec"].get("devices", []):
+                for taint in device.get("taints", []):
+                    taint.setdefault("timeAdded", "2026-11-29T00:00:00Z")
+            self.slices[write.name] = body
+
+    def existing(self) -> list[ResourceSlice]:
+        return [ResourceSlice.from_api(s) for s in self.slices.values()]
+
+
+@pytest.mark.parametrize(("devices", "taint_every", "counters", "expected_sizes"), [
+    (1, 0, False, [1]),
+    (128, 0, False, [128]),
+    (129, 0, False, [128, 1]),
+    (300, 0, False, [128, 128, 44]),
+    (1, 1, False, [1]),
+    (128, 1, False, [64, 64]),
+    (129, 1, False, [64, 64, 1]),
+    (300, 1, False, [64, 64, 64, 64, 44]),
+    # dev-000, dev-100 and dev-200 are tainted: each caps its own slice at 64, the plain run
+    # dev-128..dev-199 between them fits in one slice of 72
+    (300, 100, False, [64, 64, 72, 64, 36]),
+    (129, 0, True, [64, 64, 1]),
+])
+def test_slice_sizes(devices: int, taint_every: int, counters: bool,
+                     expected_sizes: list[int]) -> None:
+    pool = build_pool(inventory(devices, taint_every=taint_every, counters=counters))
+    contents = split_pool(pool)
+    device_slices = [c for c in contents if not c.counter_sets]
+    assert [len(c.devices) for c in device_slices] == expected_sizes
+    assert [d.name for c in device_slices for d in c.devices] == [
+        f"dev-{i:03d}" for i in range(devices)]
+    assert [len(c.counter_sets) for c in contents if c.counter_sets] == ([1] if counters else [])
+    if counters:
+        assert contents[0].counter_sets[0].name == "node-counters"
+        assert not contents[0].devices
+
+
+def test_greedy_packing_with_one_tainted_device_in_the_middle() -> None:
+    inv = inventory(300)
+    assert inv.status
+    assert inv.status.discovered
+    inv.status.discovered.devices[200].health = "Unhealthy"
+    sizes = [len(c.devices) for c in split_pool(build_pool(inv))]
+    assert sizes == [128, 72, 64, 36]  # dev-200 starts a slice capped at 64
+
+
+def test_first_publish_creates_every_slice_at_generation_1() -> None:
+    writes, generation = plan(inventory(300), [])
+    assert generation == 1
+    assert [(w.verb, w.name) for w in writes] == [
+        ("create", "node-1-gpu-00000"), ("create", "node-1-gpu-00001"),
+        ("create", "node-1-gpu-00002")]
+    first = writes[0].body
+    assert first is not None
+    assert first["metadata"]["labels"] == {"kubedra.io/inventory": "node-1-gpu",
+                                           "app.kubernetes.io/managed-by": "kubedra"}
+    assert first["metadata"]["ownerReferences"] == [{
+        "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory", "name": "node-1-gpu",
+        "uid": "uid-1", "controller": True}]
+    assert first["spec"]["pool"] == {"name": "node-1", "generation": 1, "resourceSliceCount": 3}
+    assert first["spec"]["nodeName"] == "node-1"
+    assert first["spec"]["devices"][0] == {
+        "name": "dev-000", "attributes": {"index": {"int": 0}},
+        "capacity": {"memory": {"value": "80Gi"}}}
+
+
+def test_second_sync_writes_nothing() -> None:
+    server = FakeServer()
+    inv = inventory(300, taint_every=7, counters=True)
+    writes, _ = plan(inv, [])
+    server.apply(writes)
+    assert plan(inv, server.existing()) == ([], 1)
+
+
+def test_one_changed_slice_keeps_the_generation() -> None:
+    server = FakeServer()
+    server.apply(plan(inventory(300), [])[0])
+    changed = inventory(300)
+    assert changed.status
+    assert changed.status.discovered
+    changed.status.discovered.devices[5].attributes["index"].int_value = 999
+    writes, generation = plan(changed, server.existing())
+    assert generation == 1
+    assert [(w.verb, w.name) for w in writes] == [("update", "node-1-gpu-00000")]
+
+
+def test_two_changed_slices_bump_the_generation_and_rewrite_all() -> None:
+    server = FakeServer()
+    server.apply(plan(inventory(300), [])[0])
+    changed = inventory(300)
+    assert changed.status
+    assert changed.status.discovered
+    changed.status.discovered.devices[5].attributes["index"].int_value = 999
+    changed.status.discovered.devices[250].attributes["index"].int_value = 999
+    writes, generation = plan(changed, server.existing())
+    assert generation == 2
+    assert [(w.verb, w.name) for w in writes] == [
+        ("update", "node-1-gpu-00000"), ("update", "node-1-gpu-00001"),
+        ("update", "node-1-gpu-00002")]
+    assert all(w.body and w.body["spec"]["pool"]["generation"] == 2 for w in writes)
+
+
+def test_deleted_slice_is_recreated_and_the_generation_bumped() -> None:
+    server = FakeServer()
+    server.apply(plan(inventory(300), [])[0])
+    del server.slices["node-1-gpu-00001"]
+    writes, generation = plan(inventory(300), server.existing())
+    assert generation == 2
+    assert [(w.verb, w.name) for w in writes] == [
+        ("update", "node-1-gpu-00000"), ("update", "node-1-gpu-00002"),
+        ("create", "node-1-gpu-00001")]
+
+
+def test_shrinking_pool_deletes_obsolete_slices_first() -> None:
+    server = FakeServer()
+    server.apply(plan(inventory(300), [])[0])
+    writes, generation = plan(inventory(100), server.existing())
+    assert generation == 1  # no new slice and one update: upstream keeps the generation
+    assert [(w.verb, w.name) for w in writes] == [
+        ("delete", "node-1-gpu-00001"), ("delete", "node-1-gpu-00002"),
+        ("update", "node-1-gpu-00000")]
+    assert writes[0].resource_version == server.slices["node-1-gpu-00001"]["metadata"][
+        "resourceVersion"]
+    server.apply(writes)
+    assert plan(inventory(100), server.existing()) == ([], 1)
+
+
+def test_older_generation_slices_are_obsolete() -> None:
+    server = FakeServer()
+    server.apply(plan(inventory(1), [])[0])
+    stale = ResourceSlice.from_api({**server.slices["node-1-gpu-00000"]})
+    stale.metadata.name = "node-1-gpu-00001"
+    stale.spec.pool.generation = 0
+    writes, generation = plan(inventory(1), [*server.existing(), stale])
+    assert generation == 1
+    assert [(w.verb, w.name) for w in writes] == [("delete", "node-1-gpu-00001")]
+
+
+def test_unhealthy_device_is_tainted_and_taint_time_is_kept() -> None:
+    server = FakeServer()
+    inv = inventory(2, taint_every=2)
+    writes, _ = plan(inv, [])
+    device = writes[0].body["spec"]["devices"][0]  # type: ignore[index]
+    assert device["taints"] == [
+        {"key": UNHEALTHY_TAINT_KEY, "value": "ECC-errors", "effect": "NoSchedule"}]
+    server.apply(writes)
+    assert plan(inv, server.existing()) == ([], 1)
+
+
+def test_overrides_disable_and_taint_devices() -> None:
+    inv = inventory(3, overrides=[
+        {"device": "dev-001", "disabled": True},
+        {"device": "dev-002", "taints": [{"key": "maintenance", "effect": "NoExecute"}]}])
+    pool = build_pool(inv)
+    assert [d.name for d in pool.devices] == ["dev-000", "dev-002"]
+    assert pool.devices[1].taints
+    assert pool.devices[1].taints[0].effect == "NoExecute"
+
+
+def test_static_and_discovered_devices_are_merged_in_name_order() -> None:
+    inv = inventory(2, static=[{"name": "aaa", "attributes": {"model": {"string": "x"}}}])
+    assert [d.name for d in build_pool(inv).devices] == ["aaa", "dev-000", "dev-001"]
+
+
+def test_long_inventory_names_are_shortened_to_a_valid_slice_name() -> None:
+    name = slice_name("n" * 253, 3)
+    assert len(name) == 253
+    assert name.endswith("-00003")
+    assert slice_name("n" * 253, 3) == name
+
+
+@pytest.mark.parametrize(("mutate", "field", "message"), [
+    (lambda inv: inv.spec.devices.append(  # type: ignore[union-attr]
+        inv.status.discovered.devices[0].model_copy()),  # type: ignore[union-attr]
+     "status.discovered.devices[0].name", "device 'dev-000' is listed twice"),
+    (lambda inv: setattr(inv.status.discovered.devices[1], "consumes_counters",  # type: ignore[union-attr]
+                         [DeviceCounterConsumption(counter_set="nope",
+                                                   counters={"slots": Counter(value="1")})]),
+     "status.discovered.devices[1].consumesCounters[0].counterSet",
+     "no counter set named 'nope'"),
+])
+def test_malformed_inventories_name_the_field(mutate: Any, field: str, message: str) -> None:
+    inv = inventory(2, static=[])
+    assert inv.spec.devices is not None
+    inv = DeviceInventory.from_api(inv.to_api())
+    mutate(inv)
+    inv = DeviceInventory.from_api(inv.to_api())
+    with pytest.raises(InvalidInventory) as err:
+        build_pool(inv)
+    assert (err.value.field, err.value.message) == (field, message)
+
+
+def test_counter_overuse_and_unknown_counter_are_rejected() -> None:
+    inv = inventory(2, counters=True)
+    assert inv.status
+    assert inv.status.discovered
+    data = inv.to_api()
+    data["status"]["discovered"]["devices"][0]["consumesCounters"][0]["counters"] = {
+        "slots": {"value": "3"}}
+    with pytest.raises(InvalidInventory) as err:
+        build_pool(DeviceInventory.from_api(data))
+    assert err.value.field == "status.discovered.devices[0].consumesCounters[0].counters[slots]"
+    assert err.value.message == "consumes 3 but counter set 'node-counters' holds only 2"
+    data["status"]["discovered"]["devices"][0]["consumesCounters"][0]["counters"] = {
+        "cores": {"value": "1"}}
+    with pytest.raises(InvalidInventory) as err:
+        build_pool(DeviceInventory.from_api(data))
+    assert err.value.message == "counter set 'node-counters' has no counter 'cores'"
