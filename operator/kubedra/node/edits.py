@@ -8,17 +8,18 @@ type        attributes read, and what the container gets
 =========== =================================================================================
 ``gpu``     ``uuid``, ``minor``: ``/dev/nvidia<minor>``, ``/dev/nvidiactl``, ``/dev/nvidia-uvm``,
             ``/dev/nvidia-uvm-tools``; ``NVIDIA_VISIBLE_DEVICES=<uuid>``
-``mig``     ``parentUUID``, ``parentMinor``, ``profileID``, ``placementStart``,
-            ``placementSize``: the instance is created at prepare (:mod:`kubedra.node.mig`);
-            the parent's ``/dev/nvidia<parentMinor>``, the three control nodes above and
-            ``/dev/nvidia-caps/nvidia-cap<minor>`` for its GPU and compute instance;
-            ``NVIDIA_VISIBLE_DEVICES=<MIG-uuid>``
-``pci``     ``resource.kubernetes.io/pciBusID``, ``kernelDriver``, ``iommuGroup``: bound to
-            ``vfio-pci``: ``/dev/vfio/vfio`` and ``/dev/vfio/<iommuGroup>``; any driver:
-            ``KUBEDRA_PCI_BUS_IDS=<bus ID>``
+``mig``     ``parentUUID``, ``profileID``, ``placementStart``, ``placementSize`` (and the
+            ``minor`` of the node's ``gpu`` device with that UUID): the instance is created
+            at prepare (:mod:`kubedra.node.mig`); the parent's ``/dev/nvidia<minor>``, the
+            three control nodes above and ``/dev/nvidia-caps/nvidia-cap<minor>`` for its GPU
+            and compute instance; ``NVIDIA_VISIBLE_DEVICES=<MIG-uuid>``
+``pci``     ``resource.kubernetes.io/pciBusID``, ``driver`` (the bound kernel driver),
+            ``iommuGroup``: bound to ``vfio-pci``: ``/dev/vfio/vfio`` and
+            ``/dev/vfio/<iommuGroup>``; any driver: ``KUBEDRA_PCI_BUS_IDS=<bus ID>``
 =========== =================================================================================
 
-A device without ``type`` is ``pci`` when it has a PCI bus ID. Device node paths are those of
+These are the names :mod:`kubedra.discovery` publishes. A device without ``type`` is ``pci``
+when it has a PCI bus ID (the ``pci`` backend sets no type). Device node paths are those of
 the host (the capture in ``shared/hardware/nvidia-h200`` lists ``/dev/nvidia0``,
 ``/dev/nvidiactl``, ``/dev/nvidia-uvm``, ``/dev/nvidia-uvm-tools`` and ``/dev/nvidia-caps``);
 the runtime reads type, major and minor from the host node when the container starts.
@@ -31,6 +32,7 @@ container that uses several requests of one claim sees the value of the last one
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -52,11 +54,10 @@ TYPE = "type"
 UUID = "uuid"
 MINOR = "minor"
 PARENT_UUID = "parentUUID"
-PARENT_MINOR = "parentMinor"
 PROFILE_ID = "profileID"
 PLACEMENT_START = "placementStart"
 PLACEMENT_SIZE = "placementSize"
-KERNEL_DRIVER = "kernelDriver"
+KERNEL_DRIVER = "driver"
 IOMMU_GROUP = "iommuGroup"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 """Attribute names read here (unqualified ones are in the driver's domain)."""
@@ -76,6 +77,11 @@ def attribute(device: InventoryDevice, driver: str, name: str) -> DeviceAttribut
     if "/" in name:
         return device.attributes.get(name)
     return device.attributes.get(f"{driver}/{name}") or device.attributes.get(name)
+
+
+def _optional_string(device: InventoryDevice, driver: str, name: str) -> str | None:
+    attr = attribute(device, driver, name)
+    return attr.string_value if attr is not None else None
 
 
 def _string(device: InventoryDevice, driver: str, name: str) -> str:
@@ -98,8 +104,7 @@ def device_type(device: InventoryDevice, driver: str) -> DeviceType:
     Raises:
         DeviceError: unknown type, or neither a type nor a PCI bus ID.
     """
-    attr = attribute(device, driver, TYPE)
-    kind = attr.string_value if attr is not None else None
+    kind = _optional_string(device, driver, TYPE)
     if kind is None:
         if attribute(device, driver, PCI_BUS_ID) is not None:
             return "pci"
@@ -109,11 +114,23 @@ def device_type(device: InventoryDevice, driver: str) -> DeviceType:
     raise DeviceError(f"device {device.name} has type {kind!r}; kubedra prepares gpu, mig, pci")
 
 
-def mig_placement(device: InventoryDevice, driver: str) -> MigPlacement:
-    """The placement a ``mig`` device stands for. Raises :class:`DeviceError`."""
+def mig_placement(device: InventoryDevice, driver: str,
+                  devices: Mapping[str, InventoryDevice]) -> MigPlacement:
+    """The placement a ``mig`` device stands for; its parent is the ``gpu`` device in
+    ``devices`` (the node's) whose ``uuid`` is the partition's ``parentUUID``.
+
+    Raises:
+        DeviceError: an attribute is missing, or the node has no such parent GPU.
+    """
+    parent_uuid = _string(device, driver, PARENT_UUID)
+    parent = next((d for d in devices.values() if d.name != device.name
+                   and _optional_string(d, driver, TYPE) == "gpu"
+                   and _optional_string(d, driver, UUID) == parent_uuid), None)
+    if parent is None:
+        raise DeviceError(f"MIG device {device.name}: this node has no GPU {parent_uuid}")
     return MigPlacement(
-        parent_uuid=_string(device, driver, PARENT_UUID),
-        parent_minor=_int(device, driver, PARENT_MINOR),
+        parent_uuid=parent_uuid,
+        parent_minor=_int(parent, driver, MINOR),
         profile_id=_int(device, driver, PROFILE_ID),
         start=_int(device, driver, PLACEMENT_START),
         size=_int(device, driver, PLACEMENT_SIZE))

@@ -33,8 +33,9 @@ class MigError(Exception):
 
 
 class MigPlacement(KubeModel):
-    """A MIG placement device as published: parent GPU, GPU-instance profile ID (NVML's, e.g.
-    19 for 1g.18gb on an H200) and placement start/size in memory slices."""
+    """A MIG placement device as published: parent GPU (UUID, and the minor of its device
+    node), GPU-instance profile ID (NVML's, e.g. 19 for 1g.18gb on an H200) and placement
+    start/size in memory slices."""
 
     parent_uuid: str = Field(alias="parentUUID")
     parent_minor: int

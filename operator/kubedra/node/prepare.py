@@ -252,7 +252,7 @@ class ClaimPreparer:
         self._save()
         for a, d in zip(allocated, record.devices, strict=True):
             if d.mig is None and self._device_type(a) == "mig":
-                d.mig = await self._create_mig(a)
+                d.mig = await self._create_mig(a, devices)
                 self._save()
         edits = self._edits(ref, allocated, record.devices, configs)
         try:
@@ -280,12 +280,13 @@ class ClaimPreparer:
         except DeviceError as err:
             raise ClaimError("InvalidDevice", str(err)) from None
 
-    async def _create_mig(self, a: AllocatedDevice) -> MigInstance:
+    async def _create_mig(self, a: AllocatedDevice,
+                          devices: Mapping[str, InventoryDevice]) -> MigInstance:
         if self._mig is None:
             raise ClaimError("MIG", f"device {a.result.device} is a MIG placement, but this "
                              "agent has no MIG partitioner (no NVIDIA driver?)")
         try:
-            placement = mig_placement(a.device, self._driver)
+            placement = mig_placement(a.device, self._driver, devices)
             return await asyncio.to_thread(self._mig.create, placement)
         except DeviceError as err:
             raise ClaimError("InvalidDevice", str(err)) from None

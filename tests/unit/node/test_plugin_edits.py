@@ -13,7 +13,13 @@ from kubedra.api.inventory import InventoryDevice
 from kubedra.api.resource import DeviceAttribute
 from kubedra.node.cdi import ContainerEdits, DeviceNode
 from kubedra.node.config import EffectiveConfig
-from kubedra.node.edits import DeviceError, container_edits, device_type, resolve_device
+from kubedra.node.edits import (
+    DeviceError,
+    container_edits,
+    device_type,
+    mig_placement,
+    resolve_device,
+)
 from kubedra.node.mig import MigInstance, MigPlacement
 
 DRIVER = "gpu.kubedra.io"
@@ -40,8 +46,9 @@ MIG = MigInstance(placement=MigPlacement(parent_uuid=H200_UUID, parent_minor=0, 
                   uuid="MIG-5b1a7d0e-0000-4000-8000-000000000001", gpu_instance_id=3,
                   compute_instance_id=0, gpu_instance_cap_minor=30,
                   compute_instance_cap_minor=31)
-MIG_DEVICE = InventoryDevice(name="gpu-0-mig-1g18gb-2", attributes={
-    "type": s("mig"), "parentUUID": s(H200_UUID), "parentMinor": i(0), "profileID": i(19),
+# named and attributed as kubedra.discovery publishes a partition of gpu-0
+MIG_DEVICE = InventoryDevice(name="gpu-0-mig-1g18gb-s2", attributes={
+    "type": s("mig"), "parentUUID": s(H200_UUID), "profile": s("1g.18gb"), "profileID": i(19),
     "placementStart": i(2), "placementSize": i(1)})
 
 
@@ -84,16 +91,16 @@ def test_mig_device_gets_parent_node_and_capability_nodes() -> None:
 
 
 def test_mig_device_without_instance_is_an_error() -> None:
-    with pytest.raises(DeviceError, match=r"^MIG device gpu-0-mig-1g18gb-2 has no MIG instance$"):
+    with pytest.raises(DeviceError, match=r"^MIG device gpu-0-mig-1g18gb-s2 has no MIG instance$"):
         resolve_device(MIG_DEVICE, DRIVER, "slice")
 
 
 def test_pci_device_bound_to_vfio_gets_group_node() -> None:
     vfio = InventoryDevice(name="nic-0", attributes={
-        "resource.kubernetes.io/pciBusID": s("0000:3b:00.1"), "kernelDriver": s("vfio-pci"),
+        "resource.kubernetes.io/pciBusID": s("0000:3b:00.1"), "driver": s("vfio-pci"),
         "iommuGroup": i(42)})
     other = InventoryDevice(name="nic-1", attributes={
-        "resource.kubernetes.io/pciBusID": s("0000:3b:00.2"), "kernelDriver": s("ixgbe"),
+        "resource.kubernetes.io/pciBusID": s("0000:3b:00.2"), "driver": s("ixgbe"),
         "iommuGroup": i(43)})
     devices = [resolve_device(vfio, "pci.kubedra.io", "nics"),
                resolve_device(other, "pci.kubedra.io", "nics")]
@@ -121,7 +128,7 @@ def test_config_adds_capabilities_and_env_sorted() -> None:
      "device x has no string attribute uuid"),
     (InventoryDevice(name="x", attributes={"type": s("gpu"), "uuid": s("GPU-1")}),
      "device x has no int attribute minor"),
-    (InventoryDevice(name="x", attributes={"type": s("pci"), "kernelDriver": s("vfio-pci"),
+    (InventoryDevice(name="x", attributes={"type": s("pci"), "driver": s("vfio-pci"),
                                            "resource.kubernetes.io/pciBusID": s("0000:01:00.0")}),
      "device x has no int attribute iommuGroup"),
 ])
@@ -129,6 +136,17 @@ def test_missing_attributes_are_named(device: InventoryDevice, message: str) -> 
     with pytest.raises(DeviceError) as raised:
         resolve_device(device, DRIVER, "r")
     assert str(raised.value) == message
+
+
+def test_mig_placement_takes_the_minor_of_the_parent_gpu() -> None:
+    node = {"gpu-0": gpu("gpu-0", H200_UUID, 0), "gpu-7": gpu("gpu-7", "GPU-7", 7),
+            MIG_DEVICE.name: MIG_DEVICE}
+    assert mig_placement(MIG_DEVICE, DRIVER, node) == MigPlacement(
+        parent_uuid=H200_UUID, parent_minor=0, profile_id=19, start=2, size=1)
+    del node["gpu-0"]
+    with pytest.raises(DeviceError) as raised:
+        mig_placement(MIG_DEVICE, DRIVER, node)
+    assert str(raised.value) == f"MIG device gpu-0-mig-1g18gb-s2: this node has no GPU {H200_UUID}"
 
 
 def test_type_defaults_to_pci_with_bus_id() -> None:
