@@ -1,22 +1,21 @@
 """Prometheus metrics of the kubelet plugin (all named ``kubedra_plugin_*``).
 
-=========================================== ========= =========================================
-metric                                      type      labels / meaning
-=========================================== ========= =========================================
-``kubedra_plugin_requests_total``           counter   ``method`` (NodePrepareResources,
-                                                      NodeUnprepareResources), ``api`` (v1,
-                                                      v1beta1): gRPC calls from the kubelet
-``kubedra_plugin_request_duration_seconds`` histogram ``method``: time to answer a call
-``kubedra_plugin_claims_total``             counter   ``operation`` (prepare, unprepare),
-                                                      ``result`` (done: work was done, cached:
-                                                      already in that state, error)
-``kubedra_plugin_claim_errors_total``       counter   ``operation``, ``reason`` (see
-                                                      :class:`kubedra.node.claims.ClaimError`)
-``kubedra_plugin_prepared_claims``          gauge     claims prepared on this node now
-``kubedra_plugin_checkpoint_errors_total``  counter   checkpoints found corrupt or unreadable
-``kubedra_plugin_registered``               gauge     1 after the kubelet confirmed registration,
-                                                      0 after it reported a failure
-=========================================== ========= =========================================
+- ``kubedra_plugin_requests_total{method, api}`` (counter): gRPC calls from the kubelet;
+  ``method`` NodePrepareResources or NodeUnprepareResources, ``api`` v1 or v1beta1.
+- ``kubedra_plugin_request_duration_seconds{method}`` (histogram): time to answer a call.
+- ``kubedra_plugin_claims_total{operation, result}`` (counter): claims handled; ``operation``
+  prepare or unprepare, ``result`` done (work was done), cached (already in that state) or
+  error.
+- ``kubedra_plugin_claim_errors_total{operation, reason}`` (counter): failed claims by reason
+  (see :class:`kubedra.node.claims.ClaimError`).
+- ``kubedra_plugin_prepared_claims`` (gauge): claims prepared on this node now.
+- ``kubedra_plugin_checkpoint_errors_total`` (counter): checkpoints found corrupt or
+  unreadable at start (and rebuilt).
+- ``kubedra_plugin_status_writes_skipped_total`` (counter): ``status.devices`` writes the API
+  server refuses for every JSON client (a claim whose opaque config is stored as non-canonical
+  JSON; see docs/node-plugin.md); the claim is prepared without the ``Prepared`` condition.
+- ``kubedra_plugin_registered`` (gauge): 1 after the kubelet confirmed the registration, 0
+  after it reported a failure.
 """
 
 from __future__ import annotations
@@ -49,6 +48,10 @@ class PluginMetrics:
             registry=registry)
         self.checkpoint_errors = Counter(
             "kubedra_plugin_checkpoint_errors", "Checkpoints found corrupt or unreadable.",
+            registry=registry)
+        self.status_writes_skipped = Counter(
+            "kubedra_plugin_status_writes_skipped",
+            "status.devices writes skipped: the API server refuses them for this claim.",
             registry=registry)
         self.registered = Gauge(
             "kubedra_plugin_registered", "1 once the kubelet confirmed the registration.",

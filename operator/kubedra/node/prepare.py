@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -165,7 +166,7 @@ class ClaimPreparer:
                 self._metrics.checkpoint_errors.inc()
                 log.error("checkpoint unusable, rebuilding it from CDI specs", error=str(err))
                 self._checkpoint = self._rebuild_from_specs()
-                save_checkpoint(self._checkpoint_path, self._checkpoint)
+                self._replace_bad_checkpoint()
         self._update_gauge()
         log.info("plugin state loaded", claims=len(self._checkpoint.claims),
                  boot_id=self._boot_id)
@@ -335,6 +336,13 @@ class ClaimPreparer:
             await kube.apply_resource_claim_device_status(
                 self._api, ref.namespace, ref.name, entries, AGENT_FIELD_MANAGER)
         except ApiException as err:
+            if _refuses_any_json_write(err):
+                self._metrics.status_writes_skipped.inc()
+                log.warning("the API server refuses status writes to this claim: its opaque "
+                            "config is not canonical JSON (see docs/node-plugin.md); "
+                            "status.devices left unchanged",
+                            claim=claim_key(ref.namespace, ref.name), uid=ref.uid)
+                return
             raise ClaimError("StatusWrite", f"writing status.devices of claim "
                              f"{claim_key(ref.namespace, ref.name)}: {err.status} "
                              f"{err.reason}: {_api_message(err)}") from None
@@ -356,13 +364,15 @@ class ClaimPreparer:
         return True
 
     async def _withdraw_status(self, ref: ClaimRef) -> None:
-        """Remove our status entries, unless the claim is gone or is another object now."""
+        """Remove our status entries, unless the claim is gone, is another object now, or has
+        no entries of our driver (nothing to write then)."""
         claim = await self._fetch(ref)
         if isinstance(claim, ClaimError):
             if claim.reason == "NotFound":
                 return
             raise claim
-        if claim.metadata.uid == ref.uid:
+        ours = [d for d in claim.status.devices or [] if d.driver == self._driver]
+        if claim.metadata.uid == ref.uid and ours:
             await self._apply_status(ref, [])
 
     # --- shared -----------------------------------------------------------------------------
@@ -399,6 +409,22 @@ class ClaimPreparer:
             rebuilt.claims[claim.uid] = claim
         return rebuilt
 
+    def _replace_bad_checkpoint(self) -> None:
+        """Move the unusable file aside (``checkpoint.json.bad``, for diagnosis) and write the
+        rebuilt one. If even that fails the plugin runs on: claims then fail with reason
+        ``Internal`` until the disk is writable again."""
+        path = self._checkpoint_path
+        try:
+            bad = path.with_name(path.name + ".bad")
+            if bad.is_dir() and not bad.is_symlink():
+                shutil.rmtree(bad)
+            if path.exists() or path.is_symlink():
+                os.replace(path, bad)
+            save_checkpoint(path, self._checkpoint)
+        except OSError as err:
+            self.checkpoint_problem = f"{self.checkpoint_problem}; cannot rewrite it: {err}"
+            log.error("cannot rewrite the checkpoint", error=str(err))
+
     def _save(self) -> None:
         try:
             save_checkpoint(self._checkpoint_path, self._checkpoint)
@@ -425,6 +451,29 @@ class ClaimPreparer:
     def _update_gauge(self) -> None:
         self._metrics.prepared_claims.set(sum(
             1 for c in self._checkpoint.claims.values() if c.state == "PrepareCompleted"))
+
+
+def _refuses_any_json_write(err: ApiException) -> bool:
+    """Whether the API server rejected a status write because ``status.allocation`` "changed"
+    although the write did not touch it.
+
+    This happens when an opaque config's ``parameters`` in the claim or its class were stored
+    as non-canonical JSON (whitespace, unsorted keys; e.g. created by a Python client): the
+    server decodes a JSON write, re-encodes the parameters canonically, and its immutability
+    check compares ``RawExtension`` bytes (k8s.io/kubernetes v1.37.2
+    pkg/apis/resource/validation/validation.go, ``ValidateImmutableField`` of
+    ``status.allocation``), so every JSON write of the claim's status fails the same way.
+    Clients using protobuf (kube-scheduler) are not affected. Retrying cannot help.
+    """
+    if err.status != 422:
+        return False
+    try:
+        causes = json.loads(err.body or "")["details"]["causes"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return any(c.get("field") == "status.allocation"
+               and "field cannot be modified once set" in c.get("message", "")
+               for c in causes)
 
 
 def _api_message(err: ApiException) -> str:
