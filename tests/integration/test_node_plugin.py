@@ -35,7 +35,7 @@ from kubedra.node.checkpoint import CHECKPOINT_FILE
 from kubedra.node.plugin import KubeletPlugin
 from tests.support.cdi_schema import schema_errors
 from tests.support.fake_kubelet import Claim, FakeKubelet
-from tests.support.plugin_node import PluginNode
+from tests.support.plugin_node import FakeMigPartitioner, PluginNode
 
 pytestmark = pytest.mark.cluster
 
@@ -48,10 +48,20 @@ OTHER_CLASS = "other.plugin.test.kubedra.io"
 AGENT_NAMESPACE = "kubedra-plugin-test"
 AGENT = "kubedra-agent"
 ROLE = "kubedra-node-plugin"
-NODE_GPUS = range(14)
-"""The agent's GPUs gpu-0 … gpu-13 (each test uses its own, so no test waits for another's
+NODE_GPUS = range(16)
+"""The agent's GPUs gpu-0 … gpu-15 (each test uses its own, so no test waits for another's
 claims to be deallocated); the slice also publishes gpu-99, which the node lacks."""
 CONTROL_NODES = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+
+
+MIG_DEVICE = InventoryDevice(name="gpu-0-mig-1g18gb-s0", attributes={
+    "type": DeviceAttribute(string_value="mig"),
+    "parentUUID": DeviceAttribute(string_value="GPU-0"),
+    "profile": DeviceAttribute(string_value="1g.18gb"),
+    "profileID": DeviceAttribute(int_value=19),
+    "placementStart": DeviceAttribute(int_value=0),
+    "placementSize": DeviceAttribute(int_value=1)})
+"""A MIG placement of gpu-0, named and attributed as kubedra.discovery publishes it."""
 
 
 def gpu(n: int) -> InventoryDevice:
@@ -81,7 +91,7 @@ async def cluster(control_plane: ControlPlane, admin_api: ApiClient) -> AsyncIte
         KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1], "kubernetes.io/hostname": NODE}}})
     devices: list[dict[str, Any]] = [
         {"name": d.name, "attributes": {k: v.to_api() for k, v in d.attributes.items()}}
-        for d in [*(gpu(n) for n in NODE_GPUS), gpu(99)]]
+        for d in [*(gpu(n) for n in NODE_GPUS), gpu(99), MIG_DEVICE]]
     await resource.create_resource_slice({
         "metadata": {"name": f"{NODE}-{DRIVER}"},
         "spec": {"driver": DRIVER, "nodeName": NODE, "devices": devices,
@@ -144,9 +154,10 @@ class Agent:
         self.plugin: KubeletPlugin | None = None
         self.kubelet: FakeKubelet | None = None
 
-    async def start(self, api: ApiClient | None = None) -> KubeletPlugin:
+    async def start(self, api: ApiClient | None = None,
+                    mig: FakeMigPartitioner | None = None) -> KubeletPlugin:
         """Start a fresh plugin (a new agent process) and register it with a new kubelet."""
-        self.plugin = self.node.plugin(api or self.api)
+        self.plugin = self.node.plugin(api or self.api, mig=mig)
         await self.plugin.start()
         self.kubelet = FakeKubelet(self.node.registry_dir)
         await self.kubelet.register()
@@ -177,7 +188,10 @@ async def agent(cluster: Cluster, node: PluginNode) -> AsyncIterator[Agent]:
 
 
 def by_uuid(*uuids: str) -> str:
-    return " || ".join(f'device.attributes["{DRIVER}"].uuid == "{u}"' for u in uuids)
+    # has(): MIG placement devices have no uuid, and a missing attribute is a CEL error
+    attribute = f'device.attributes["{DRIVER}"]'
+    return f"has({attribute}.uuid) && (" + " || ".join(
+        f'{attribute}.uuid == "{u}"' for u in uuids) + ")"
 
 
 def claim_body(name: str, request: str = "gpu", *, cls: str = GPU_CLASS,
@@ -499,8 +513,8 @@ async def test_bad_claims_fail_alone(cluster: Cluster, agent: Agent, node: Plugi
         uid["foreign"]: f"claim {namespace}/foreign has no device of driver {DRIVER} "
                         f"(allocated: {OTHER_DRIVER}/{NODE}/dev-0)",
         uid["missing"]: f"device {NODE}/gpu-99 (request gpu) of claim {namespace}/missing does "
-                        "not exist on this node (14 devices: gpu-0, gpu-1, gpu-10, gpu-11, "
-                        "gpu-12, gpu-13, gpu-2, gpu-3, ...)",
+                        "not exist on this node (16 devices: gpu-0, gpu-1, gpu-10, gpu-11, "
+                        "gpu-12, gpu-13, gpu-14, gpu-15, ...)",
         uid["badconfig"]: f"claim {namespace}/badconfig: config[0] (FromClaim) for {DRIVER} is "
                           "invalid: GpuConfig.driverCapabilities.1: Input should be 'compute', "
                           "'utility', 'graphics', 'video', 'display' or 'compat32'",
@@ -605,3 +619,78 @@ async def test_claim_with_non_canonical_config_json_is_prepared_without_status(
     assert node.metric("kubedra_plugin_status_writes_skipped_total") == 1
     assert await agent.unprepare(ref(claim)) == {uid: ""}
     assert not spec_file(node, uid).exists()
+
+
+async def test_mig_placement_is_created_at_prepare_and_destroyed_at_unprepare(
+        cluster: Cluster, agent: Agent, node: PluginNode, namespace: str) -> None:
+    claim = (await create_claims(cluster.admin, namespace, [claim_body(
+        "slice", selector=f'device.attributes["{DRIVER}"].type == "mig"')]))["slice"]
+    uid = claim["metadata"]["uid"]
+    assert devices_of(claim) == [MIG_DEVICE.name]
+    node.devices[MIG_DEVICE.name] = MIG_DEVICE
+    mig = FakeMigPartitioner()
+    await agent.start(mig=mig)
+    answer = await agent.prepare(ref(claim))
+    assert response_devices(answer[uid]) == [
+        (["gpu"], NODE, MIG_DEVICE.name, [f"{DRIVER}/claim={uid}-{MIG_DEVICE.name}"])]
+    instance = mig.live["MIG-fake-1"]
+    assert (instance.placement.parent_uuid, instance.placement.parent_minor,
+            instance.placement.profile_id, instance.placement.start,
+            instance.placement.size) == ("GPU-0", 0, 19, 0, 1)
+    document = json.loads(spec_file(node, uid).read_text())
+    assert schema_errors(document) == []
+    assert document["devices"][0]["containerEdits"] == {
+        "env": ["NVIDIA_VISIBLE_DEVICES=MIG-fake-1"],
+        "deviceNodes": [{"path": p} for p in [
+            "/dev/nvidia0", *CONTROL_NODES, "/dev/nvidia-caps/nvidia-cap102",
+            "/dev/nvidia-caps/nvidia-cap103"]]}
+
+    # after a restart, unprepare still knows which instance to destroy
+    await agent.stop()
+    await agent.start(mig=mig)
+    assert await agent.unprepare(ref(claim)) == {uid: ""}
+    assert mig.live == {}
+
+    # after a reboot the instance is gone; a repeated prepare creates a new one
+    assert (await agent.prepare(ref(claim)))[uid].error == ""
+    await agent.stop()
+    node.reboot("boot-2")
+    mig.live.clear()
+    await agent.start(mig=mig)
+    assert (await agent.prepare(ref(claim)))[uid].error == ""
+    assert list(mig.live) == ["MIG-fake-3"]
+    assert json.loads(spec_file(node, uid).read_text())["devices"][0]["containerEdits"][
+        "env"] == ["NVIDIA_VISIBLE_DEVICES=MIG-fake-3"]
+    assert await agent.unprepare(ref(claim)) == {uid: ""}
+    assert mig.live == {}
+
+
+async def test_rolling_update_instances_share_the_checkpoint(
+        cluster: Cluster, node: PluginNode, namespace: str) -> None:
+    claims = await create_claims(cluster.admin, namespace, [
+        claim_body("r1", selector=by_uuid("GPU-14")), claim_body("r2", selector=by_uuid("GPU-15"))])
+    old, new = (node.plugin(cluster.agent, pod_uid=uid) for uid in (
+        "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"))
+    kubelets = [FakeKubelet(node.registry_dir), FakeKubelet(node.registry_dir)]
+    try:
+        for plugin, kubelet in zip((old, new), kubelets, strict=True):
+            await plugin.start()
+            info = await kubelet.register(socket=plugin.registration_socket)
+            assert info.endpoint == str(plugin.dra_socket)
+        assert old.dra_socket != new.dra_socket
+        r1, r2 = ref(claims["r1"]), ref(claims["r2"])
+        assert (await kubelets[0].prepare([r1])).claims[r1.uid].error == ""
+        assert (await kubelets[1].prepare([r2])).claims[r2.uid].error == ""
+        saved = json.loads((node.data_dir / CHECKPOINT_FILE).read_text())
+        assert sorted(saved["data"]["claims"]) == sorted([r1.uid, r2.uid])
+        # each instance unprepares the claim the other one prepared
+        assert (await kubelets[1].unprepare([r1])).claims[r1.uid].error == ""
+        assert (await kubelets[0].unprepare([r2])).claims[r2.uid].error == ""
+        assert list(node.cdi_dir.iterdir()) == []
+        saved = json.loads((node.data_dir / CHECKPOINT_FILE).read_text())
+        assert saved["data"]["claims"] == {}
+    finally:
+        for kubelet in kubelets:
+            await kubelet.close()
+        await old.stop()
+        await new.stop()

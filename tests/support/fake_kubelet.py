@@ -63,10 +63,12 @@ class FakeKubelet:
                 raise TimeoutError(f"registration sockets in {self.registry_dir}: {found}")
             await asyncio.sleep(0.05)
 
-    async def register(self, accept: bool = True, error: str = "") -> Any:
-        """GetInfo on the registration socket, then NotifyRegistrationStatus(``accept``);
-        connects to the DRA endpoint when accepted. Returns the PluginInfo."""
-        socket = await self.find_socket()
+    async def register(self, accept: bool = True, error: str = "",
+                       socket: Path | None = None) -> Any:
+        """GetInfo on the registration socket (``socket``, else the only one there), then
+        NotifyRegistrationStatus(``accept``); connects to the DRA endpoint when accepted.
+        Returns the PluginInfo."""
+        socket = socket or await self.find_socket()
         channel = grpc.aio.insecure_channel(f"unix://{socket}")
         self.channels.append(channel)
         registration = pluginregistration_v1_pb2_grpc.RegistrationStub(channel)

@@ -14,8 +14,9 @@ from prometheus_client import CollectorRegistry
 
 from kubedra.api.inventory import InventoryDevice
 from kubedra.node.metrics import PluginMetrics
-from kubedra.node.plugin import KubeletPlugin
-from kubedra.node.prepare import ClaimPreparer, PluginPaths
+from kubedra.node.mig import MigInstance, MigPartitioner, MigPlacement
+from kubedra.node.plugin import KubeletPlugin, kubelet_plugin
+from kubedra.settings import Settings
 
 
 class PluginNode:
@@ -48,17 +49,17 @@ class PluginNode:
     def current_devices(self) -> Mapping[str, InventoryDevice]:
         return dict(self.devices)
 
-    def plugin(self, api: ApiClient, pod_uid: str | None = None) -> KubeletPlugin:
-        """A new plugin (not started) talking to the API as ``api``."""
+    def plugin(self, api: ApiClient, pod_uid: str | None = None,
+               mig: MigPartitioner | None = None) -> KubeletPlugin:
+        """A new plugin (not started) talking to the API as ``api``, built from settings as
+        the agent builds it."""
         self.metrics_registry = CollectorRegistry()
-        metrics = PluginMetrics(self.metrics_registry)
-        preparer = ClaimPreparer(
-            api=api, driver=self.driver, node_name=self.name, pool=self.name,
-            devices=self.current_devices,
-            paths=PluginPaths(data_dir=self.data_dir, cdi_dir=self.cdi_dir,
-                              boot_id=self.boot_id_path), metrics=metrics)
-        return KubeletPlugin(preparer, driver=self.driver, registry_dir=self.registry_dir,
-                             plugins_dir=self.plugins_dir, metrics=metrics, pod_uid=pod_uid)
+        settings = Settings(driver=self.driver, kubelet_registry_dir=self.registry_dir,
+                            kubelet_plugins_dir=self.plugins_dir, cdi_dir=self.cdi_dir,
+                            boot_id_path=self.boot_id_path, pod_uid=pod_uid)
+        return kubelet_plugin(settings, api, node_name=self.name, pool=self.name,
+                              devices=self.current_devices,
+                              metrics=PluginMetrics(self.metrics_registry), mig=mig)
 
     def metric(self, name: str, **labels: str) -> float:
         """A sample of the newest plugin's metrics (0 when never set)."""
@@ -66,3 +67,24 @@ class PluginNode:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class FakeMigPartitioner:
+    """A MIG partitioner without a GPU: instance IDs count up per parent, capability minors are
+    derived from them; ``live`` holds the instances that exist now."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, MigInstance] = {}
+        self.created = 0
+
+    def create(self, placement: MigPlacement) -> MigInstance:
+        self.created += 1
+        gi = self.created
+        instance = MigInstance(placement=placement, uuid=f"MIG-fake-{gi}", gpu_instance_id=gi,
+                               compute_instance_id=0, gpu_instance_cap_minor=100 + 2 * gi,
+                               compute_instance_cap_minor=101 + 2 * gi)
+        self.live[instance.uuid] = instance
+        return instance
+
+    def destroy(self, instance: MigInstance) -> None:
+        self.live.pop(instance.uuid, None)

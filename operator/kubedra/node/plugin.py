@@ -12,7 +12,7 @@
 
 Usage (the agent)::
 
-    plugin = KubeletPlugin(preparer, driver="gpu.kubedra.io", registry_dir=..., plugins_dir=...)
+    plugin = kubelet_plugin(settings, api, node_name=..., pool=..., devices=..., metrics=...)
     await plugin.start()      # DRA socket first, then the registration socket
     ...
     await plugin.stop()       # registration socket first; both socket files removed
@@ -25,16 +25,20 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import grpc
+from kubernetes_asyncio.client import ApiClient
 
+from kubedra.api.inventory import InventoryDevice
 from kubedra.logging import get_logger
 from kubedra.node.metrics import PluginMetrics
-from kubedra.node.prepare import ClaimPreparer, ClaimRef
+from kubedra.node.mig import MigPartitioner
+from kubedra.node.prepare import ClaimPreparer, ClaimRef, PluginPaths
 from kubedra.node.proto import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -43,7 +47,8 @@ from kubedra.node.proto import (
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,
 )
-from kubedra.node.sockets import dra_socket, registration_socket
+from kubedra.node.sockets import dra_socket, plugin_data_dir, registration_socket
+from kubedra.settings import Settings
 
 log = get_logger(__name__)
 
@@ -222,3 +227,31 @@ class KubeletPlugin:
             _remove_socket(path)
         self._servers.clear()
         log.info("kubelet plugin stopped", driver=self._driver)
+
+
+def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str, pool: str,
+                   devices: Callable[[], Mapping[str, InventoryDevice]],
+                   metrics: PluginMetrics, mig: MigPartitioner | None = None) -> KubeletPlugin:
+    """The agent's plugin as ``settings`` place it: driver, kubelet registry and plugins
+    directories, CDI directory, boot ID file and (rolling updates) the pod UID.
+
+    Args:
+        settings: the agent's settings.
+        api: client with the agent's service account (see manifests/node-plugin-rbac.yaml).
+        node_name: this node.
+        pool: this node's pool (the node name for node-local pools).
+        devices: the node's current devices by name, from the agent's discovery.
+        metrics: e.g. ``PluginMetrics(kubedra.metrics.REGISTRY)``.
+        mig: creates MIG instances; give :class:`kubedra.node.mig.NvmlMigPartitioner` when the
+            inventory publishes MIG placements (``discovery.mig: partitions``).
+    """
+    preparer = ClaimPreparer(
+        api=api, driver=settings.driver, node_name=node_name, pool=pool, devices=devices,
+        paths=PluginPaths(data_dir=plugin_data_dir(settings.kubelet_plugins_dir,
+                                                   settings.driver),
+                          cdi_dir=settings.cdi_dir, boot_id=settings.boot_id_path),
+        metrics=metrics, mig=mig)
+    return KubeletPlugin(preparer, driver=settings.driver,
+                         registry_dir=settings.kubelet_registry_dir,
+                         plugins_dir=settings.kubelet_plugins_dir, metrics=metrics,
+                         pod_uid=settings.pod_uid)

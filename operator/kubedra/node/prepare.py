@@ -150,8 +150,7 @@ class ClaimPreparer:
         return self._paths.data_dir / CHECKPOINT_FILE
 
     async def start(self) -> None:
-        """Read the boot ID and the checkpoint. A checkpoint that cannot be used is reported
-        (log, ``checkpoint_problem``, metric) and rebuilt from the CDI specs on disk.
+        """Read the boot ID and the checkpoint (see :meth:`_load`).
 
         Raises:
             OSError: the boot ID cannot be read or the data directory cannot be written.
@@ -159,15 +158,7 @@ class ClaimPreparer:
         self._boot_id = read_boot_id(self._paths.boot_id)
         self._paths.data_dir.mkdir(parents=True, exist_ok=True)
         async with self._serialized():
-            try:
-                self._checkpoint = load_checkpoint(self._checkpoint_path)
-            except CheckpointError as err:
-                self.checkpoint_problem = str(err)
-                self._metrics.checkpoint_errors.inc()
-                log.error("checkpoint unusable, rebuilding it from CDI specs", error=str(err))
-                self._checkpoint = self._rebuild_from_specs()
-                self._replace_bad_checkpoint()
-        self._update_gauge()
+            self._update_gauge()
         log.info("plugin state loaded", claims=len(self._checkpoint.claims),
                  boot_id=self._boot_id)
 
@@ -379,7 +370,8 @@ class ClaimPreparer:
 
     @contextlib.asynccontextmanager
     async def _serialized(self) -> AsyncIterator[None]:
-        """Hold the in-process lock and the ``flock`` on ``serialize.lock``."""
+        """Hold the in-process lock and the ``flock`` on ``serialize.lock``, then (re)load the
+        checkpoint: during a rolling update another agent instance may have changed it."""
         async with self._lock:
             fd = os.open(self._paths.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
             locking = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
@@ -389,9 +381,22 @@ class ClaimPreparer:
                 locking.add_done_callback(lambda _: os.close(fd))
                 raise
             try:
+                self._load()
                 yield
             finally:
                 os.close(fd)  # closing releases the flock
+
+    def _load(self) -> None:
+        """Read the checkpoint; one that cannot be used is reported (log, metric,
+        ``checkpoint_problem``), set aside and rebuilt from the CDI specs on disk."""
+        try:
+            self._checkpoint = load_checkpoint(self._checkpoint_path)
+        except CheckpointError as err:
+            self.checkpoint_problem = str(err)
+            self._metrics.checkpoint_errors.inc()
+            log.error("checkpoint unusable, rebuilding it from CDI specs", error=str(err))
+            self._checkpoint = self._rebuild_from_specs()
+            self._replace_bad_checkpoint()
 
     def _rebuild_from_specs(self) -> CheckpointData:
         """A checkpoint recovered from this driver's specs in the CDI directory."""
