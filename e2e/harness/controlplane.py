@@ -343,14 +343,33 @@ class ControlPlane:
         return path
 
     def _spawn(self, name: str, args: list[str]) -> None:
+        self.spawn(name, [str(self.bin_dir / name), *args])
+
+    def spawn(self, name: str, command: list[str], env: dict[str, str] | None = None
+              ) -> Component:
+        """Start ``command`` as a component of this control plane: its output goes to
+        ``logs/<name>.log`` (shown on test failures) and :meth:`stop` stops it too."""
         log = self.logs / f"{name}.log"
-        cmd = [str(self.bin_dir / name), *args]
         with log.open("ab") as out:
             proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.workdir, start_new_session=True,
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.workdir, start_new_session=True, env=env,
                 preexec_fn=None if self.detached else _die_with_parent)
-        self.components.append(Component(name, proc.pid, cmd, log, proc))
+        component = Component(name, proc.pid, command, log, proc)
+        self.components.append(component)
+        return component
+
+    def stop_component(self, component: Component, timeout: float = 10.0) -> None:
+        """SIGTERM one component (SIGKILL after ``timeout`` seconds) and forget it."""
+        _signal(component, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(component) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(component):
+            _signal(component, signal.SIGKILL)
+        if component.process is not None:
+            component.process.wait(timeout=5)
+        self.components.remove(component)
 
     def _wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
         while time.monotonic() < deadline:

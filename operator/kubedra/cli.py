@@ -9,6 +9,9 @@ import click
 
 from kubedra import __version__
 from kubedra.api.crd import crd_command
+from kubedra.discovery.command import discover_command
+from kubedra.handlers.command import operator_command
+from kubedra.node.command import agent_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,3 +21,6 @@ def main() -> None:
 
 
 main.add_command(crd_command)
+main.add_command(discover_command)
+main.add_command(operator_command)
+main.add_command(agent_command)

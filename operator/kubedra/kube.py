@@ -8,14 +8,21 @@ unchanged unless they say otherwise.
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient, ApiException
 
+<<<<<<< HEAD
 from kubedra.api import resource
+=======
+from kubedra.api import inventory
+>>>>>>> main
 
 APPLY_PATCH = "application/apply-patch+yaml"
 """Content type of server-side apply; patch bodies are JSON, which is valid YAML."""
@@ -33,8 +40,7 @@ async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
         await config.load_kube_config(config_file=str(kubeconfig),
                                       client_configuration=configuration)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration)
+        config.load_incluster_config(client_configuration=configuration)
     else:
         await config.load_kube_config(client_configuration=configuration)
     return ApiClient(configuration)
@@ -50,6 +56,7 @@ def is_conflict(err: BaseException) -> bool:
     return isinstance(err, ApiException) and err.status == 409
 
 
+<<<<<<< HEAD
 async def _call_json(api: ApiClient, method: str, path: str, *, body: Any = None,
                      query: list[tuple[str, str]] | None = None,
                      content_type: str = "application/json") -> Any:
@@ -104,3 +111,164 @@ async def apply_resource_claim_device_status(
     await _call_json(api, "PATCH", _claim_path(namespace, name) + "/status", body=body,
                      query=[("fieldManager", field_manager), ("force", "true")],
                      content_type=APPLY_PATCH)
+=======
+async def _raw(call: Awaitable[Any]) -> dict[str, Any]:
+    """Await a kubernetes-asyncio call made with ``_preload_content=False`` and decode the JSON
+    body (kubedra reads API objects as plain dicts and parses them with its own models).
+
+    Raises:
+        ApiException: the server answered with an HTTP error; ``body`` holds its Status.
+    """
+    response = await call
+    try:
+        payload = await response.read()
+    finally:
+        response.release()
+    if response.status >= 400:  # with _preload_content=False the client does not raise
+        err = ApiException(status=response.status, reason=response.reason)
+        err.body = payload.decode(errors="replace")
+        raise err
+    data: dict[str, Any] = json.loads(payload)
+    return data
+
+
+# --- ResourceSlices (operator) ------------------------------------------------------------------
+
+async def create_resource_slice(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
+    """POST a ResourceSlice; returns the stored object. Raises ``ApiException`` (409 if a slice
+    of that name exists)."""
+    return await _raw(client.ResourceV1Api(api).create_resource_slice(
+        body, _preload_content=False))
+
+
+async def replace_resource_slice(api: ApiClient, name: str, body: dict[str, Any]
+                                 ) -> dict[str, Any]:
+    """PUT a ResourceSlice; ``body.metadata.resourceVersion`` guards against lost updates (409)."""
+    return await _raw(client.ResourceV1Api(api).replace_resource_slice(
+        name, body, _preload_content=False))
+
+
+async def delete_resource_slice(api: ApiClient, name: str, resource_version: str | None) -> None:
+    """DELETE a ResourceSlice if it still has ``resource_version``; a missing slice is fine."""
+    options = {"preconditions": {"resourceVersion": resource_version}} if resource_version else {}
+    try:
+        await client.ResourceV1Api(api).delete_resource_slice(name, body=options)
+    except ApiException as err:
+        if err.status != 404:
+            raise
+
+
+async def list_resource_slices(api: ApiClient, label_selector: str) -> list[dict[str, Any]]:
+    """All ResourceSlices matching ``label_selector`` (e.g. ``kubedra.io/inventory=node-1``)."""
+    data = await _raw(client.ResourceV1Api(api).list_resource_slice(
+        label_selector=label_selector, _preload_content=False))
+    items: list[dict[str, Any]] = data.get("items", [])
+    return items
+
+
+# --- DeviceInventories ---------------------------------------------------------------------------
+
+async def get_inventory(api: ApiClient, name: str) -> dict[str, Any] | None:
+    """The DeviceInventory ``name``, or ``None`` if it does not exist."""
+    try:
+        return await _raw(client.CustomObjectsApi(api).get_cluster_custom_object(
+            inventory.GROUP, inventory.VERSION, inventory.PLURAL, name, _preload_content=False))
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+async def create_inventory(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
+    """Create a DeviceInventory; raises ``ApiException`` 409 if it exists, 422 if invalid."""
+    return await _raw(client.CustomObjectsApi(api).create_cluster_custom_object(
+        inventory.GROUP, inventory.VERSION, inventory.PLURAL, body, _preload_content=False))
+
+
+async def apply_inventory_status(api: ApiClient, name: str, status: dict[str, Any],
+                                 field_manager: str) -> dict[str, Any]:
+    """Server-side apply ``status`` (only the fields this manager owns) to ``/status``."""
+    body = {"apiVersion": inventory.API_VERSION, "kind": inventory.KIND,
+            "metadata": {"name": name}, "status": status}
+    return await _raw(client.CustomObjectsApi(api).patch_cluster_custom_object_status(
+        inventory.GROUP, inventory.VERSION, inventory.PLURAL, name, body,
+        field_manager=field_manager, force=True, _content_type=APPLY_PATCH,
+        _preload_content=False))
+
+
+# --- ResourceClaims -----------------------------------------------------------------------------
+
+async def apply_claim_device_status(api: ApiClient, namespace: str, name: str,
+                                    devices: list[dict[str, Any]], field_manager: str
+                                    ) -> dict[str, Any]:
+    """Server-side apply ``status.devices`` entries (keyed by driver, pool, device, shareID)
+    as ``field_manager``; entries and conditions owned by other managers stay."""
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "status": {"devices": devices}}
+    return await _raw(client.ResourceV1Api(api).patch_namespaced_resource_claim_status(
+        name, namespace, body, field_manager=field_manager, force=True,
+        _content_type=APPLY_PATCH, _preload_content=False))
+
+
+# --- Events ---------------------------------------------------------------------------------------
+
+async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: str, reason: str,
+                     message: str, component: str) -> None:
+    """Create a core/v1 Event about ``regarding`` (an object with apiVersion, kind, metadata),
+    as ``kubectl describe`` shows them. Events of cluster-scoped objects go to ``default``.
+
+    ``event_type`` is ``Normal`` or ``Warning``; the message is cut to 1024 characters.
+    """
+    meta = regarding["metadata"]
+    namespace = meta.get("namespace") or "default"
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    event = {
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
+        "involvedObject": {"apiVersion": regarding["apiVersion"], "kind": regarding["kind"],
+                           "name": meta["name"], "namespace": meta.get("namespace"),
+                           "uid": meta.get("uid")},
+        "type": event_type, "reason": reason, "message": message[:1024],
+        "source": {"component": component}, "reportingComponent": component,
+        "reportingInstance": component,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }
+    await client.CoreV1Api(api).create_namespaced_event(namespace, event)
+
+
+# --- Leases (node agent) --------------------------------------------------------------------------
+
+def _micro_time(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
+                      duration_s: int) -> None:
+    """Create Lease ``namespace/name`` or set its ``renewTime`` to now, held by ``holder`` for
+    ``duration_s`` seconds.
+
+    Raises:
+        ApiException: the Lease could not be read or written (409 when two writers race).
+    """
+    coordination = client.CoordinationV1Api(api)
+    now = _micro_time(datetime.datetime.now(datetime.UTC))
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "renewTime": now}
+    try:
+        current = await _raw(coordination.read_namespaced_lease(
+            name, namespace, _preload_content=False))
+    except ApiException as err:
+        if err.status != 404:
+            raise
+        spec["acquireTime"] = now
+        await coordination.create_namespaced_lease(
+            namespace, {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+        return
+    current["spec"] = {**(current.get("spec") or {}), **spec}
+    await coordination.replace_namespaced_lease(name, namespace, current)
+
+
+async def apply_discovered(api: ApiClient, name: str, discovered: dict[str, Any]) -> None:
+    """Server-side apply ``status.discovered`` of inventory ``name`` as the node agent."""
+    await apply_inventory_status(api, name, {"discovered": discovered},
+                                 inventory.AGENT_FIELD_MANAGER)
+>>>>>>> main

@@ -7,8 +7,11 @@ Every setting comes from a command-line flag, else the environment (``KUBEDRA_<N
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import click
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.logging import LogFormat
@@ -55,3 +58,26 @@ class Settings(BaseSettings):
     # operator
     lease_check_interval: float = 5.0
     """How often the operator checks agent Leases for expiry."""
+
+
+def settings_from_flags(**flags: Any) -> Settings:
+    """Settings from the environment, overridden by the command-line ``flags`` that were given
+    (``None`` means "not given")."""
+    return Settings(**{k: v for k, v in flags.items() if v is not None})
+
+
+def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Click options every long-running command takes: kubeconfig, namespace, logging."""
+    for option in reversed([
+        click.option("--kubeconfig", type=click.Path(path_type=Path), default=None,
+                     help="Kubeconfig file [env KUBEDRA_KUBECONFIG; default in-cluster]"),
+        click.option("--namespace", default=None,
+                     help="Namespace of the operator and agent Leases "
+                          "[env KUBEDRA_NAMESPACE; default kubedra-system]"),
+        click.option("--log-format", type=click.Choice(["json", "console"]), default=None,
+                     help="Log renderer [env KUBEDRA_LOG_FORMAT; default console]"),
+        click.option("--log-level", default=None,
+                     help="Log level [env KUBEDRA_LOG_LEVEL; default INFO]"),
+    ]):
+        command = option(command)
+    return command

@@ -279,3 +279,10 @@ def test_counter_overuse_and_unknown_counter_are_rejected() -> None:
     with pytest.raises(InvalidInventory) as err:
         build_pool(DeviceInventory.from_api(data))
     assert err.value.message == "counter set 'node-counters' has no counter 'cores'"
+
+
+def test_generation_never_goes_back_when_every_slice_was_deleted() -> None:
+    pool = build_pool(inventory(2))
+    result = plan_sync("node-1-gpu", OWNER, pool, split_pool(pool), [], published_generation=3)
+    assert result.pool.generation == 4
+    assert [(w.verb, w.name) for w in result.writes] == [("create", "node-1-gpu-00000")]

@@ -196,3 +196,11 @@ class DiscoveryResult(KubeModel):
 
     devices: list[InventoryDevice] = Field(default_factory=list)
     counter_sets: list[CounterSet] = Field(default_factory=list)
+
+
+AGENT_LEASE_PREFIX = "kubedra-agent-"
+
+
+def agent_lease_name(node_name: str) -> str:
+    """Name of the Lease the node agent on ``node_name`` renews, in the operator's namespace."""
+    return f"{AGENT_LEASE_PREFIX}{node_name}"

@@ -1,1 +1,1 @@
-"""The node agent: discovery loop, Lease, and the kubelet DRA plugin (gRPC, CDI, checkpoint)."""
+"""The node agent: discovery loop, Lease, DeviceInventory status, and the kubelet DRA plugin."""

@@ -103,17 +103,22 @@ def _spec(pool: DesiredPool, content: SliceContent, resource_pool: ResourcePool,
 
 
 def plan_sync(inventory_name: str, owner: OwnerReference, pool: DesiredPool,
-              contents: list[SliceContent], existing: list[ResourceSlice]) -> SyncPlan:
+              contents: list[SliceContent], existing: list[ResourceSlice],
+              published_generation: int = 0) -> SyncPlan:
     """Compare ``existing`` slices (all slices labelled with this inventory) with the desired
     ``contents`` of ``pool`` and return the writes that publish it.
 
-    Raises nothing; an empty ``existing`` plans creates at generation 1.
+    ``published_generation`` is the generation last published (from the inventory's status).
+    It is a floor for the current generation, so that generations never go back even when
+    every slice of the pool was deleted; upstream's controller would restart at 1 then.
+    Raises nothing; with no slice and no history the first generation is 1.
     """
     names = [slice_name(inventory_name, i) for i in range(len(contents))]
     wanted = {name: i for i, name in enumerate(names)}
     generation = max((s.spec.pool.generation for s in existing
                       if s.spec.pool.name == pool.name and s.spec.driver == pool.driver),
-                     default=0)
+                     default=published_generation)
+    generation = max(generation, published_generation)
     matched: dict[int, ResourceSlice] = {}
     obsolete: list[ResourceSlice] = []
     for current in existing:

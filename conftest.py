@@ -1,4 +1,4 @@
-"""Fixtures shared by unit, integration and end-to-end tests.
+"""Fixtures shared by unit, integration and end-to-end tests (tests/ and e2e/).
 
 ``control_plane`` starts one real v1.37.2 control plane per test session (never a mock API);
 tests that use it, directly or through another fixture, get the last lines of every
@@ -15,6 +15,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import ControlPlane
+from e2e.harness.kubedra import Kubedra
 from kubedra.kube import make_api_client
 
 _planes: list[ControlPlane] = []
@@ -40,6 +41,16 @@ async def admin_api(control_plane: ControlPlane) -> AsyncIterator[ApiClient]:
     api = await make_api_client(control_plane.admin_kubeconfig)
     async with api:
         yield api
+
+
+@pytest.fixture(scope="session")
+def kubedra(control_plane: ControlPlane) -> Kubedra:
+    """kubedra installed from manifests/, with the operator running under its ServiceAccount
+    (agents are started per test with :meth:`Kubedra.start_agent`)."""
+    deployment = Kubedra(control_plane)
+    deployment.install()
+    deployment.start_operator()
+    return deployment
 
 
 @pytest.fixture

@@ -1,0 +1,72 @@
+"""Small helpers for end-to-end tests and the demo: read objects as plain dicts, make pods
+that use claim templates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient, ApiException
+
+from e2e.harness import KWOK_NODE_LABEL
+from kubedra.api import inventory as inv
+
+
+async def read_inventory(api: ApiClient, name: str) -> dict[str, Any] | None:
+    """The DeviceInventory as a dict, or None."""
+    try:
+        obj: dict[str, Any] = await client.CustomObjectsApi(api).get_cluster_custom_object(
+            inv.GROUP, inv.VERSION, inv.PLURAL, name)
+        return obj
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+async def slices_of(api: ApiClient, inventory_name: str) -> list[dict[str, Any]]:
+    """The ResourceSlices of an inventory, sorted by name."""
+    listed = await client.ResourceV1Api(api).list_resource_slice(
+        label_selector=f"kubedra.io/inventory={inventory_name}")
+    items = [api.sanitize_for_serialization(s) for s in listed.items]
+    return sorted(items, key=lambda s: s["metadata"]["name"])
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """The condition ``type_`` of ``obj.status.conditions``."""
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            return dict(cond)
+    return None
+
+
+async def create_gpu_pod(api: ApiClient, namespace: str, name: str, selector: str, *,
+                         device_class: str = "gpu.kubedra.io") -> None:
+    """A ResourceClaimTemplate asking for one device of ``device_class`` matching the CEL
+    ``selector``, and a pod (for kwok nodes) that uses it."""
+    await client.ResourceV1Api(api).create_namespaced_resource_claim_template(namespace, {
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": device_class,
+            "selectors": [{"cel": {"expression": selector}}]}}]}}}})
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1]},
+            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+            "containers": [{"name": "main", "image": "registry.invalid/cuda-app:1",
+                            "resources": {"claims": [{"name": "gpu"}]}}],
+        }})
+
+
+async def pod_claim(api: ApiClient, namespace: str, pod: str) -> dict[str, Any] | None:
+    """The ResourceClaim generated for ``pod`` (claim ``gpu``), or None before it exists."""
+    obj = await client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
+    for status in obj.status.resource_claim_statuses or []:
+        if status.resource_claim_name:
+            claim = await client.ResourceV1Api(api).read_namespaced_resource_claim(
+                status.resource_claim_name, namespace)
+            plain: dict[str, Any] = api.sanitize_for_serialization(claim)
+            return plain
+    return None

@@ -1,0 +1,257 @@
+"""The main job end to end on the local v1.37.2 control plane: an agent replays the real H200
+capture into a DeviceInventory, the operator publishes it, kube-scheduler allocates the GPU,
+and the operator reports on the claim — plus the failure and recovery paths of publishing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient, ApiException
+
+from e2e.harness.kubedra import Kubedra, kubectl
+from e2e.harness.wait import eventually
+from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+
+pytestmark = pytest.mark.cluster
+
+H200_GPU = {
+    "name": "gpu-0",
+    "attributes": {
+        "type": {"string": "gpu"},
+        "productName": {"string": "NVIDIA H200"},
+        "architecture": {"string": "Hopper"},
+        "cudaComputeCapability": {"version": "9.0.0"},
+        "driverVersion": {"version": "580.159.4"},
+        "cudaDriverVersion": {"version": "13.0.0"},
+        "uuid": {"string": "GPU-3f1c9a52-7d4e-4b8a-9c21-5e6f7a8b9c0d"},
+        "minor": {"int": 0},
+        "migCapable": {"bool": True},
+        "migEnabled": {"bool": False},
+        "eccEnabled": {"bool": True},
+        "resource.kubernetes.io/pciBusID": {"string": "0000:00:06.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
+    },
+    "capacity": {"memory": {"value": "143771Mi"}, "multiprocessors": {"value": "132"}},
+}
+FITS = ('device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("140Gi")) >= 0 && '
+        'device.attributes["gpu.kubedra.io"].cudaComputeCapability.compareTo('
+        'semver("9.0.0")) >= 0')
+TOO_BIG = 'device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("141Gi")) >= 0'
+
+
+async def _ready_inventory(api: ApiClient, name: str, generation: int = 1) -> dict[str, Any]:
+    async def ready() -> dict[str, Any] | None:
+        obj = await read_inventory(api, name)
+        published = (obj or {}).get("status", {}).get("pool", {}).get("generation")
+        ok = (condition(obj, "Ready") or {}).get("status") == "True"
+        return obj if ok and published == generation else None
+    found: dict[str, Any] = await eventually(ready, timeout=60,
+                                             what=f"{name} Ready at generation {generation}")
+    return found
+
+
+def _static_inventory(name: str, devices: int, *, node: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"driver": "pci.kubedra.io", "devices": [
+        {"name": f"dev-{i:03d}", "attributes": {"index": {"int": i}}} for i in range(devices)]}
+    if node:
+        spec["nodeName"] = node
+    else:
+        spec["allNodes"] = True
+        spec["pool"] = name
+    return {"apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+            "metadata": {"name": name}, "spec": spec}
+
+
+async def test_h200_is_published_allocated_and_reported(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+    kubedra.add_node("demo-h200", {"kubedra.io/gpu": "true"})
+    kubedra.start_agent("demo-h200")
+    inventory = await _ready_inventory(admin_api, "demo-h200-gpu.kubedra.io")
+    assert inventory["spec"] == {"driver": "gpu.kubedra.io", "nodeName": "demo-h200"}
+    status = inventory["status"]
+    assert status["deviceCount"] == 1
+    assert status["slices"] == ["demo-h200-gpu.kubedra.io-00000"]
+    assert status["pool"] == {"name": "demo-h200", "generation": 1, "resourceSliceCount": 1}
+    assert condition(inventory, "Published") | {"lastTransitionTime": None} == {
+        "type": "Published", "status": "True", "reason": "SlicesPublished",
+        "message": "1 device in 1 ResourceSlice (pool demo-h200, generation 1)",
+        "observedGeneration": 1, "lastTransitionTime": None}
+    [published] = await slices_of(admin_api, "demo-h200-gpu.kubedra.io")
+    assert published["spec"] == {
+        "driver": "gpu.kubedra.io", "nodeName": "demo-h200",
+        "pool": {"name": "demo-h200", "generation": 1, "resourceSliceCount": 1},
+        "devices": [H200_GPU]}
+    assert published["metadata"]["ownerReferences"][0]["kind"] == "DeviceInventory"
+
+    await create_gpu_pod(admin_api, namespace, "trainer", FITS)
+    await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG)
+    core = client.CoreV1Api(admin_api)
+
+    async def running() -> bool:
+        return bool((await core.read_namespaced_pod("trainer", namespace)).status.phase
+                    == "Running")
+    await eventually(running, timeout=60, what="trainer pod Running")
+
+    async def reported() -> dict[str, Any] | None:
+        claim = await pod_claim(admin_api, namespace, "trainer")
+        return claim if claim and claim["status"].get("devices") else None
+    claim = await eventually(reported, timeout=30, what="status.devices on the claim")
+    assert claim["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpu", "driver": "gpu.kubedra.io", "pool": "demo-h200", "device": "gpu-0"}]
+    [device_status] = claim["status"]["devices"]
+    ready = device_status["conditions"][0]
+    assert (device_status["driver"], device_status["pool"], device_status["device"]) == (
+        "gpu.kubedra.io", "demo-h200", "gpu-0")
+    assert (ready["type"], ready["status"], ready["reason"], ready["message"]) == (
+        "Ready", "True", "Allocated",
+        "device gpu-0 of pool demo-h200 (DeviceInventory demo-h200-gpu.kubedra.io) is "
+        "allocated to request gpu")
+
+    async def allocated() -> dict[str, Any] | None:
+        obj = await read_inventory(admin_api, "demo-h200-gpu.kubedra.io")
+        return obj if (obj or {}).get("status", {}).get("allocatedCount") == 1 else None
+    inventory = await eventually(allocated, what="allocation recorded in the inventory")
+    assert inventory["status"]["allocations"] == [{
+        "device": "gpu-0", "claim": f"{namespace}/{claim['metadata']['name']}",
+        "claimUID": claim["metadata"]["uid"], "request": "gpu"}]
+
+    async def pending() -> Any:
+        pod = await core.read_namespaced_pod("too-big", namespace)
+        return next((c for c in pod.status.conditions or []
+                     if c.type == "PodScheduled" and c.status == "False"), None)
+    unschedulable = await eventually(pending, timeout=60, what="too-big unschedulable")
+    assert unschedulable.message.startswith("0/")
+    assert "cannot allocate all claims" in unschedulable.message
+    assert (await core.read_namespaced_pod("too-big", namespace)).spec.node_name is None
+
+    text = kubectl(kubedra.plane, "describe", "resourceclaim", "-n", namespace,
+                   claim["metadata"]["name"])
+    assert "Reason:                Allocated" in text
+
+
+async def test_deleted_slice_is_recreated_with_a_new_generation(
+        kubedra: Kubedra, admin_api: ApiClient) -> None:
+    custom = client.CustomObjectsApi(admin_api)
+    await custom.create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", _static_inventory("recreate", 3))
+    await _ready_inventory(admin_api, "recreate")
+    await client.ResourceV1Api(admin_api).delete_resource_slice("recreate-00000")
+    await _ready_inventory(admin_api, "recreate", generation=2)
+    [recreated] = await slices_of(admin_api, "recreate")
+    assert recreated["metadata"]["name"] == "recreate-00000"
+    assert recreated["spec"]["pool"] == {"name": "recreate", "generation": 2,
+                                         "resourceSliceCount": 1}
+    assert [d["name"] for d in recreated["spec"]["devices"]] == ["dev-000", "dev-001", "dev-002"]
+
+
+async def test_changed_attributes_republish_with_the_right_generation(
+        kubedra: Kubedra, admin_api: ApiClient) -> None:
+    custom = client.CustomObjectsApi(admin_api)
+    await custom.create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", _static_inventory("changes", 200))
+    await _ready_inventory(admin_api, "changes")
+    first = await slices_of(admin_api, "changes")
+    assert [len(s["spec"]["devices"]) for s in first] == [128, 72]
+
+    # one slice changes: updated in place, generation kept
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", "changes",
+        [{"op": "replace", "path": "/spec/devices/5/attributes/index/int", "value": 500}])
+
+    async def updated() -> list[dict[str, Any]] | None:
+        current = await slices_of(admin_api, "changes")
+        return current if current[0]["spec"]["devices"][5]["attributes"]["index"] == {
+            "int": 500} else None
+    current = await eventually(updated, what="slice 0 updated")
+    assert [s["spec"]["pool"]["generation"] for s in current] == [1, 1]
+    assert current[1]["metadata"]["resourceVersion"] == first[1]["metadata"]["resourceVersion"]
+
+    # two slices change: every slice is rewritten at generation 2
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", "changes",
+        [{"op": "replace", "path": "/spec/devices/6/attributes/index/int", "value": 600},
+         {"op": "replace", "path": "/spec/devices/150/attributes/index/int", "value": 1500}])
+    await _ready_inventory(admin_api, "changes", generation=2)
+    current = await slices_of(admin_api, "changes")
+    assert [s["spec"]["pool"] for s in current] == [
+        {"name": "changes", "generation": 2, "resourceSliceCount": 2}] * 2
+    assert current[1]["spec"]["devices"][22]["attributes"]["index"] == {"int": 1500}
+
+
+async def test_deleting_an_inventory_removes_its_slices(
+        kubedra: Kubedra, admin_api: ApiClient) -> None:
+    custom = client.CustomObjectsApi(admin_api)
+    await custom.create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", _static_inventory("goes-away", 130))
+    await _ready_inventory(admin_api, "goes-away")
+    assert len(await slices_of(admin_api, "goes-away")) == 2
+    await custom.delete_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
+                                              "goes-away")
+
+    async def gone() -> bool:
+        return not await slices_of(admin_api, "goes-away")
+    await eventually(gone, timeout=60, what="slices garbage-collected")
+
+
+async def test_invalid_inventories_are_rejected_or_reported_and_others_keep_publishing(
+        kubedra: Kubedra, admin_api: ApiClient) -> None:
+    custom = client.CustomObjectsApi(admin_api)
+    await custom.create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", _static_inventory("healthy", 2))
+    bad_name = _static_inventory("bad-name", 1)
+    bad_name["spec"]["devices"][0]["name"] = "Not_A_DNS_Label"
+    with pytest.raises(ApiException) as rejected:
+        await custom.create_cluster_custom_object(
+            "kubedra.io", "v1alpha1", "deviceinventories", bad_name)
+    assert rejected.value.status == 422
+    assert "spec.devices[0].name" in rejected.value.body
+
+    # passes admission, but consumes a counter set nobody declared
+    unknown_counter = _static_inventory("unknown-counter", 2)
+    unknown_counter["spec"]["devices"][1]["consumesCounters"] = [
+        {"counterSet": "nowhere", "counters": {"slots": {"value": "1"}}}]
+    await custom.create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", unknown_counter)
+
+    async def reported() -> dict[str, Any] | None:
+        ready = condition(await read_inventory(admin_api, "unknown-counter"), "Ready")
+        return ready if ready and ready["status"] == "False" else None
+    ready = await eventually(reported, what="Ready=False on unknown-counter")
+    assert (ready["reason"], ready["message"]) == (
+        "InvalidInventory",
+        "spec.devices[1].consumesCounters[0].counterSet: no counter set named 'nowhere'")
+    assert await slices_of(admin_api, "unknown-counter") == []
+    events = await client.CoreV1Api(admin_api).list_namespaced_event(
+        "default", field_selector="involvedObject.name=unknown-counter")
+    assert [(e.type, e.reason) for e in events.items] == [("Warning", "InvalidInventory")]
+    healthy = await _ready_inventory(admin_api, "healthy")
+    assert healthy["status"]["deviceCount"] == 2
+
+
+async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
+        kubedra: Kubedra, admin_api: ApiClient) -> None:
+    kubedra.add_node("lease-node")
+    kubedra.start_agent("lease-node", lease_duration=4)
+    name = "lease-node-gpu.kubedra.io"
+    await _ready_inventory(admin_api, name)
+    kubedra.stop_agent("lease-node")
+
+    async def withdrawn() -> dict[str, Any] | None:
+        obj = await read_inventory(admin_api, name)
+        published = condition(obj, "Published") or {}
+        return obj if published.get("reason") == "AgentLeaseExpired" else None
+    obj = await eventually(withdrawn, timeout=60, what="pool withdrawn")
+    assert condition(obj, "Ready")["status"] == "False"  # type: ignore[index]
+    assert condition(obj, "Published")["message"] == (  # type: ignore[index]
+        "agent Lease kubedra-system/kubedra-agent-lease-node of node lease-node is not "
+        "renewed; pool lease-node withdrawn until the agent returns")
+    assert obj["status"]["deviceCount"] == 0
+    assert await slices_of(admin_api, name) == []
+
+    kubedra.start_agent("lease-node", lease_duration=4)
+    restored = await _ready_inventory(admin_api, name, generation=1)
+    assert restored["status"]["deviceCount"] == 1
+    [back] = await slices_of(admin_api, name)
+    assert back["spec"]["devices"] == [H200_GPU]

@@ -1,0 +1,216 @@
+"""Reconcile one DeviceInventory: publish its pool as ResourceSlices and write its status.
+
+Order of decisions:
+
+1. The inventory must parse; otherwise ``Ready=False`` (``InvalidInventory``) naming the field,
+   and the slices already published stay as they are.
+2. A node-local inventory whose agent has reported (``status.discovered`` is set) is published
+   only while the agent's Lease is live; when it expires the pool is withdrawn (its slices are
+   deleted, as the kubelet also does for a driver that went away) and ``Published=False``
+   (``AgentLeaseExpired``); it comes back when the Lease is renewed.
+3. The pool must validate (:func:`kubedra.publishing.pool.build_pool`); otherwise as in 1.
+4. The planned slice writes are made in order (deletes, updates, creates); API errors leave
+   ``Published=False`` (``PublishFailed``) and the inventory is retried with back-off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes_asyncio.client import ApiException
+from pydantic import ValidationError
+
+from kubedra import kube
+from kubedra.api.inventory import OPERATOR_FIELD_MANAGER, DeviceInventory, agent_lease_name
+from kubedra.api.resource import OwnerReference, ResourceSlice
+from kubedra.controller.conditions import get_condition, set_condition
+from kubedra.controller.state import OperatorState, PublishedPool, timestamp, utcnow
+from kubedra.logging import get_logger
+from kubedra.publishing.pool import DesiredPool, InvalidInventory, build_pool, pool_name
+from kubedra.publishing.slices import split_pool
+from kubedra.publishing.sync import SyncPlan, plan_sync
+
+log = get_logger(__name__)
+COMPONENT = "kubedra-operator"
+
+
+class _Outcome:
+    """What this reconcile did, for the status: published, withdrawn, or failed with reason."""
+
+    def __init__(self, ok: bool, reason: str, message: str, *, plan: SyncPlan | None = None,
+                 devices: int = 0, withdrawn: bool = False) -> None:
+        self.ok, self.reason, self.message = ok, reason, message
+        self.plan, self.devices, self.withdrawn = plan, devices, withdrawn
+
+
+def validation_field(err: ValidationError) -> str:
+    """The JSON path of the first error pydantic reports, e.g. ``spec.devices[0].name``."""
+    first = err.errors()[0]
+    path = ""
+    for part in first["loc"]:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return f"{path}: {first['msg']}"
+
+
+async def reconcile_inventory(state: OperatorState, name: str) -> None:
+    """Bring inventory ``name``'s slices and status in line with its spec and discovery.
+
+    Raises:
+        ApiException: a write failed in a way worth retrying (the caller backs off).
+    """
+    raw = state.view.inventory(name)
+    if raw is None:
+        state.overlay.forget(name)
+        state.pools.pop(name, None)
+        return  # the garbage collector deletes the slices through their owner reference
+    try:
+        inventory = DeviceInventory.from_api(raw)
+    except ValidationError as err:
+        await _write_status(state, raw, _Outcome(False, "InvalidInventory", validation_field(err)))
+        return
+    outcome, pool = await _publish(state, raw, inventory)
+    if pool is not None:
+        health = {d.name: (d.health, d.health_message)
+                  for d in [*(inventory.spec.devices or []),
+                            *(inventory.status.discovered.devices
+                              if inventory.status and inventory.status.discovered else [])]}
+        state.pools[name] = PublishedPool(pool=pool, health=health, withdrawn=outcome.withdrawn)
+    await _write_status(state, raw, outcome)
+    if not outcome.ok and outcome.reason == "PublishFailed":
+        raise RuntimeError(outcome.message)
+
+
+async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceInventory
+                   ) -> tuple[_Outcome, DesiredPool | None]:
+    name = inventory.metadata.name or ""
+    existing = [ResourceSlice.from_api(s)
+                for s in state.overlay.merge(name, state.view.slices_of(name))]
+    node = inventory.spec.node_name
+    has_agent = bool(inventory.status and inventory.status.discovered is not None)
+    if node and has_agent and state.leases.state(node, utcnow()) != "live":
+        for current in existing:
+            await _delete(state, name, current)
+        lease = agent_lease_name(node)
+        return _Outcome(False, "AgentLeaseExpired",
+                        f"agent Lease {state.settings.namespace}/{lease} of node {node} is not "
+                        f"renewed; pool {pool_name(inventory)} withdrawn until the agent returns",
+                        withdrawn=True), build_pool_or_none(inventory)
+    try:
+        pool = build_pool(inventory)
+    except InvalidInventory as err:
+        return _Outcome(False, "InvalidInventory", str(err)), None
+    owner = OwnerReference(api_version=inventory.api_version, kind=inventory.kind, name=name,
+                           uid=inventory.metadata.uid or "", controller=True)
+    last = inventory.status.pool if inventory.status and inventory.status.pool else None
+    published_generation = last.generation if last and last.name == pool.name else 0
+    plan = plan_sync(name, owner, pool, split_pool(pool), existing, published_generation)
+    try:
+        for write in plan.writes:
+            if write.verb == "delete":
+                await kube.delete_resource_slice(state.api, write.name, write.resource_version)
+                state.overlay.record(name, write.name, None)
+            elif write.verb == "update":
+                assert write.body is not None
+                stored = await kube.replace_resource_slice(state.api, write.name, write.body)
+                state.overlay.record(name, write.name, stored)
+            else:
+                assert write.body is not None
+                stored = await kube.create_resource_slice(state.api, write.body)
+                state.overlay.record(name, write.name, stored)
+            state.slice_writes += 1
+    except ApiException as err:
+        return _Outcome(False, "PublishFailed",
+                        f"{write.verb} ResourceSlice {write.name}: {err.status} {err.reason}",
+                        plan=plan, devices=len(pool.devices)), pool
+    if plan.writes:
+        log.info("published", inventory=name, pool=pool.name, generation=plan.pool.generation,
+                 slices=len(plan.slice_names), writes=len(plan.writes))
+    return _Outcome(True, "SlicesPublished",
+                    f"{_count(len(pool.devices), 'device')} in "
+                    f"{_count(len(plan.slice_names), 'ResourceSlice')} "
+                    f"(pool {pool.name}, generation {plan.pool.generation})",
+                    plan=plan, devices=len(pool.devices)), pool
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def build_pool_or_none(inventory: DeviceInventory) -> DesiredPool | None:
+    """The pool, or None if the inventory does not validate."""
+    try:
+        return build_pool(inventory)
+    except InvalidInventory:
+        return None
+
+
+async def _delete(state: OperatorState, inventory: str, current: ResourceSlice) -> None:
+    name = current.metadata.name or ""
+    await kube.delete_resource_slice(state.api, name, current.metadata.resource_version)
+    state.overlay.record(inventory, name, None)
+    state.slice_writes += 1
+
+
+def _allocations(state: OperatorState, raw: dict[str, Any]) -> list[dict[str, str]]:
+    """The claims holding devices of this inventory's pool, sorted by device and claim."""
+    spec = raw.get("spec") or {}
+    pool = spec.get("pool") or spec.get("nodeName") or raw["metadata"]["name"]
+    uses = state.view.uses_of(spec.get("driver", ""), pool)
+    return sorted(({"device": u.device, "claim": f"{u.namespace}/{u.name}", "claimUID": u.uid,
+                    "request": u.request} for u in uses),
+                  key=lambda a: (a["device"], a["claim"], a["request"]))
+
+
+async def _write_status(state: OperatorState, raw: dict[str, Any], outcome: _Outcome) -> None:
+    """Apply the operator's status fields if they changed; post an Event on a transition."""
+    current = raw.get("status") or {}
+    now = timestamp(utcnow())
+    generation = raw["metadata"].get("generation")
+    conditions = current.get("conditions")
+    conditions = set_condition(conditions, type_="Published", status=outcome.ok,
+                               reason=outcome.reason, message=outcome.message, now=now,
+                               observed_generation=generation)
+    conditions = set_condition(conditions, type_="Ready", status=outcome.ok,
+                               reason="Published" if outcome.ok else outcome.reason,
+                               message=outcome.message, now=now, observed_generation=generation)
+    allocations = _allocations(state, raw)
+    status: dict[str, Any] = {
+        "conditions": conditions,
+        "observedGeneration": generation,
+        "allocations": allocations,
+        "allocatedCount": len({a["device"] for a in allocations}),
+    }
+    if outcome.plan is not None and outcome.ok:
+        status["pool"] = outcome.plan.pool.to_api()
+        status["slices"] = outcome.plan.slice_names
+        status["deviceCount"] = outcome.devices
+    elif outcome.withdrawn:
+        status["slices"] = []
+        status["deviceCount"] = 0
+    else:  # invalid or failed: keep what was published before
+        for key in ("pool", "slices", "deviceCount"):
+            if key in current:
+                status[key] = current[key]
+    if any(current.get(k) != v for k, v in status.items()):
+        await kube.apply_inventory_status(state.api, raw["metadata"]["name"], status,
+                                          OPERATOR_FIELD_MANAGER)
+    await _announce(state, raw, outcome, get_condition(current.get("conditions"), "Published"))
+
+
+async def _announce(state: OperatorState, raw: dict[str, Any], outcome: _Outcome,
+                    before: dict[str, Any] | None) -> None:
+    """Post an Event when the Published condition changes reason, or slices were written."""
+    key = ("DeviceInventory", raw["metadata"]["name"])
+    wrote = outcome.plan is not None and bool(outcome.plan.writes) and outcome.ok
+    signature = f"{outcome.reason}: {outcome.message}"
+    if not wrote and state.announced.get(key) == signature:
+        return
+    if not wrote and before is not None and before.get("reason") == outcome.reason \
+            and before.get("message") == outcome.message:
+        state.announced[key] = signature
+        return
+    state.announced[key] = signature
+    reasons = {"SlicesPublished": "Published", "AgentLeaseExpired": "PoolWithdrawn"}
+    await kube.post_event(state.api, raw, event_type="Normal" if outcome.ok else "Warning",
+                          reason=reasons.get(outcome.reason, outcome.reason),
+                          message=outcome.message, component=COMPONENT)

@@ -1,0 +1,77 @@
+"""A de-duplicating work queue with per-key retry back-off, in the manner of client-go's
+workqueue: a key is processed by one worker at a time, re-adding a key that is queued or being
+processed coalesces, and failures retry after an exponentially growing delay."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    """Keys to reconcile.
+
+    Args:
+        base_delay: first retry delay in seconds; doubles per consecutive failure.
+        max_delay: upper bound of the retry delay in seconds.
+    """
+
+    def __init__(self, base_delay: float = 0.5, max_delay: float = 60.0) -> None:
+        self._queue: asyncio.Queue[K] = asyncio.Queue()
+        self._queued: set[K] = set()
+        self._active: set[K] = set()
+        self._dirty: set[K] = set()
+        self._failures: dict[K, int] = {}
+        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+
+    def add(self, key: K) -> None:
+        """Queue ``key`` unless it is already queued; if it is being processed, queue it again
+        once that finishes."""
+        if key in self._active:
+            self._dirty.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Queue ``key`` in ``delay`` seconds (an earlier pending timer for it is replaced)."""
+        if timer := self._timers.pop(key, None):
+            timer.cancel()
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self.add(key)
+
+        self._timers[key] = asyncio.get_running_loop().call_later(delay, fire)
+
+    async def get(self) -> K:
+        """Wait for the next key and mark it active; call :meth:`done` when finished."""
+        key = await self._queue.get()
+        self._queued.discard(key)
+        self._active.add(key)
+        return key
+
+    def done(self, key: K, *, failed: bool = False) -> None:
+        """Finish ``key``. ``failed`` schedules a retry with back-off; success resets it."""
+        self._active.discard(key)
+        if failed:
+            count = self._failures.get(key, 0)
+            self._failures[key] = count + 1
+            self.add_after(key, min(self.base_delay * 2 ** count, self.max_delay))
+        else:
+            self._failures.pop(key, None)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.add(key)
+
+    def failures(self, key: K) -> int:
+        """Consecutive failures of ``key`` so far."""
+        return self._failures.get(key, 0)
+
+    def __len__(self) -> int:
+        return self._queue.qsize()

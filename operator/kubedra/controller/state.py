@@ -1,0 +1,170 @@
+"""What the operator knows: cached objects, work queues and the last published pools.
+
+The caches are kopf indexes (filled before any handler runs, see :mod:`kubedra.handlers`),
+plus :class:`SliceOverlay`, which remembers the operator's own slice writes until the watch
+catches up, so that a reconcile right after a write neither recreates nor overwrites with a
+stale resourceVersion (the role of the mutation cache in upstream's resourceslice controller).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubernetes_asyncio.client import ApiClient
+
+from kubedra.controller.leases import LeaseCache
+from kubedra.controller.queue import WorkQueue
+from kubedra.publishing.pool import DesiredPool
+from kubedra.settings import Settings
+
+
+class Store(Protocol):
+    """A kopf index value: an iterable of the values indexed under one key."""
+
+    def __iter__(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ClaimUse:
+    """One device of a claim's allocation result, as the claim index stores it."""
+
+    namespace: str
+    name: str
+    uid: str
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass
+class ClusterView:
+    """Read-only access to the kopf indexes by meaning.
+
+    ``inventories``: name → raw DeviceInventory; ``slices``: inventory name → raw slices;
+    ``claims``: (namespace, name) → raw claim; ``claim_uses``: (driver, pool) → ClaimUse.
+    """
+
+    inventories: Mapping[str, Store]
+    slices: Mapping[str, Store]
+    claims: Mapping[tuple[str, str], Store]
+    claim_uses: Mapping[tuple[str, str], Store]
+
+    def inventory(self, name: str) -> dict[str, Any] | None:
+        """The raw inventory ``name`` or None."""
+        return next(iter(self.inventories.get(name, ())), None)
+
+    def inventory_names(self) -> list[str]:
+        """All inventory names."""
+        return list(self.inventories)
+
+    def slices_of(self, inventory_name: str) -> list[dict[str, Any]]:
+        """Raw slices labelled with ``inventory_name``."""
+        return list(self.slices.get(inventory_name, ()))
+
+    def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The raw claim or None."""
+        return next(iter(self.claims.get((namespace, name), ())), None)
+
+    def uses_of(self, driver: str, pool: str) -> list[ClaimUse]:
+        """Every allocated device of pool ``(driver, pool)`` with its claim."""
+        return list(self.claim_uses.get((driver, pool), ()))
+
+
+def _rv(obj: Mapping[str, Any]) -> int:
+    try:
+        return int(obj["metadata"].get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+@dataclass
+class SliceOverlay:
+    """The operator's own slice writes not yet seen through the watch, per inventory.
+
+    ``written[inventory][slice name]`` is the object the API returned (None after a delete).
+    An entry is dropped once the watched copy is at least as new.
+    """
+
+    written: dict[str, dict[str, dict[str, Any] | None]] = field(default_factory=dict)
+
+    def record(self, inventory: str, name: str, obj: dict[str, Any] | None) -> None:
+        """Remember a create/update result, or a delete (``obj`` None)."""
+        self.written.setdefault(inventory, {})[name] = obj
+
+    def merge(self, inventory: str, watched: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The watched slices corrected by recent writes."""
+        mine = self.written.get(inventory, {})
+        result: dict[str, dict[str, Any]] = {s["metadata"]["name"]: s for s in watched}
+        for name, obj in list(mine.items()):
+            seen = result.get(name)
+            if obj is None:
+                if seen is None:
+                    del mine[name]  # the watch saw the delete too
+                else:
+                    result.pop(name)
+            elif seen is not None and _rv(seen) >= _rv(obj):
+                del mine[name]
+            else:
+                result[name] = obj
+        return list(result.values())
+
+    def forget(self, inventory: str) -> None:
+        """Drop everything about a deleted inventory."""
+        self.written.pop(inventory, None)
+
+
+@dataclass
+class PublishedPool:
+    """The pool an inventory last published, with device health, for claim checks."""
+
+    pool: DesiredPool
+    health: Mapping[str, tuple[str, str | None]]
+    """Device name → (health, message) of every device in the inventory (published or not)."""
+    withdrawn: bool = False
+
+
+@dataclass
+class OperatorState:
+    """Everything the reconcilers share; one per operator process."""
+
+    api: ApiClient
+    settings: Settings
+    view: ClusterView
+    leases: LeaseCache
+    inventory_queue: WorkQueue[str] = field(default_factory=WorkQueue)
+    claim_queue: WorkQueue[tuple[str, str]] = field(default_factory=WorkQueue)
+    overlay: SliceOverlay = field(default_factory=SliceOverlay)
+    pools: dict[str, PublishedPool] = field(default_factory=dict)
+    """Inventory name → what it last published."""
+    announced: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(kind, key) → last Event reason+message posted, so Events mark transitions only."""
+    lease_states: dict[str, str] = field(default_factory=dict)
+    slice_writes: int = 0
+    """API writes to ResourceSlices since start (for benchmarks and tests)."""
+
+    def inventories_on_node(self, node_name: str) -> list[str]:
+        """Names of node-local inventories of ``node_name``."""
+        return [name for name in self.view.inventory_names()
+                if ((self.view.inventory(name) or {}).get("spec") or {}).get("nodeName")
+                == node_name]
+
+    def inventory_for_pool(self, driver: str, pool: str) -> str | None:
+        """The inventory that publishes pool ``(driver, pool)``."""
+        for name, published in self.pools.items():
+            if published.pool.driver == driver and published.pool.name == pool:
+                return name
+        return None
+
+
+def utcnow() -> datetime.datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.datetime.now(datetime.UTC)
+
+
+def timestamp(moment: datetime.datetime) -> str:
+    """RFC 3339 with seconds, as Kubernetes writes ``metav1.Time``."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,1 @@
+"""kopf handlers: thin glue from watch events to the reconcilers in :mod:`kubedra.controller`."""

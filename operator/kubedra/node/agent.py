@@ -1,0 +1,142 @@
+"""The node agent's discovery loop and Lease.
+
+One agent runs per node and driver. It creates its DeviceInventory
+(``<node>-<driver>``, ``spec.nodeName`` = the node) if it is missing, discovers devices with the
+chosen backend and the inventory's ``spec.discovery`` settings, writes ``status.discovered`` by
+server-side apply (field manager ``kubedra-agent``) only when the result changed, and renews the
+Lease ``kubedra-agent-<node>`` in the operator's namespace so that the operator knows the pool is
+still backed by a live agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from pathlib import Path
+
+from kubernetes_asyncio.client import ApiClient, ApiException
+
+from kubedra import __version__, kube
+from kubedra.api.inventory import (
+    API_VERSION,
+    KIND,
+    DeviceInventory,
+    DiscoveredState,
+    DiscoverySettings,
+    agent_lease_name,
+)
+from kubedra.discovery import DiscoveryError, discover
+from kubedra.logging import get_logger
+from kubedra.settings import Settings
+
+log = get_logger(__name__)
+
+BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+
+
+def inventory_name(node_name: str, driver: str) -> str:
+    """The DeviceInventory an agent owns: ``<node>-<driver>``, e.g. ``demo-h200-gpu.kubedra.io``."""
+    return f"{node_name}-{driver}"
+
+
+def read_boot_id(path: Path = BOOT_ID_PATH) -> str | None:
+    """The kernel's boot ID, or None where it cannot be read."""
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+class Agent:
+    """The discovery loop and Lease renewal of one node agent.
+
+    Attributes:
+        discovered: the last discovery result written (None before the first scan).
+    """
+
+    def __init__(self, settings: Settings, api: ApiClient) -> None:
+        if not settings.node_name:
+            raise ValueError("the agent needs a node name (--node-name or KUBEDRA_NODE_NAME)")
+        self.settings = settings
+        self.api = api
+        self.node_name: str = settings.node_name
+        self.name = inventory_name(self.node_name, settings.driver)
+        self.discovered: DiscoveredState | None = None
+        self.scanned = asyncio.Event()
+
+    async def ensure_inventory(self) -> DeviceInventory:
+        """Read the agent's inventory, creating it for this node and driver if missing."""
+        raw = await kube.get_inventory(self.api, self.name)
+        if raw is None:
+            body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": self.name},
+                    "spec": {"driver": self.settings.driver, "nodeName": self.node_name}}
+            try:
+                raw = await kube.create_inventory(self.api, body)
+                log.info("created DeviceInventory", inventory=self.name)
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+                raw = await kube.get_inventory(self.api, self.name)
+                assert raw is not None
+        return DeviceInventory.from_api(raw)
+
+    async def scan(self) -> bool:
+        """Discover once and write ``status.discovered`` if it changed; True if written.
+
+        Raises:
+            DiscoveryError: the backend failed (the previous report stays).
+            ApiException: reading or writing the inventory failed.
+        """
+        inventory = await self.ensure_inventory()
+        discovery: DiscoverySettings = inventory.spec.discovery
+        result = await asyncio.to_thread(discover, self.settings.backend, discovery,
+                                         self.settings.sysfs_root)
+        current = inventory.status.discovered if inventory.status else None
+        state = DiscoveredState(
+            devices=result.devices, counter_sets=result.counter_sets or None,
+            backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
+            boot_id=read_boot_id(),
+            observed_time=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        if current is not None and _same(current, state):
+            self.discovered = current
+            return False
+        await kube.apply_discovered(self.api, self.name, state.to_api())
+        self.discovered = state
+        log.info("reported devices", inventory=self.name, devices=len(state.devices),
+                 counter_sets=len(state.counter_sets or []))
+        return True
+
+    async def run_discovery(self) -> None:
+        """Scan every ``rescan_interval`` seconds, forever; failures are logged and retried."""
+        while True:
+            try:
+                await self.scan()
+                self.scanned.set()
+            except (DiscoveryError, ApiException) as err:
+                log.warning("discovery failed; keeping the last report", error=str(err))
+            await asyncio.sleep(self.settings.rescan_interval)
+
+    async def run_lease(self) -> None:
+        """Renew the agent Lease three times per lease duration, forever."""
+        name = agent_lease_name(self.node_name)
+        while True:
+            try:
+                await kube.renew_lease(self.api, self.settings.namespace, name, self.node_name,
+                                       self.settings.lease_duration)
+            except ApiException as err:
+                log.warning("lease renewal failed", lease=name, error=str(err))
+            await asyncio.sleep(self.settings.lease_duration / 3)
+
+
+def _same(current: DiscoveredState, new: DiscoveredState) -> bool:
+    """Equal apart from the scan time."""
+    ignore = {"observed_time"}
+    return current.model_dump(exclude=ignore) == new.model_dump(exclude=ignore)
+
+
+async def run_agent(settings: Settings) -> None:
+    """Run the agent until cancelled: discovery loop and Lease renewal."""
+    api = await kube.make_api_client(settings.kubeconfig)
+    async with api:
+        agent = Agent(settings, api)
+        await asyncio.gather(agent.run_discovery(), agent.run_lease())
