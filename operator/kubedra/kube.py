@@ -18,11 +18,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient, ApiException
 
-<<<<<<< HEAD
-from kubedra.api import resource
-=======
-from kubedra.api import inventory
->>>>>>> main
+from kubedra.api import inventory, resource
 
 APPLY_PATCH = "application/apply-patch+yaml"
 """Content type of server-side apply; patch bodies are JSON, which is valid YAML."""
@@ -56,62 +52,6 @@ def is_conflict(err: BaseException) -> bool:
     return isinstance(err, ApiException) and err.status == 409
 
 
-<<<<<<< HEAD
-async def _call_json(api: ApiClient, method: str, path: str, *, body: Any = None,
-                     query: list[tuple[str, str]] | None = None,
-                     content_type: str = "application/json") -> Any:
-    """One API request whose response body is returned as parsed JSON (no client models, so
-    fields newer than kubernetes-asyncio's models survive). Raises ``ApiException``."""
-    return await api.call_api(
-        path, method, query_params=query or [], body=body,
-        header_params={"Accept": "application/json", "Content-Type": content_type},
-        response_types_map={200: "object", 201: "object"}, auth_settings=["BearerToken"],
-        _return_http_data_only=True)
-
-
-def _claim_path(namespace: str, name: str) -> str:
-    return f"/apis/{resource.API_VERSION}/namespaces/{namespace}/resourceclaims/{name}"
-
-
-async def get_resource_claim(api: ApiClient, namespace: str, name: str) -> resource.ResourceClaim:
-    """GET one ResourceClaim (needs ``get`` on ``resourceclaims``).
-
-    Raises:
-        ApiException: e.g. 404 when the claim does not exist.
-    """
-    return resource.ResourceClaim.from_api(
-        await _call_json(api, "GET", _claim_path(namespace, name)))
-
-
-async def apply_resource_claim_device_status(
-        api: ApiClient, namespace: str, name: str,
-        devices: list[resource.AllocatedDeviceStatus], field_manager: str) -> None:
-    """Server-side apply ``status.devices`` of a claim as ``field_manager`` (forced).
-
-    ``devices`` is everything this manager wants to own there: entries it owned before and
-    left out are removed, unless another manager still owns fields in them (the list is a map
-    keyed by driver, pool, device and shareID, and each entry's conditions a map keyed by type,
-    so the agent's ``Prepared`` and the operator's ``Ready`` coexist). An empty list withdraws
-    all of this manager's entries.
-
-    Permissions (``DRAResourceClaimGranularStatusAuthorization``, on by default since 1.36;
-    k8s.io/kubernetes pkg/registry/resource/utils.go ``AuthorizedForDeviceStatus``): ``patch``
-    on ``resourceclaims/status``, and for each driver whose entries change, verb
-    ``associated-node:patch`` (a service account whose token carries the node the allocation
-    names) or ``arbitrary-node:patch`` on ``resourceclaims/driver`` with that driver name as
-    resource name.
-
-    Raises:
-        ApiException: 404 when the claim is gone, 403 without the permissions above, 422 when an
-            entry names a device the claim has not been allocated.
-    """
-    status: dict[str, Any] = {"devices": [d.to_api() for d in devices]} if devices else {}
-    body = {"apiVersion": resource.API_VERSION, "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": namespace}, "status": status}
-    await _call_json(api, "PATCH", _claim_path(namespace, name) + "/status", body=body,
-                     query=[("fieldManager", field_manager), ("force", "true")],
-                     content_type=APPLY_PATCH)
-=======
 async def _raw(call: Awaitable[Any]) -> dict[str, Any]:
     """Await a kubernetes-asyncio call made with ``_preload_content=False`` and decode the JSON
     body (kubedra reads API objects as plain dicts and parses them with its own models).
@@ -198,11 +138,36 @@ async def apply_inventory_status(api: ApiClient, name: str, status: dict[str, An
 
 # --- ResourceClaims -----------------------------------------------------------------------------
 
+async def get_resource_claim(api: ApiClient, namespace: str, name: str) -> resource.ResourceClaim:
+    """GET one ResourceClaim (needs ``get`` on ``resourceclaims``).
+
+    Raises:
+        ApiException: e.g. 404 when the claim does not exist.
+    """
+    return resource.ResourceClaim.from_api(await _raw(
+        client.ResourceV1Api(api).read_namespaced_resource_claim(
+            name, namespace, _preload_content=False)))
+
+
 async def apply_claim_device_status(api: ApiClient, namespace: str, name: str,
                                     devices: list[dict[str, Any]], field_manager: str
                                     ) -> dict[str, Any]:
     """Server-side apply ``status.devices`` entries (keyed by driver, pool, device, shareID)
-    as ``field_manager``; entries and conditions owned by other managers stay."""
+    as ``field_manager``; entries and conditions owned by other managers stay.
+
+    ``devices`` is everything this manager wants to own there: entries it owned before and
+    left out are removed, unless another manager still owns fields in them (each entry's
+    conditions are a map keyed by type, so the agent's ``Prepared`` and the operator's ``Ready``
+    coexist); an empty list withdraws all of this manager's entries.
+
+    Permissions (``DRAResourceClaimGranularStatusAuthorization``, on by default since 1.36;
+    k8s.io/kubernetes v1.37.2 pkg/registry/resource/utils.go ``AuthorizedForDeviceStatus``):
+    ``patch`` on ``resourceclaims/status``, and for each driver whose entries change, verb
+    ``associated-node:patch`` (a ServiceAccount whose token names the node of the claim's
+    allocation, e.g. a DaemonSet pod's projected token) or ``arbitrary-node:patch`` on
+    ``resourceclaims/driver`` with the driver name as resource name. A missing permission is a
+    422 whose message names it.
+    """
     body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": namespace},
             "status": {"devices": devices}}
@@ -271,4 +236,3 @@ async def apply_discovered(api: ApiClient, name: str, discovered: dict[str, Any]
     """Server-side apply ``status.discovered`` of inventory ``name`` as the node agent."""
     await apply_inventory_status(api, name, {"discovered": discovered},
                                  inventory.AGENT_FIELD_MANAGER)
->>>>>>> main

@@ -5,10 +5,10 @@ NodePrepareResources / NodeUnprepareResources over the plugin's real unix socket
 agent's discovery (``PluginNode.devices``). It publishes the ResourceSlices itself; pods pinned
 to the kwok node ``plugin-node`` make kube-scheduler allocate the claims.
 
-The plugin talks to the API as the agent would in its DaemonSet: ServiceAccount
-``kubedra-agent`` bound to the ClusterRole in manifests/node-plugin-rbac.yaml, with a token
-from TokenRequest bound to a pod running on the node (so the token carries the node name,
-which the ``associated-node:patch`` permission on ``resourceclaims/driver`` requires).
+The plugin talks to the API as the agent would in its DaemonSet: a ServiceAccount bound to the
+rules of the agent's ClusterRole in manifests/rbac-agent.yaml, with a token from TokenRequest
+bound to a pod running on the node (so the token carries the node name, which the
+``associated-node:patch`` permission on ``resourceclaims/driver`` requires).
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ GPU_CLASS = "gpu.plugin.test.kubedra.io"
 OTHER_CLASS = "other.plugin.test.kubedra.io"
 AGENT_NAMESPACE = "kubedra-plugin-test"
 AGENT = "kubedra-agent"
-ROLE = "kubedra-node-plugin"
+ROLE = "kubedra-agent-plugin-test"
+"""A copy of the agent's ClusterRole under a name of its own (the e2e tests install the real
+one)."""
 NODE_GPUS = range(16)
 """The agent's GPUs gpu-0 … gpu-15 (each test uses its own, so no test waits for another's
 claims to be deallocated); the slice also publishes gpu-99, which the node lacks."""
@@ -106,8 +108,10 @@ async def cluster(control_plane: ControlPlane, admin_api: ApiClient) -> AsyncIte
 
     await core.create_namespace({"metadata": {"name": AGENT_NAMESPACE}})
     await core.create_namespaced_service_account(AGENT_NAMESPACE, {"metadata": {"name": AGENT}})
-    await rbac.create_cluster_role(yaml.safe_load(
-        (REPO / "manifests" / "node-plugin-rbac.yaml").read_text()))
+    role = next(doc for doc in yaml.safe_load_all((REPO / "manifests" / "rbac-agent.yaml")
+                                                  .read_text())
+                if doc["kind"] == "ClusterRole")
+    await rbac.create_cluster_role({"metadata": {"name": ROLE}, "rules": role["rules"]})
     await rbac.create_cluster_role_binding({
         "metadata": {"name": ROLE},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",

@@ -324,8 +324,9 @@ class ClaimPreparer:
                 last_transition_time=now)])
             for d in devices]
         try:
-            await kube.apply_resource_claim_device_status(
-                self._api, ref.namespace, ref.name, entries, AGENT_FIELD_MANAGER)
+            await kube.apply_claim_device_status(
+                self._api, ref.namespace, ref.name, [e.to_api() for e in entries],
+                AGENT_FIELD_MANAGER)
         except ApiException as err:
             if _refuses_any_json_write(err):
                 self._metrics.status_writes_skipped.inc()
