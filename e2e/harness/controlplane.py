@@ -357,6 +357,8 @@ class ControlPlane:
                 preexec_fn=None if self.detached else _die_with_parent)
         component = Component(name, proc.pid, command, log, proc)
         self.components.append(component)
+        if self.state_file.exists():
+            self._write_state()
         return component
 
     def stop_component(self, component: Component, timeout: float = 10.0) -> None:
@@ -370,6 +372,8 @@ class ControlPlane:
         if component.process is not None:
             component.process.wait(timeout=5)
         self.components.remove(component)
+        if self.state_file.exists():
+            self._write_state()
 
     def _wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
         while time.monotonic() < deadline:
