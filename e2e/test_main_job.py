@@ -86,8 +86,8 @@ async def test_h200_is_published_allocated_and_reported(
         "devices": [H200_GPU]}
     assert published["metadata"]["ownerReferences"][0]["kind"] == "DeviceInventory"
 
-    await create_gpu_pod(admin_api, namespace, "trainer", FITS)
-    await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG)
+    await create_gpu_pod(admin_api, namespace, "trainer", FITS, node="demo-h200")
+    await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG, node="demo-h200")
     core = client.CoreV1Api(admin_api)
 
     async def running() -> bool:
@@ -263,14 +263,16 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
     kubedra.add_node("claims-node")
     custom = client.CustomObjectsApi(admin_api)
     body = _static_inventory("claims", 2)
-    body["spec"]["driver"] = "gpu.kubedra.io"
     for device in body["spec"]["devices"]:
-        device["attributes"]["type"] = {"string": "gpu"}
+        device["attributes"]["suite"] = {"string": "claims"}
     await custom.create_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories", body)
     await _ready_inventory(admin_api, "claims")
-    pick = 'device.attributes["gpu.kubedra.io"].index == '
-    await create_gpu_pod(admin_api, namespace, "uses-0", pick + "0")
-    await create_gpu_pod(admin_api, namespace, "uses-1", pick + "1")
+    # other tests publish pci.kubedra.io devices with an index too: select ours by "suite"
+    pick = ('device.attributes["pci.kubedra.io"].?suite.orValue("") == "claims" && '
+            'device.attributes["pci.kubedra.io"].index == ')
+    for i in (0, 1):
+        await create_gpu_pod(admin_api, namespace, f"uses-{i}", pick + str(i),
+                             device_class="pci.kubedra.io", node="claims-node")
 
     async def ready_condition(pod: str, reason: str) -> dict[str, Any] | None:
         claim = await pod_claim(admin_api, namespace, pod)

@@ -92,18 +92,18 @@ async def test_seven_1g18gb_fit_and_an_eighth_stays_pending_and_blocks_7g(
     devices = []
     for i in range(7):
         await create_gpu_pod(admin_api, ns, f"small-{i}", profile("1g.18gb"),
-                             device_class="mig.gpu.kubedra.io")
+                             device_class="mig.gpu.kubedra.io", node=NODE)
         devices.append(await allocated_device(admin_api, ns, f"small-{i}"))
     assert sorted(devices) == [f"gpu-0-mig-1g18gb-s{s}" for s in range(7)]
     await create_gpu_pod(admin_api, ns, "small-7", profile("1g.18gb"),
-                         device_class="mig.gpu.kubedra.io")
+                         device_class="mig.gpu.kubedra.io", node=NODE)
     await stays_pending(admin_api, ns, "small-7")
     # with any 1g.18gb allocated, the 7g.141gb (all 8 memory slices) cannot be
     core = client.CoreV1Api(admin_api)
     for i in range(1, 8):
         await core.delete_namespaced_pod(f"small-{i}", ns)
     await create_gpu_pod(admin_api, ns, "full", profile("7g.141gb"),
-                         device_class="mig.gpu.kubedra.io")
+                         device_class="mig.gpu.kubedra.io", node=NODE)
     await stays_pending(admin_api, ns, "full")
 
 
@@ -111,7 +111,7 @@ async def test_two_3g71gb_fit(admin_api: ApiClient, gpu_free: str) -> None:
     ns = gpu_free
     for i in range(2):
         await create_gpu_pod(admin_api, ns, f"half-{i}", profile("3g.71gb"),
-                             device_class="mig.gpu.kubedra.io")
+                             device_class="mig.gpu.kubedra.io", node=NODE)
     assert {await allocated_device(admin_api, ns, "half-0"),
             await allocated_device(admin_api, ns, "half-1")} == {
         "gpu-0-mig-3g71gb-s0", "gpu-0-mig-3g71gb-s4"}
@@ -121,33 +121,33 @@ async def test_4g71gb_and_3g71gb_fit_only_at_starts_0_and_4(
         admin_api: ApiClient, gpu_free: str) -> None:
     ns = gpu_free
     await create_gpu_pod(admin_api, ns, "four", profile("4g.71gb"),
-                         device_class="mig.gpu.kubedra.io")
+                         device_class="mig.gpu.kubedra.io", node=NODE)
     assert await allocated_device(admin_api, ns, "four") == "gpu-0-mig-4g71gb-s0"
     await create_gpu_pod(admin_api, ns, "three", profile("3g.71gb"),
-                         device_class="mig.gpu.kubedra.io")
+                         device_class="mig.gpu.kubedra.io", node=NODE)
     assert await allocated_device(admin_api, ns, "three") == "gpu-0-mig-3g71gb-s4"
     # the GPU's 7 compute slices are now all taken: not even a 1g.18gb fits
     await create_gpu_pod(admin_api, ns, "one-more", profile("1g.18gb"),
-                         device_class="mig.gpu.kubedra.io")
+                         device_class="mig.gpu.kubedra.io", node=NODE)
     await stays_pending(admin_api, ns, "one-more")
 
 
 async def test_whole_gpu_excludes_every_partition(admin_api: ApiClient, gpu_free: str) -> None:
     ns = gpu_free
-    await create_gpu_pod(admin_api, ns, "whole", "true")
+    await create_gpu_pod(admin_api, ns, "whole", "true", node=NODE)
     assert await allocated_device(admin_api, ns, "whole") == "gpu-0"
-    await create_gpu_pod(admin_api, ns, "any-mig", "true", device_class="mig.gpu.kubedra.io")
+    await create_gpu_pod(admin_api, ns, "any-mig", "true", device_class="mig.gpu.kubedra.io", node=NODE)
     await stays_pending(admin_api, ns, "any-mig")
 
 
 async def test_a_partition_excludes_the_whole_gpu(admin_api: ApiClient, gpu_free: str) -> None:
     ns = gpu_free
     await create_gpu_pod(admin_api, ns, "tiny", profile("1g.18gb+me"),
-                         device_class="mig.gpu.kubedra.io")
+                         device_class="mig.gpu.kubedra.io", node=NODE)
     assert await allocated_device(admin_api, ns, "tiny") == "gpu-0-mig-1g18gb-me-s0"
-    await create_gpu_pod(admin_api, ns, "whole", "true")
+    await create_gpu_pod(admin_api, ns, "whole", "true", node=NODE)
     await stays_pending(admin_api, ns, "whole")
     # only one media-extension partition at a time (one OFA engine)
     await create_gpu_pod(admin_api, ns, "tiny-2", profile("1g.18gb+me"),
-                         device_class="mig.gpu.kubedra.io")
+                         device_class="mig.gpu.kubedra.io", node=NODE)
     await stays_pending(admin_api, ns, "tiny-2")
