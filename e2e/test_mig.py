@@ -136,7 +136,8 @@ async def test_whole_gpu_excludes_every_partition(admin_api: ApiClient, gpu_free
     ns = gpu_free
     await create_gpu_pod(admin_api, ns, "whole", "true", node=NODE)
     assert await allocated_device(admin_api, ns, "whole") == "gpu-0"
-    await create_gpu_pod(admin_api, ns, "any-mig", "true", device_class="mig.gpu.kubedra.io", node=NODE)
+    await create_gpu_pod(admin_api, ns, "any-mig", "true", device_class="mig.gpu.kubedra.io",
+                         node=NODE)
     await stays_pending(admin_api, ns, "any-mig")
 
 
