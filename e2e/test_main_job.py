@@ -330,3 +330,46 @@ async def test_an_agent_may_only_write_its_own_nodes_inventory(kubedra: Kubedra)
         assert denied.value.status == 403
         assert ("the node agent may only write the DeviceInventory of the node its pod runs on"
                 in denied.value.body)
+
+
+async def test_claim_whose_config_the_api_server_refuses_to_update_is_not_retried(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+    """kube-apiserver v1.37.2 refuses every JSON status write to a claim whose opaque
+    parameters were stored as non-canonical JSON (as any Python client sends them): it
+    re-encodes them and finds status.allocation "modified". The operator logs it once and
+    moves on instead of retrying a write that cannot succeed."""
+    kubedra.add_node("config-node")
+    custom = client.CustomObjectsApi(admin_api)
+    body = _static_inventory("config", 2)
+    for device in body["spec"]["devices"]:
+        device["attributes"]["suite"] = {"string": "config"}
+    await custom.create_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories", body)
+    await _ready_inventory(admin_api, "config")
+    resource, core = client.ResourceV1Api(admin_api), client.CoreV1Api(admin_api)
+    pick = 'device.attributes["pci.kubedra.io"].?suite.orValue("") == "config"'
+    for name, config in (("with-config", True), ("plain", False)):
+        spec: dict[str, Any] = {"devices": {"requests": [{"name": "dev", "exactly": {
+            "deviceClassName": "pci.kubedra.io", "selectors": [{"cel": {"expression": pick}}]}}]}}
+        if config:  # sent as json.dumps(...) by the client: with spaces, i.e. not canonical
+            spec["devices"]["config"] = [{"opaque": {"driver": "pci.kubedra.io", "parameters": {
+                "apiVersion": "pci.kubedra.io/v1alpha1", "kind": "PciConfig"}}}]
+        await resource.create_namespaced_resource_claim(
+            namespace, {"metadata": {"name": name}, "spec": spec})
+        await core.create_namespaced_pod(namespace, {
+            "metadata": {"name": name},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": "config-node"},
+                     "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+                     "resourceClaims": [{"name": "dev", "resourceClaimName": name}],
+                     "containers": [{"name": "main", "image": "registry.invalid/app:1",
+                                     "resources": {"claims": [{"name": "dev"}]}}]}})
+
+    async def plain_reported() -> bool:
+        claim = await resource.read_namespaced_resource_claim("plain", namespace)
+        return bool(claim.status.devices)
+    await eventually(plain_reported, timeout=60, what="the plain claim reported")
+    refused = await resource.read_namespaced_resource_claim("with-config", namespace)
+    assert refused.status.allocation is not None
+    assert not refused.status.devices
+    log = (kubedra.plane.logs / "kubedra-operator.log").read_text()
+    assert log.count(f"claim={namespace}/with-config") == 1
+    assert "the API server refuses status writes to this claim" in log

@@ -176,6 +176,29 @@ async def apply_claim_device_status(api: ApiClient, namespace: str, name: str,
         _content_type=APPLY_PATCH, _preload_content=False))
 
 
+def refuses_claim_status_writes(err: BaseException) -> bool:
+    """Whether the API server rejected a status write because ``status.allocation`` "changed"
+    although the write did not touch it.
+
+    This happens when an opaque config's ``parameters`` in the claim or its class were stored
+    as non-canonical JSON (whitespace, unsorted keys; e.g. created by a Python client): the
+    server decodes a JSON write, re-encodes the parameters canonically, and its immutability
+    check compares ``RawExtension`` bytes (k8s.io/kubernetes v1.37.2
+    pkg/apis/resource/validation/validation.go, ``ValidateImmutableField`` of
+    ``status.allocation``), so every JSON write of the claim's status fails the same way.
+    Clients using protobuf (kube-scheduler) are not affected. Retrying cannot help.
+    """
+    if not isinstance(err, ApiException) or err.status != 422:
+        return False
+    try:
+        causes = json.loads(err.body or "")["details"]["causes"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return any(c.get("field") == "status.allocation"
+               and "field cannot be modified once set" in c.get("message", "")
+               for c in causes)
+
+
 # --- Events ---------------------------------------------------------------------------------------
 
 async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: str, reason: str,

@@ -328,7 +328,7 @@ class ClaimPreparer:
                 self._api, ref.namespace, ref.name, [e.to_api() for e in entries],
                 AGENT_FIELD_MANAGER)
         except ApiException as err:
-            if _refuses_any_json_write(err):
+            if kube.refuses_claim_status_writes(err):
                 self._metrics.status_writes_skipped.inc()
                 log.warning("the API server refuses status writes to this claim: its opaque "
                             "config is not canonical JSON (see docs/node-plugin.md); "
@@ -457,29 +457,6 @@ class ClaimPreparer:
     def _update_gauge(self) -> None:
         self._metrics.prepared_claims.set(sum(
             1 for c in self._checkpoint.claims.values() if c.state == "PrepareCompleted"))
-
-
-def _refuses_any_json_write(err: ApiException) -> bool:
-    """Whether the API server rejected a status write because ``status.allocation`` "changed"
-    although the write did not touch it.
-
-    This happens when an opaque config's ``parameters`` in the claim or its class were stored
-    as non-canonical JSON (whitespace, unsorted keys; e.g. created by a Python client): the
-    server decodes a JSON write, re-encodes the parameters canonically, and its immutability
-    check compares ``RawExtension`` bytes (k8s.io/kubernetes v1.37.2
-    pkg/apis/resource/validation/validation.go, ``ValidateImmutableField`` of
-    ``status.allocation``), so every JSON write of the claim's status fails the same way.
-    Clients using protobuf (kube-scheduler) are not affected. Retrying cannot help.
-    """
-    if err.status != 422:
-        return False
-    try:
-        causes = json.loads(err.body or "")["details"]["causes"]
-    except (ValueError, KeyError, TypeError):
-        return False
-    return any(c.get("field") == "status.allocation"
-               and "field cannot be modified once set" in c.get("message", "")
-               for c in causes)
 
 
 def _api_message(err: ApiException) -> str:
