@@ -14,28 +14,11 @@ from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
 from kubedra.kube import make_api_client
+from tests.support.h200 import H200_GPU0
 
 pytestmark = pytest.mark.cluster
 
-H200_GPU = {
-    "name": "gpu-0",
-    "attributes": {
-        "type": {"string": "gpu"},
-        "productName": {"string": "NVIDIA H200"},
-        "architecture": {"string": "Hopper"},
-        "cudaComputeCapability": {"version": "9.0.0"},
-        "driverVersion": {"version": "580.159.4"},
-        "cudaDriverVersion": {"version": "13.0.0"},
-        "uuid": {"string": "GPU-3f1c9a52-7d4e-4b8a-9c21-5e6f7a8b9c0d"},
-        "minor": {"int": 0},
-        "migCapable": {"bool": True},
-        "migEnabled": {"bool": False},
-        "eccEnabled": {"bool": True},
-        "resource.kubernetes.io/pciBusID": {"string": "0000:00:06.0"},
-        "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
-    },
-    "capacity": {"memory": {"value": "143771Mi"}, "multiprocessors": {"value": "132"}},
-}
+H200_GPU = {k: v for k, v in H200_GPU0.items() if k != "health"}  # as published in a slice
 FITS = ('device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("140Gi")) >= 0 && '
         'device.attributes["gpu.kubedra.io"].cudaComputeCapability.compareTo('
         'semver("9.0.0")) >= 0')
@@ -63,6 +46,17 @@ def _static_inventory(name: str, devices: int, *, node: str | None = None) -> di
         spec["pool"] = name
     return {"apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
             "metadata": {"name": name}, "spec": spec}
+
+
+async def _suite_inventory(api: ApiClient, suite: str) -> None:
+    """A published static inventory ``suite`` of two pci.kubedra.io devices carrying the
+    attribute ``suite`` (other tests publish devices with an ``index`` too: select by it)."""
+    body = _static_inventory(suite, 2)
+    for device in body["spec"]["devices"]:
+        device["attributes"]["suite"] = {"string": suite}
+    await client.CustomObjectsApi(api).create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", body)
+    await _ready_inventory(api, suite)
 
 
 async def test_h200_is_published_allocated_and_reported(
@@ -262,12 +256,7 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
         kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
     kubedra.add_node("claims-node")
     custom = client.CustomObjectsApi(admin_api)
-    body = _static_inventory("claims", 2)
-    for device in body["spec"]["devices"]:
-        device["attributes"]["suite"] = {"string": "claims"}
-    await custom.create_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories", body)
-    await _ready_inventory(admin_api, "claims")
-    # other tests publish pci.kubedra.io devices with an index too: select ours by "suite"
+    await _suite_inventory(admin_api, "claims")
     pick = ('device.attributes["pci.kubedra.io"].?suite.orValue("") == "claims" && '
             'device.attributes["pci.kubedra.io"].index == ')
     for i in (0, 1):
@@ -339,12 +328,7 @@ async def test_claim_whose_config_the_api_server_refuses_to_update_is_not_retrie
     re-encodes them and finds status.allocation "modified". The operator logs it once and
     moves on instead of retrying a write that cannot succeed."""
     kubedra.add_node("config-node")
-    custom = client.CustomObjectsApi(admin_api)
-    body = _static_inventory("config", 2)
-    for device in body["spec"]["devices"]:
-        device["attributes"]["suite"] = {"string": "config"}
-    await custom.create_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories", body)
-    await _ready_inventory(admin_api, "config")
+    await _suite_inventory(admin_api, "config")
     resource, core = client.ResourceV1Api(admin_api), client.CoreV1Api(admin_api)
     pick = 'device.attributes["pci.kubedra.io"].?suite.orValue("") == "config"'
     for name, config in (("with-config", True), ("plain", False)):
