@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries test test-unit lint cluster-up cluster-down demo crds clean
+.PHONY: venv binaries test test-unit lint cluster-up cluster-down demo demo-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ cluster-up: venv binaries
 
 cluster-down: venv
 	@$(PY) -m e2e.harness down
+
+## demo: the main job on a local control plane (KEEP=1 leaves the cluster running)
+demo: venv binaries
+	$(PY) -m e2e.demo $(if $(KEEP),--keep)
+
+demo-down: venv
+	@KUBEDRA_CLUSTER_DIR=.cache/clusters/demo $(PY) -m e2e.harness down
 
 clean:
 	rm -rf $(VENV) .cache/clusters

@@ -41,9 +41,12 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 
 
 async def create_gpu_pod(api: ApiClient, namespace: str, name: str, selector: str, *,
-                         device_class: str = "gpu.kubedra.io") -> None:
+                         device_class: str = "gpu.kubedra.io", node: str | None = None) -> None:
     """A ResourceClaimTemplate asking for one device of ``device_class`` matching the CEL
-    ``selector``, and a pod (for kwok nodes) that uses it."""
+    ``selector``, and a pod (for kwok nodes, or for ``node`` only) that uses it."""
+    node_selector = {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1]}
+    if node:
+        node_selector["kubernetes.io/hostname"] = node
     await client.ResourceV1Api(api).create_namespaced_resource_claim_template(namespace, {
         "metadata": {"name": name},
         "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
@@ -52,7 +55,7 @@ async def create_gpu_pod(api: ApiClient, namespace: str, name: str, selector: st
     await client.CoreV1Api(api).create_namespaced_pod(namespace, {
         "metadata": {"name": name},
         "spec": {
-            "nodeSelector": {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1]},
+            "nodeSelector": node_selector,
             "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
             "containers": [{"name": "main", "image": "registry.invalid/cuda-app:1",

@@ -13,28 +13,12 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+from kubedra.kube import make_api_client
+from tests.support.h200 import H200_GPU0
 
 pytestmark = pytest.mark.cluster
 
-H200_GPU = {
-    "name": "gpu-0",
-    "attributes": {
-        "type": {"string": "gpu"},
-        "productName": {"string": "NVIDIA H200"},
-        "architecture": {"string": "Hopper"},
-        "cudaComputeCapability": {"version": "9.0.0"},
-        "driverVersion": {"version": "580.159.4"},
-        "cudaDriverVersion": {"version": "13.0.0"},
-        "uuid": {"string": "GPU-3f1c9a52-7d4e-4b8a-9c21-5e6f7a8b9c0d"},
-        "minor": {"int": 0},
-        "migCapable": {"bool": True},
-        "migEnabled": {"bool": False},
-        "eccEnabled": {"bool": True},
-        "resource.kubernetes.io/pciBusID": {"string": "0000:00:06.0"},
-        "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
-    },
-    "capacity": {"memory": {"value": "143771Mi"}, "multiprocessors": {"value": "132"}},
-}
+H200_GPU = {k: v for k, v in H200_GPU0.items() if k != "health"}  # as published in a slice
 FITS = ('device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("140Gi")) >= 0 && '
         'device.attributes["gpu.kubedra.io"].cudaComputeCapability.compareTo('
         'semver("9.0.0")) >= 0')
@@ -64,6 +48,17 @@ def _static_inventory(name: str, devices: int, *, node: str | None = None) -> di
             "metadata": {"name": name}, "spec": spec}
 
 
+async def _suite_inventory(api: ApiClient, suite: str) -> None:
+    """A published static inventory ``suite`` of two pci.kubedra.io devices carrying the
+    attribute ``suite`` (other tests publish devices with an ``index`` too: select by it)."""
+    body = _static_inventory(suite, 2)
+    for device in body["spec"]["devices"]:
+        device["attributes"]["suite"] = {"string": suite}
+    await client.CustomObjectsApi(api).create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", body)
+    await _ready_inventory(api, suite)
+
+
 async def test_h200_is_published_allocated_and_reported(
         kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
     kubedra.add_node("demo-h200", {"kubedra.io/gpu": "true"})
@@ -85,8 +80,8 @@ async def test_h200_is_published_allocated_and_reported(
         "devices": [H200_GPU]}
     assert published["metadata"]["ownerReferences"][0]["kind"] == "DeviceInventory"
 
-    await create_gpu_pod(admin_api, namespace, "trainer", FITS)
-    await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG)
+    await create_gpu_pod(admin_api, namespace, "trainer", FITS, node="demo-h200")
+    await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG, node="demo-h200")
     core = client.CoreV1Api(admin_api)
 
     async def running() -> bool:
@@ -255,3 +250,110 @@ async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
     assert restored["status"]["deviceCount"] == 1
     [back] = await slices_of(admin_api, name)
     assert back["spec"]["devices"] == [H200_GPU]
+
+
+async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+    kubedra.add_node("claims-node")
+    custom = client.CustomObjectsApi(admin_api)
+    await _suite_inventory(admin_api, "claims")
+    pick = ('device.attributes["pci.kubedra.io"].?suite.orValue("") == "claims" && '
+            'device.attributes["pci.kubedra.io"].index == ')
+    for i in (0, 1):
+        await create_gpu_pod(admin_api, namespace, f"uses-{i}", pick + str(i),
+                             device_class="pci.kubedra.io", node="claims-node")
+
+    async def ready_condition(pod: str, reason: str) -> dict[str, Any] | None:
+        claim = await pod_claim(admin_api, namespace, pod)
+        for entry in (claim or {}).get("status", {}).get("devices") or []:
+            for cond in entry.get("conditions") or []:
+                if cond["type"] == "Ready" and cond["reason"] == reason:
+                    return {**cond, "claim": claim}
+        return None
+
+    for pod in ("uses-0", "uses-1"):
+        await eventually(lambda pod=pod: ready_condition(pod, "Allocated"),  # type: ignore[misc]
+                         timeout=60, what=f"{pod} Allocated")
+
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", "claims",
+        [{"op": "add", "path": "/spec/overrides", "value": [{"device": "dev-000",
+                                                              "disabled": True}]},
+         {"op": "add", "path": "/spec/devices/1/health", "value": "Unhealthy"},
+         {"op": "add", "path": "/spec/devices/1/healthMessage", "value": "XID 79"}])
+    gone = await eventually(lambda: ready_condition("uses-0", "DeviceNotFound"), timeout=60,
+                            what="uses-0 DeviceNotFound")
+    assert (gone["status"], gone["message"]) == (
+        "False", "pool claims (DeviceInventory claims) no longer has device dev-000")
+    sick = await eventually(lambda: ready_condition("uses-1", "DeviceUnhealthy"), timeout=60,
+                            what="uses-1 DeviceUnhealthy")
+    assert (sick["status"], sick["message"]) == (
+        "False", "device dev-001 in pool claims is unhealthy: XID 79")
+    events = await client.CoreV1Api(admin_api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={sick['claim']['metadata']['name']}")
+    assert [(e.type, e.reason, e.message) for e in events.items] == [
+        ("Warning", "DeviceNotReady", "device dev-001 in pool claims is unhealthy: XID 79")]
+    [published] = await slices_of(admin_api, "claims")
+    assert [(d["name"], d.get("taints")) for d in published["spec"]["devices"]] == [
+        ("dev-001", [{"key": "kubedra.io/unhealthy", "value": "XID-79", "effect": "NoSchedule",
+                      "timeAdded": published["spec"]["devices"][0]["taints"][0]["timeAdded"]}])]
+
+
+async def test_an_agent_may_only_write_its_own_nodes_inventory(kubedra: Kubedra) -> None:
+    kubedra.add_node("honest-node")
+    config = kubedra.plane.kubeconfig_for_service_account(
+        "kubedra-system", "kubedra-agent", bound_pod="kubedra-agent-honest-node")
+    agent_api = await make_api_client(config)
+    async with agent_api:
+        custom = client.CustomObjectsApi(agent_api)
+        own = {"apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+               "metadata": {"name": "honest-node-pci.kubedra.io"},
+               "spec": {"driver": "pci.kubedra.io", "nodeName": "honest-node"}}
+        await custom.create_cluster_custom_object("kubedra.io", "v1alpha1",
+                                                  "deviceinventories", own)
+        other = {**own, "metadata": {"name": "other-node-pci.kubedra.io"},
+                 "spec": {"driver": "pci.kubedra.io", "nodeName": "other-node"}}
+        with pytest.raises(ApiException) as denied:
+            await custom.create_cluster_custom_object("kubedra.io", "v1alpha1",
+                                                      "deviceinventories", other)
+        assert denied.value.status == 403
+        assert ("the node agent may only write the DeviceInventory of the node its pod runs on"
+                in denied.value.body)
+
+
+async def test_claim_whose_config_the_api_server_refuses_to_update_is_not_retried(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+    """kube-apiserver v1.37.2 refuses every JSON status write to a claim whose opaque
+    parameters were stored as non-canonical JSON (as any Python client sends them): it
+    re-encodes them and finds status.allocation "modified". The operator logs it once and
+    moves on instead of retrying a write that cannot succeed."""
+    kubedra.add_node("config-node")
+    await _suite_inventory(admin_api, "config")
+    resource, core = client.ResourceV1Api(admin_api), client.CoreV1Api(admin_api)
+    pick = 'device.attributes["pci.kubedra.io"].?suite.orValue("") == "config"'
+    for name, config in (("with-config", True), ("plain", False)):
+        spec: dict[str, Any] = {"devices": {"requests": [{"name": "dev", "exactly": {
+            "deviceClassName": "pci.kubedra.io", "selectors": [{"cel": {"expression": pick}}]}}]}}
+        if config:  # sent as json.dumps(...) by the client: with spaces, i.e. not canonical
+            spec["devices"]["config"] = [{"opaque": {"driver": "pci.kubedra.io", "parameters": {
+                "apiVersion": "pci.kubedra.io/v1alpha1", "kind": "PciConfig"}}}]
+        await resource.create_namespaced_resource_claim(
+            namespace, {"metadata": {"name": name}, "spec": spec})
+        await core.create_namespaced_pod(namespace, {
+            "metadata": {"name": name},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": "config-node"},
+                     "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+                     "resourceClaims": [{"name": "dev", "resourceClaimName": name}],
+                     "containers": [{"name": "main", "image": "registry.invalid/app:1",
+                                     "resources": {"claims": [{"name": "dev"}]}}]}})
+
+    async def plain_reported() -> bool:
+        claim = await resource.read_namespaced_resource_claim("plain", namespace)
+        return bool(claim.status.devices)
+    await eventually(plain_reported, timeout=60, what="the plain claim reported")
+    refused = await resource.read_namespaced_resource_claim("with-config", namespace)
+    assert refused.status.allocation is not None
+    assert not refused.status.devices
+    log = (kubedra.plane.logs / "kubedra-operator.log").read_text()
+    assert log.count(f"claim={namespace}/with-config") == 1
+    assert "the API server refuses status writes to this claim" in log

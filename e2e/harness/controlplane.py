@@ -243,12 +243,7 @@ class ControlPlane:
             _signal(comp, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for comp in reversed(self.components):
-            while _alive(comp) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _alive(comp):
-                _signal(comp, signal.SIGKILL)
-            if comp.process is not None:
-                comp.process.wait(timeout=5)
+            _reap(comp, deadline)
         self.components.clear()
         self.state_file.unlink(missing_ok=True)
 
@@ -357,19 +352,17 @@ class ControlPlane:
                 preexec_fn=None if self.detached else _die_with_parent)
         component = Component(name, proc.pid, command, log, proc)
         self.components.append(component)
+        if self.state_file.exists():
+            self._write_state()
         return component
 
     def stop_component(self, component: Component, timeout: float = 10.0) -> None:
         """SIGTERM one component (SIGKILL after ``timeout`` seconds) and forget it."""
         _signal(component, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _alive(component) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _alive(component):
-            _signal(component, signal.SIGKILL)
-        if component.process is not None:
-            component.process.wait(timeout=5)
+        _reap(component, time.monotonic() + timeout)
         self.components.remove(component)
+        if self.state_file.exists():
+            self._write_state()
 
     def _wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
         while time.monotonic() < deadline:
@@ -431,6 +424,16 @@ def _is_ours(comp: Component) -> bool:
     except OSError:
         return False
     return cmdline[0].decode(errors="replace") == comp.args[0] and ") Z " not in stat
+
+
+def _reap(comp: Component, deadline: float) -> None:
+    """Wait until ``comp`` exits after SIGTERM, SIGKILL it at ``deadline``, collect it."""
+    while _alive(comp) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(comp):
+        _signal(comp, signal.SIGKILL)
+    if comp.process is not None:
+        comp.process.wait(timeout=5)
 
 
 def _signal(comp: Component, sig: signal.Signals) -> None:

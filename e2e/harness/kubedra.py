@@ -87,14 +87,23 @@ class Kubedra:
         bound to the node's stand-in agent pod."""
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=f"kubedra-agent-{node}")
+        host = self.node_dir(node)
         agent = self.plane.spawn(
             f"kubedra-agent-{node}",
             [sys.executable, "-m", "kubedra", "agent"],
             env=self._env(kubeconfig=str(config), namespace=NAMESPACE, node_name=node,
                           backend=backend, driver=driver, lease_duration=str(lease_duration),
-                          rescan_interval=str(rescan_interval)))
+                          rescan_interval=str(rescan_interval), metrics_port="0",
+                          kubelet_registry_dir=str(host / "plugins_registry"),
+                          kubelet_plugins_dir=str(host / "plugins"),
+                          cdi_dir=str(host / "cdi")))
         self.agents[node] = agent
         return agent
+
+    def node_dir(self, node: str) -> Path:
+        """Where the agent of ``node`` keeps what a real node has under /var/lib/kubelet and
+        /var/run/cdi (registration and DRA sockets, checkpoint, CDI specs)."""
+        return self.plane.workdir / "nodes" / node
 
     def stop_agent(self, node: str) -> None:
         """Stop the agent of ``node`` (its Lease then expires)."""

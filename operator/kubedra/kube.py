@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient, ApiException
 
-from kubedra.api import inventory
+from kubedra.api import inventory, resource
 
 APPLY_PATCH = "application/apply-patch+yaml"
 """Content type of server-side apply; patch bodies are JSON, which is valid YAML."""
@@ -138,17 +138,65 @@ async def apply_inventory_status(api: ApiClient, name: str, status: dict[str, An
 
 # --- ResourceClaims -----------------------------------------------------------------------------
 
+async def get_resource_claim(api: ApiClient, namespace: str, name: str) -> resource.ResourceClaim:
+    """GET one ResourceClaim (needs ``get`` on ``resourceclaims``).
+
+    Raises:
+        ApiException: e.g. 404 when the claim does not exist.
+    """
+    return resource.ResourceClaim.from_api(await _raw(
+        client.ResourceV1Api(api).read_namespaced_resource_claim(
+            name, namespace, _preload_content=False)))
+
+
 async def apply_claim_device_status(api: ApiClient, namespace: str, name: str,
                                     devices: list[dict[str, Any]], field_manager: str
                                     ) -> dict[str, Any]:
     """Server-side apply ``status.devices`` entries (keyed by driver, pool, device, shareID)
-    as ``field_manager``; entries and conditions owned by other managers stay."""
+    as ``field_manager``; entries and conditions owned by other managers stay.
+
+    ``devices`` is everything this manager wants to own there: entries it owned before and
+    left out are removed, unless another manager still owns fields in them (each entry's
+    conditions are a map keyed by type, so the agent's ``Prepared`` and the operator's ``Ready``
+    coexist); an empty list withdraws all of this manager's entries.
+
+    Permissions (``DRAResourceClaimGranularStatusAuthorization``, on by default since 1.36;
+    k8s.io/kubernetes v1.37.2 pkg/registry/resource/utils.go ``AuthorizedForDeviceStatus``):
+    ``patch`` on ``resourceclaims/status``, and for each driver whose entries change, verb
+    ``associated-node:patch`` (a ServiceAccount whose token names the node of the claim's
+    allocation, e.g. a DaemonSet pod's projected token) or ``arbitrary-node:patch`` on
+    ``resourceclaims/driver`` with the driver name as resource name. A missing permission is a
+    422 whose message names it.
+    """
     body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": namespace},
             "status": {"devices": devices}}
     return await _raw(client.ResourceV1Api(api).patch_namespaced_resource_claim_status(
         name, namespace, body, field_manager=field_manager, force=True,
         _content_type=APPLY_PATCH, _preload_content=False))
+
+
+def refuses_claim_status_writes(err: BaseException) -> bool:
+    """Whether the API server rejected a status write because ``status.allocation`` "changed"
+    although the write did not touch it.
+
+    This happens when an opaque config's ``parameters`` in the claim or its class were stored
+    as non-canonical JSON (whitespace, unsorted keys; e.g. created by a Python client): the
+    server decodes a JSON write, re-encodes the parameters canonically, and its immutability
+    check compares ``RawExtension`` bytes (k8s.io/kubernetes v1.37.2
+    pkg/apis/resource/validation/validation.go, ``ValidateImmutableField`` of
+    ``status.allocation``), so every JSON write of the claim's status fails the same way.
+    Clients using protobuf (kube-scheduler) are not affected. Retrying cannot help.
+    """
+    if not isinstance(err, ApiException) or err.status != 422:
+        return False
+    try:
+        causes = json.loads(err.body or "")["details"]["causes"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return any(c.get("field") == "status.allocation"
+               and "field cannot be modified once set" in c.get("message", "")
+               for c in causes)
 
 
 # --- Events ---------------------------------------------------------------------------------------

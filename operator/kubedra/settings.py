@@ -15,6 +15,9 @@ import click
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.logging import LogFormat
+from kubedra.node.cdi import DEFAULT_CDI_DIR
+from kubedra.node.checkpoint import DEFAULT_BOOT_ID_PATH
+from kubedra.node.sockets import DEFAULT_PLUGINS_DIR, DEFAULT_REGISTRY_DIR
 
 
 class Settings(BaseSettings):
@@ -41,6 +44,16 @@ class Settings(BaseSettings):
     """Seconds an agent Lease stays valid without renewal."""
     metrics_port: int = 8080
     """Port of ``/metrics`` and ``/healthz``; 0 disables the endpoint."""
+    kubelet_registry_dir: Path = DEFAULT_REGISTRY_DIR
+    """The kubelet's plugin registration directory: the registration socket goes here."""
+    kubelet_plugins_dir: Path = DEFAULT_PLUGINS_DIR
+    """The kubelet's plugins directory: DRA socket, checkpoint and lock go in ``<driver>/``."""
+    cdi_dir: Path = DEFAULT_CDI_DIR
+    """Where the plugin writes CDI specs (the container runtime's dynamic CDI directory)."""
+    boot_id_path: Path = DEFAULT_BOOT_ID_PATH
+    """The kernel's boot ID file; prepared claims of an earlier boot are prepared again."""
+    pod_uid: str | None = None
+    """The agent pod's UID (downward API); when set, sockets get rolling-update names."""
 
     # operator
     lease_check_interval: float = 5.0

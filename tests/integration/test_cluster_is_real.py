@@ -115,15 +115,16 @@ async def test_scheduler_allocates_the_device_the_selector_admits(
     deleted: dict[str, Any] = {}
 
     async def watch_claim() -> None:
+        # from the version just read, so no event after it can be missed
         async for event in stream.stream(
                 resource.list_namespaced_resource_claim, namespace,
-                field_selector=f"metadata.name={claim_name}", timeout_seconds=60):
+                field_selector=f"metadata.name={claim_name}", timeout_seconds=60,
+                resource_version=claim["metadata"]["resourceVersion"]):
             if event["type"] == "DELETED":
                 deleted.update(event["raw_object"])
                 return
 
     watcher = asyncio.create_task(watch_claim())
-    await asyncio.sleep(0)  # let the watch start before the deletion
     await core.delete_namespaced_pod("fits", namespace)
     await asyncio.wait_for(watcher, timeout=60)
     stream.stop()

@@ -59,9 +59,12 @@ def pcis() -> DiscoveryResult:
     return pci_inventory(parse_pci_functions(RecordedSysfs(H200).records()), None)
 
 
-def test_every_manifest_is_one_device_class() -> None:
-    assert sorted(path.name for path in CLASSES.iterdir()) == [
-        "gpu.kubedra.io.yaml", "mig.gpu.kubedra.io.yaml", "pci.kubedra.io.yaml"]
+def test_every_manifest_is_one_device_class_and_all_are_installed() -> None:
+    classes = ["gpu.kubedra.io.yaml", "mig.gpu.kubedra.io.yaml", "pci.kubedra.io.yaml"]
+    assert sorted(path.name for path in CLASSES.iterdir()) == sorted(
+        [*classes, "kustomization.yaml"])
+    kustomization = yaml.safe_load((CLASSES / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == classes
 
 
 def test_gpu_class_selects_whole_gpus_only(gpus: DiscoveryResult, pcis: DiscoveryResult) -> None:

@@ -24,30 +24,12 @@ from kubedra.discovery.nvml import parse_nvml
 from kubedra.discovery.nvml_live import LiveNvml
 from kubedra.discovery.recorded import RecordedNvml, RecordedSysfs
 from kubedra.discovery.sysfs import parse_pci_functions
+from tests.support.h200 import H200_GPU0
 from tests.unit.nvml_fake import RecordedPynvml
 
 H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
 
-H200_GPU: dict[str, Any] = {
-    "name": "gpu-0",
-    "attributes": {
-        "type": {"string": "gpu"},
-        "productName": {"string": "NVIDIA H200"},
-        "architecture": {"string": "Hopper"},
-        "cudaComputeCapability": {"version": "9.0.0"},
-        "driverVersion": {"version": "580.159.4"},
-        "cudaDriverVersion": {"version": "13.0.0"},
-        "uuid": {"string": "GPU-3f1c9a52-7d4e-4b8a-9c21-5e6f7a8b9c0d"},
-        "minor": {"int": 0},
-        "migCapable": {"bool": True},
-        "migEnabled": {"bool": False},
-        "eccEnabled": {"bool": True},
-        "resource.kubernetes.io/pciBusID": {"string": "0000:00:06.0"},
-        "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
-    },
-    "capacity": {"memory": {"value": "143771Mi"}, "multiprocessors": {"value": "132"}},
-    "health": "Healthy",
-}
+H200_GPU = H200_GPU0
 
 
 def h200_document() -> dict[str, Any]:

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes_asyncio.client import ApiException
+
 from kubedra import kube
 from kubedra.api.inventory import OPERATOR_FIELD_MANAGER
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.state import OperatorState, timestamp, utcnow
+from kubedra.logging import get_logger
 
 COMPONENT = "kubedra-operator"
+log = get_logger(__name__)
 
 
 def _device_condition(state: OperatorState, result: dict[str, Any]) -> tuple[bool, str, str]:
@@ -56,12 +60,14 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
         ApiException: the status write failed (the caller retries with back-off).
     """
     claim = state.view.claim(namespace, name)
-    if claim is None:
+    if claim is None:  # deleted or deallocated (only allocated claims are cached)
+        state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
         return
     status = claim.get("status") or {}
     results = [r for r in ((status.get("allocation") or {}).get("devices") or {}).get("results")
                or [] if state.inventory_for_pool(r["driver"], r["pool"])]
-    if not results:
+    refusal_key = (namespace, name, claim["metadata"].get("uid", ""))
+    if not results or refusal_key in state.refused_claims:
         return
     existing = {(d["driver"], d["pool"], d["device"], d.get("shareID")): d
                 for d in status.get("devices") or []}
@@ -86,8 +92,17 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
             problems.append(message)
     if not changed:
         return
-    await kube.apply_claim_device_status(state.api, namespace, name, entries,
-                                         OPERATOR_FIELD_MANAGER)
+    try:
+        await kube.apply_claim_device_status(state.api, namespace, name, entries,
+                                             OPERATOR_FIELD_MANAGER)
+    except ApiException as err:
+        if not kube.refuses_claim_status_writes(err):
+            raise
+        log.warning("the API server refuses status writes to this claim (its opaque config is "
+                    "not canonical JSON); status.devices left unchanged",
+                    claim=f"{namespace}/{name}")
+        state.refused_claims.add(refusal_key)  # no write can succeed while the claim exists
+        return
     signature = "; ".join(problems)
     if problems and state.announced.get(("ResourceClaim", f"{namespace}/{name}")) != signature:
         state.announced[("ResourceClaim", f"{namespace}/{name}")] = signature

@@ -7,7 +7,9 @@ Order of decisions:
 2. A node-local inventory whose agent has reported (``status.discovered`` is set) is published
    only while the agent's Lease is live; when it expires the pool is withdrawn (its slices are
    deleted, as the kubelet also does for a driver that went away) and ``Published=False``
-   (``AgentLeaseExpired``); it comes back when the Lease is renewed.
+   (``AgentLeaseExpired``); it comes back when the Lease is renewed. A node-local inventory
+   with neither declared devices nor a report waits for its agent (``WaitingForAgent``) rather
+   than publishing an empty pool.
 3. The pool must validate (:func:`kubedra.publishing.pool.build_pool`); otherwise as in 1.
 4. The planned slice writes are made in order (deletes, updates, creates); API errors leave
    ``Published=False`` (``PublishFailed``) and the inventory is retried with back-off.
@@ -95,6 +97,10 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
                         f"agent Lease {state.settings.namespace}/{lease} of node {node} is not "
                         f"renewed; pool {pool_name(inventory)} withdrawn until the agent returns",
                         withdrawn=True), build_pool_or_none(inventory)
+    if node and not has_agent and not inventory.spec.devices:
+        return _Outcome(False, "WaitingForAgent",
+                        f"no devices declared and the node agent of {node} has not reported "
+                        "yet; nothing is published"), None
     try:
         pool = build_pool(inventory)
     except InvalidInventory as err:
@@ -210,6 +216,8 @@ async def _announce(state: OperatorState, raw: dict[str, Any], outcome: _Outcome
         state.announced[key] = signature
         return
     state.announced[key] = signature
+    if outcome.reason == "WaitingForAgent":
+        return  # a new node-local inventory waits a moment for its first report: not news
     reasons = {"SlicesPublished": "Published", "AgentLeaseExpired": "PoolWithdrawn"}
     await kube.post_event(state.api, raw, event_type="Normal" if outcome.ok else "Warning",
                           reason=reasons.get(outcome.reason, outcome.reason),

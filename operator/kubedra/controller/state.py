@@ -143,6 +143,9 @@ class OperatorState:
     announced: dict[tuple[str, str], str] = field(default_factory=dict)
     """(kind, key) → last Event reason+message posted, so Events mark transitions only."""
     lease_states: dict[str, str] = field(default_factory=dict)
+    refused_claims: set[tuple[str, str, str]] = field(default_factory=set)
+    """(namespace, name, uid) of claims whose status the API server refuses to update (see
+    :func:`kubedra.kube.refuses_claim_status_writes`)."""
     slice_writes: int = 0
     """API writes to ResourceSlices since start (for benchmarks and tests)."""
 

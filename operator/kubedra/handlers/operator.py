@@ -32,7 +32,7 @@ log = get_logger(__name__)
 INVENTORIES = (inv.GROUP, inv.VERSION, inv.PLURAL)
 SLICES = ("resource.k8s.io", "v1", "resourceslices")
 CLAIMS = ("resource.k8s.io", "v1", "resourceclaims")
-INVENTORY_WORKERS = 4
+INVENTORY_WORKERS = 8
 CLAIM_WORKERS = 2
 RESYNC_INTERVAL = 300.0
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient, ApiException
 
@@ -23,28 +22,23 @@ from kubedra.api.inventory import (
     DeviceInventory,
     DiscoveredState,
     DiscoverySettings,
+    InventoryDevice,
     agent_lease_name,
 )
 from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
+from kubedra.metrics import REGISTRY, start_metrics_server
+from kubedra.node.checkpoint import read_boot_id
+from kubedra.node.metrics import PluginMetrics
+from kubedra.node.mig import NvmlMigPartitioner
+from kubedra.node.plugin import kubelet_plugin
 from kubedra.settings import Settings
 
 log = get_logger(__name__)
 
-BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
-
-
 def inventory_name(node_name: str, driver: str) -> str:
     """The DeviceInventory an agent owns: ``<node>-<driver>``, e.g. ``demo-h200-gpu.kubedra.io``."""
     return f"{node_name}-{driver}"
-
-
-def read_boot_id(path: Path = BOOT_ID_PATH) -> str | None:
-    """The kernel's boot ID, or None where it cannot be read."""
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
 
 
 class Agent:
@@ -63,6 +57,17 @@ class Agent:
         self.name = inventory_name(self.node_name, settings.driver)
         self.discovered: DiscoveredState | None = None
         self.scanned = asyncio.Event()
+
+    def boot_id(self) -> str | None:
+        """The node's boot ID, or None where it cannot be read."""
+        try:
+            return read_boot_id(self.settings.boot_id_path) or None
+        except OSError:
+            return None
+
+    def devices(self) -> dict[str, InventoryDevice]:
+        """The devices of the last report by name (what the kubelet plugin may prepare)."""
+        return {d.name: d for d in self.discovered.devices} if self.discovered else {}
 
     async def ensure_inventory(self) -> DeviceInventory:
         """Read the agent's inventory, creating it for this node and driver if missing."""
@@ -95,7 +100,7 @@ class Agent:
         state = DiscoveredState(
             devices=result.devices, counter_sets=result.counter_sets or None,
             backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
-            boot_id=read_boot_id(),
+            boot_id=self.boot_id(),
             observed_time=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         if current is not None and _same(current, state):
             self.discovered = current
@@ -135,8 +140,26 @@ def _same(current: DiscoveredState, new: DiscoveredState) -> bool:
 
 
 async def run_agent(settings: Settings) -> None:
-    """Run the agent until cancelled: discovery loop and Lease renewal."""
+    """Run the agent until cancelled: discovery loop, Lease renewal, the kubelet DRA plugin
+    (after the first scan, so that it knows the node's devices) and, unless
+    ``metrics_port`` is 0, ``/metrics`` and ``/healthz``."""
     api = await kube.make_api_client(settings.kubeconfig)
     async with api:
         agent = Agent(settings, api)
-        await asyncio.gather(agent.run_discovery(), agent.run_lease())
+        mig = NvmlMigPartitioner() if settings.backend == "nvml" else None
+        plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.node_name,
+                                devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig)
+        metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict)
+                   if settings.metrics_port else None)
+        loops = [asyncio.create_task(agent.run_discovery()),
+                 asyncio.create_task(agent.run_lease())]
+        try:
+            await agent.scanned.wait()
+            await plugin.start()
+            await asyncio.gather(*loops)
+        finally:
+            for loop in loops:
+                loop.cancel()
+            await plugin.stop()
+            if metrics is not None:
+                await metrics.cleanup()

@@ -1,0 +1,125 @@
+"""``make demo``: kubedra's main job on a local control plane, in one command.
+
+Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (v1.37.2),
+installs kubedra with ``kubectl apply -k manifests/``, runs the operator and a node agent for the
+kwok node ``demo-h200`` that replays the real NVIDIA H200 capture, and creates two pods:
+``trainer`` asks for a GPU with at least 140Gi of memory and compute capability 9.0 (it runs),
+``too-big`` asks for at least 141Gi (the H200 has 143771Mi, about 140.4Gi: it stays pending).
+Then it prints what a user would look at. ``--keep`` leaves the cluster running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from e2e.harness import ControlPlane
+from e2e.harness.controlplane import REPO_ROOT
+from e2e.harness.kubedra import Kubedra, kubectl
+from e2e.harness.wait import eventually
+from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory
+from kubedra.kube import make_api_client
+
+NODE = "demo-h200"
+INVENTORY = f"{NODE}-gpu.kubedra.io"
+NAMESPACE = "demo"
+FITS = ('device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("140Gi")) >= 0 && '
+        'device.attributes["gpu.kubedra.io"].cudaComputeCapability.compareTo('
+        'semver("9.0.0")) >= 0')
+TOO_BIG = 'device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("141Gi")) >= 0'
+
+
+def step(text: str) -> None:
+    """Print a progress line."""
+    print(f"\n==> {text}", flush=True)
+
+
+def show(plane: ControlPlane, *args: str) -> None:
+    """Print a kubectl command and its output, as the user would type it."""
+    print(f"\n$ kubectl {' '.join(args)}", flush=True)
+    print(kubectl(plane, *args), flush=True)
+
+
+async def scenario(plane: ControlPlane) -> str:
+    """Create the pods and wait for the expected outcome; returns the trainer's claim name."""
+    api = await make_api_client(plane.admin_kubeconfig)
+    async with api:
+        async def ready() -> Any:
+            found = await read_inventory(api, INVENTORY)
+            return (condition(found, "Ready") or {}).get("status") == "True"
+        await eventually(ready, timeout=90, what=f"DeviceInventory {INVENTORY} Ready")
+        await client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+        step("creating pod trainer (GPU with >= 140Gi and compute capability >= 9.0) "
+             "and pod too-big (>= 141Gi)")
+        await create_gpu_pod(api, NAMESPACE, "trainer", FITS)
+        await create_gpu_pod(api, NAMESPACE, "too-big", TOO_BIG)
+        core = client.CoreV1Api(api)
+
+        async def running() -> bool:
+            pod = await core.read_namespaced_pod("trainer", NAMESPACE)
+            return bool(pod.status.phase == "Running")
+        await eventually(running, timeout=90, what="pod trainer Running")
+
+        async def reported() -> Any:
+            claim = await pod_claim(api, NAMESPACE, "trainer")
+            return claim if claim and (claim.get("status") or {}).get("devices") else None
+        claim = await eventually(reported, timeout=60, what="claim status reported")
+
+        async def pending() -> bool:
+            pod = await core.read_namespaced_pod("too-big", NAMESPACE)
+            return any(c.type == "PodScheduled" and c.status == "False"
+                       for c in pod.status.conditions or [])
+        await eventually(pending, timeout=90, what="pod too-big unschedulable")
+        name: str = claim["metadata"]["name"]
+        return name
+
+
+def main(argv: list[str]) -> int:
+    """Run the demo; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    args = parser.parse_args(argv)
+    workdir = REPO_ROOT / ".cache" / "clusters" / "demo"
+    if (workdir / "state.json").exists():
+        ControlPlane.stop_from_state(workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    plane = ControlPlane(workdir, detached=args.keep)
+    step("starting the local control plane (etcd, kube-apiserver, kube-controller-manager, "
+         "kube-scheduler, kwok v1.37.2)")
+    plane.start()
+    try:
+        step("installing kubedra: kubectl apply -k manifests/")
+        deployment = Kubedra(plane)
+        deployment.install()
+        step(f"starting the operator and the node agent of {NODE} "
+             "(replaying hardware/nvidia-h200, a real NVIDIA H200 capture)")
+        deployment.start_operator()
+        deployment.add_node(NODE, {"kubedra.io/gpu": "true"})
+        deployment.start_agent(NODE)
+        claim = asyncio.run(scenario(plane))
+        show(plane, "get", "deviceinventories")
+        show(plane, "describe", "deviceinventory", INVENTORY)
+        show(plane, "get", "pods", "-n", NAMESPACE, "-o", "wide")
+        show(plane, "describe", "resourceclaim", "-n", NAMESPACE, claim)
+        show(plane, "get", "resourceclaims", "-n", NAMESPACE)
+        show(plane, "describe", "pod", "-n", NAMESPACE, "too-big")
+    except BaseException:
+        print(plane.log_tails(), file=sys.stderr)
+        plane.stop()
+        raise
+    if args.keep:
+        print(f"\nThe cluster keeps running: export KUBECONFIG={plane.admin_kubeconfig}\n"
+              "Stop it with: make demo-down")
+    else:
+        plane.stop()
+        print("\nDemo finished; the control plane is stopped. Run `make demo KEEP=1` to keep it.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,154 @@
+"""MIG partitions on the real v1.37.2 scheduler, with the H200 capture (issue: MIG partitions
+the scheduler can never double-book). Every outcome below follows from the placement table in
+hardware/nvidia-h200/mig_placements.json and the counters kubedra publishes; kube-scheduler's
+first-fit order is by device name within the pool."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+
+from e2e.harness.kubedra import Kubedra
+from e2e.harness.wait import eventually
+from e2e.kube_objects import create_gpu_pod, pod_claim, read_inventory
+
+pytestmark = pytest.mark.cluster
+
+NODE = "mig-h200"
+INVENTORY = f"{NODE}-gpu.kubedra.io"
+
+
+def profile(name: str) -> str:
+    """A selector for one MIG profile."""
+    return f'device.attributes["gpu.kubedra.io"].profile == "{name}"'
+
+
+@pytest.fixture(scope="module")
+async def mig_node(kubedra: Kubedra, admin_api: ApiClient) -> AsyncIterator[None]:
+    """An H200 node whose inventory publishes MIG partitions."""
+    await client.CustomObjectsApi(admin_api).create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", {
+            "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+            "metadata": {"name": INVENTORY},
+            "spec": {"driver": "gpu.kubedra.io", "nodeName": NODE,
+                     "discovery": {"mig": "partitions"}}})
+    kubedra.add_node(NODE)
+    kubedra.start_agent(NODE)
+
+    async def published() -> bool:
+        status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
+        return bool(status.get("deviceCount") == 26)
+    await eventually(published, timeout=60, what="26 devices published")
+    yield
+    kubedra.stop_agent(NODE)
+
+
+@pytest.fixture
+async def gpu_free(mig_node: None, admin_api: ApiClient, namespace: str) -> AsyncIterator[str]:
+    """A namespace to create pods in; the GPU is entirely free at the start."""
+    async def free() -> bool:
+        status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
+        return bool(status.get("allocatedCount") == 0)
+    await eventually(free, timeout=60, what="no device of the GPU allocated")
+    yield namespace
+    core = client.CoreV1Api(admin_api)
+    for pod in (await core.list_namespaced_pod(namespace)).items:
+        await core.delete_namespaced_pod(pod.metadata.name, namespace)
+
+
+async def allocated_device(api: ApiClient, namespace: str, pod: str) -> str:
+    """Wait until ``pod`` runs and return the device its claim got."""
+    async def device() -> str | None:
+        obj = await client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
+        if obj.status.phase != "Running":
+            return None
+        claim = await pod_claim(api, namespace, pod)
+        results = ((claim or {}).get("status", {}).get("allocation") or {}).get(
+            "devices", {}).get("results") or []
+        return str(results[0]["device"]) if results else None
+    found: str = await eventually(device, timeout=60, what=f"{pod} running with a device")
+    return found
+
+
+async def stays_pending(api: ApiClient, namespace: str, pod: str) -> None:
+    """Wait until the scheduler reports ``pod`` unschedulable because of its claims."""
+    async def unschedulable() -> Any:
+        obj = await client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
+        return next((c for c in obj.status.conditions or [] if c.type == "PodScheduled"
+                     and c.status == "False" and "cannot allocate all claims" in c.message),
+                    None)
+    await eventually(unschedulable, timeout=60, what=f"{pod} unschedulable")
+    assert (await client.CoreV1Api(api).read_namespaced_pod(pod, namespace)).spec.node_name \
+        is None
+
+
+async def test_seven_1g18gb_fit_and_an_eighth_stays_pending_and_blocks_7g(
+        admin_api: ApiClient, gpu_free: str) -> None:
+    ns = gpu_free
+    devices = []
+    for i in range(7):
+        await create_gpu_pod(admin_api, ns, f"small-{i}", profile("1g.18gb"),
+                             device_class="mig.gpu.kubedra.io", node=NODE)
+        devices.append(await allocated_device(admin_api, ns, f"small-{i}"))
+    assert sorted(devices) == [f"gpu-0-mig-1g18gb-s{s}" for s in range(7)]
+    await create_gpu_pod(admin_api, ns, "small-7", profile("1g.18gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    await stays_pending(admin_api, ns, "small-7")
+    # with any 1g.18gb allocated, the 7g.141gb (all 8 memory slices) cannot be
+    core = client.CoreV1Api(admin_api)
+    for i in range(1, 8):
+        await core.delete_namespaced_pod(f"small-{i}", ns)
+    await create_gpu_pod(admin_api, ns, "full", profile("7g.141gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    await stays_pending(admin_api, ns, "full")
+
+
+async def test_two_3g71gb_fit(admin_api: ApiClient, gpu_free: str) -> None:
+    ns = gpu_free
+    for i in range(2):
+        await create_gpu_pod(admin_api, ns, f"half-{i}", profile("3g.71gb"),
+                             device_class="mig.gpu.kubedra.io", node=NODE)
+    assert {await allocated_device(admin_api, ns, "half-0"),
+            await allocated_device(admin_api, ns, "half-1")} == {
+        "gpu-0-mig-3g71gb-s0", "gpu-0-mig-3g71gb-s4"}
+
+
+async def test_4g71gb_and_3g71gb_fit_only_at_starts_0_and_4(
+        admin_api: ApiClient, gpu_free: str) -> None:
+    ns = gpu_free
+    await create_gpu_pod(admin_api, ns, "four", profile("4g.71gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    assert await allocated_device(admin_api, ns, "four") == "gpu-0-mig-4g71gb-s0"
+    await create_gpu_pod(admin_api, ns, "three", profile("3g.71gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    assert await allocated_device(admin_api, ns, "three") == "gpu-0-mig-3g71gb-s4"
+    # the GPU's 7 compute slices are now all taken: not even a 1g.18gb fits
+    await create_gpu_pod(admin_api, ns, "one-more", profile("1g.18gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    await stays_pending(admin_api, ns, "one-more")
+
+
+async def test_whole_gpu_excludes_every_partition(admin_api: ApiClient, gpu_free: str) -> None:
+    ns = gpu_free
+    await create_gpu_pod(admin_api, ns, "whole", "true", node=NODE)
+    assert await allocated_device(admin_api, ns, "whole") == "gpu-0"
+    await create_gpu_pod(admin_api, ns, "any-mig", "true", device_class="mig.gpu.kubedra.io",
+                         node=NODE)
+    await stays_pending(admin_api, ns, "any-mig")
+
+
+async def test_a_partition_excludes_the_whole_gpu(admin_api: ApiClient, gpu_free: str) -> None:
+    ns = gpu_free
+    await create_gpu_pod(admin_api, ns, "tiny", profile("1g.18gb+me"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    assert await allocated_device(admin_api, ns, "tiny") == "gpu-0-mig-1g18gb-me-s0"
+    await create_gpu_pod(admin_api, ns, "whole", "true", node=NODE)
+    await stays_pending(admin_api, ns, "whole")
+    # only one media-extension partition at a time (one OFA engine)
+    await create_gpu_pod(admin_api, ns, "tiny-2", profile("1g.18gb+me"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    await stays_pending(admin_api, ns, "tiny-2")

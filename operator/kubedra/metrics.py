@@ -1,0 +1,49 @@
+"""Prometheus registry shared by kubedra's components, and the ``/metrics`` + ``/healthz`` server.
+
+Components register their metrics in :data:`REGISTRY` (e.g.
+:class:`kubedra.node.metrics.PluginMetrics`); a process serves it with
+:func:`start_metrics_server` on its metrics port (setting ``metrics_port``):
+
+- ``GET /metrics``: the registry in Prometheus text format;
+- ``GET /healthz``: the JSON object the process's ``health`` callable returns, with HTTP 200
+  when its ``ok`` is true, else 503.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+REGISTRY = CollectorRegistry()
+"""The process-wide registry that ``/metrics`` serves."""
+
+
+async def start_metrics_server(port: int, health: Callable[[], Mapping[str, Any]], *,
+                               host: str = "0.0.0.0",  # scraped from other hosts
+                               registry: CollectorRegistry = REGISTRY) -> web.AppRunner:
+    """Serve ``/metrics`` and ``/healthz`` on ``host:port`` (port 0 = any free port); returns
+    the runner, to be stopped with ``await runner.cleanup()``.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        state = dict(health())
+        return web.Response(text=json.dumps(state), content_type="application/json",
+                            status=200 if state.get("ok") else 503)
+
+    app = web.Application()
+    app.add_routes([web.get("/metrics", metrics), web.get("/healthz", healthz)])
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

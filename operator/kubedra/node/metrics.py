@@ -1,0 +1,58 @@
+"""Prometheus metrics of the kubelet plugin (all named ``kubedra_plugin_*``).
+
+- ``kubedra_plugin_requests_total{method, api}`` (counter): gRPC calls from the kubelet;
+  ``method`` NodePrepareResources or NodeUnprepareResources, ``api`` v1 or v1beta1.
+- ``kubedra_plugin_request_duration_seconds{method}`` (histogram): time to answer a call.
+- ``kubedra_plugin_claims_total{operation, result}`` (counter): claims handled; ``operation``
+  prepare or unprepare, ``result`` done (work was done), cached (already in that state) or
+  error.
+- ``kubedra_plugin_claim_errors_total{operation, reason}`` (counter): failed claims by reason
+  (see :class:`kubedra.node.claims.ClaimError`).
+- ``kubedra_plugin_prepared_claims`` (gauge): claims prepared on this node now.
+- ``kubedra_plugin_checkpoint_errors_total`` (counter): checkpoints found corrupt or
+  unreadable at start (and rebuilt).
+- ``kubedra_plugin_status_writes_skipped_total`` (counter): ``status.devices`` writes the API
+  server refuses for every JSON client (a claim whose opaque config is stored as non-canonical
+  JSON; see docs/node-plugin.md); the claim is prepared without the ``Prepared`` condition.
+- ``kubedra_plugin_registered`` (gauge): 1 after the kubelet confirmed the registration, 0
+  after it reported a failure.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 45.0)
+"""Seconds; 45 s is the kubelet's call timeout (``defaultClientCallTimeout``)."""
+
+
+class PluginMetrics:
+    """The plugin's metrics, registered in ``registry`` (the agent passes
+    :data:`kubedra.metrics.REGISTRY`; tests pass a fresh one)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "kubedra_plugin_requests", "gRPC calls from the kubelet.",
+            ["method", "api"], registry=registry)
+        self.duration = Histogram(
+            "kubedra_plugin_request_duration_seconds", "Time to answer a kubelet call.",
+            ["method"], buckets=DURATION_BUCKETS, registry=registry)
+        self.claims = Counter(
+            "kubedra_plugin_claims", "Claims handled, by operation and result.",
+            ["operation", "result"], registry=registry)
+        self.claim_errors = Counter(
+            "kubedra_plugin_claim_errors", "Claims that failed, by operation and reason.",
+            ["operation", "reason"], registry=registry)
+        self.prepared_claims = Gauge(
+            "kubedra_plugin_prepared_claims", "Claims prepared on this node.",
+            registry=registry)
+        self.checkpoint_errors = Counter(
+            "kubedra_plugin_checkpoint_errors", "Checkpoints found corrupt or unreadable.",
+            registry=registry)
+        self.status_writes_skipped = Counter(
+            "kubedra_plugin_status_writes_skipped",
+            "status.devices writes skipped: the API server refuses them for this claim.",
+            registry=registry)
+        self.registered = Gauge(
+            "kubedra_plugin_registered", "1 once the kubelet confirmed the registration.",
+            registry=registry)
