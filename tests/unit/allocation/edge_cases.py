@@ -210,9 +210,9 @@ case([["node-a/d0", "node-a/d1"]], "match-attribute-short-name-in-driver-domain"
 case([["node-a/d0", "node-a/d2", "node-a/d3", "node-a/d5"]],
      "distinct-attribute-four-devices-upstream-bug-fixed", ROOTS,
      one(exact("r", count=4), constraints=[{"distinctAttribute": f"{GPU}/index"}]))
-# Kubernetes <= 1.35 kept one distinct value per request name, so the third device here (index
-# 0 again) was compared only with the second (index 1) and all three were allocated. v0.37.2
-# compares with every value: nothing fits. kubedra follows v0.37.2.
+# Upstream code that kept one distinct value per request name (shared/reference/dra-api.md 3.3
+# describes it) compared the third device here (index 0 again) only with the second (index 1)
+# and allocated all three. v0.37.2 compares with every value: nothing fits. kubedra follows it.
 case("unschedulable", "distinct-attribute-third-device-repeats-first", [resource_slice("s", [
     device("a", attributes=attrs(index=0)), device("b", attributes=attrs(index=1)),
     device("c", attributes=attrs(index=0))])],

@@ -199,7 +199,7 @@ def test_distinct_attribute_compares_with_all_devices() -> None:
     distinct = DistinctAttribute("d/a", ["r"])
     assert distinct.add(key(int=0))
     assert distinct.add(key(int=1))
-    assert not distinct.add(key(int=0))  # Kubernetes <= 1.35 accepted this third device
+    assert not distinct.add(key(int=0))  # one value per request accepted it
     distinct.remove()  # takes back the latest successful add: int=1
     assert not distinct.add(key(int=0))
     assert distinct.add(key(int=1))
