@@ -44,11 +44,13 @@ class ClaimUse:
 class ClusterView:
     """Read-only access to the kopf indexes by meaning.
 
-    ``inventories``: name → raw DeviceInventory; ``slices``: inventory name → raw slices;
+    ``inventories``: name → raw DeviceInventory; ``pools``: (driver, pool) → inventory names;
+    ``slices``: inventory name → raw slices;
     ``claims``: (namespace, name) → raw claim; ``claim_uses``: (driver, pool) → ClaimUse.
     """
 
     inventories: Mapping[str, Store]
+    pools: Mapping[tuple[str, str], Store]
     slices: Mapping[str, Store]
     claims: Mapping[tuple[str, str], Store]
     claim_uses: Mapping[tuple[str, str], Store]
@@ -60,6 +62,10 @@ class ClusterView:
     def inventory_names(self) -> list[str]:
         """All inventory names."""
         return list(self.inventories)
+
+    def inventories_of_pool(self, driver: str, pool: str) -> list[str]:
+        """Names of the inventories that name pool (driver, pool)."""
+        return list(self.pools.get((driver, pool), ()))
 
     def slices_of(self, inventory_name: str) -> list[dict[str, Any]]:
         """Raw slices labelled with ``inventory_name``."""
@@ -125,6 +131,8 @@ class PublishedPool:
     health: Mapping[str, tuple[str, str | None]]
     """Device name → (health, message) of every device in the inventory (published or not)."""
     withdrawn: bool = False
+    draining: Mapping[str, str] = field(default_factory=dict)
+    """Allocated devices kept published though dropped: name → ``disabled`` or ``gone``."""
 
 
 @dataclass

@@ -18,7 +18,7 @@ import kopf
 from kubedra import kube
 from kubedra.api import inventory as inv
 from kubedra.controller.claims import reconcile_claim
-from kubedra.controller.inventories import reconcile_inventory
+from kubedra.controller.inventories import raw_pool_key, reconcile_inventory
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
 from kubedra.controller.state import ClaimUse, ClusterView, OperatorState, utcnow
@@ -123,6 +123,12 @@ async def inventories(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[st
     return {name: _plain(body)}
 
 
+@kopf.index(*INVENTORIES, registry=registry)
+async def inventory_pools(name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
+    """(driver, pool) → names of the inventories that name it (normally one)."""
+    return {raw_pool_key(_plain(body)): name}
+
+
 @kopf.index(*SLICES, registry=registry, labels=MANAGED_BY)
 async def slices(labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     """Inventory name → its slices."""
@@ -161,7 +167,8 @@ def _capture(memo: Any, kwargs: dict[str, Any]) -> OperatorState:
     runtime = _runtime(memo)
     if runtime.state is None:
         assert runtime.leases is not None
-        view = ClusterView(inventories=kwargs["inventories"], slices=kwargs["slices"],
+        view = ClusterView(inventories=kwargs["inventories"], pools=kwargs["inventory_pools"],
+                           slices=kwargs["slices"],
                            claims=kwargs["claims"], claim_uses=_flatten(kwargs["claim_uses"]))
         runtime.state = OperatorState(api=runtime.api, settings=runtime.settings, view=view,
                                       leases=runtime.leases)
@@ -184,9 +191,13 @@ class _flatten(dict[tuple[str, str], Any]):
 
 
 @kopf.on.event(*INVENTORIES, registry=registry)
-async def on_inventory(name: str, memo: Any, **kwargs: Any) -> None:
-    """An inventory changed: reconcile it."""
-    _capture(memo, kwargs).inventory_queue.add(name)
+async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    """An inventory changed: reconcile it, and the others naming the same pool (one of them
+    may now own it)."""
+    state = _capture(memo, kwargs)
+    state.inventory_queue.add(name)
+    for other in state.view.inventories_of_pool(*raw_pool_key(_plain(body))):
+        state.inventory_queue.add(other)
 
 
 @kopf.on.event(*SLICES, registry=registry, labels=MANAGED_BY)
