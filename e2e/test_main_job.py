@@ -13,6 +13,7 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+from kubedra import kube
 from kubedra.kube import make_api_client
 from tests.support.h200 import H200_GPU0
 
@@ -329,6 +330,14 @@ async def test_an_agent_may_only_write_its_own_nodes_inventory(kubedra: Kubedra)
         assert denied.value.status == 403
         assert ("the node agent may only write the DeviceInventory of the node its pod runs on"
                 in denied.value.body)
+        with pytest.raises(ApiException) as denied:
+            await kube.renew_lease(agent_api, "kubedra-system", "kubedra-agent-other-node",
+                                   "other-node", 40)
+        assert denied.value.status == 403
+        assert "the node agent may only renew the Lease of the node its pod runs on" in str(
+            denied.value.body)
+        await kube.renew_lease(agent_api, "kubedra-system", "kubedra-agent-honest-node",
+                               "honest-node", 40)
 
 
 async def test_claim_whose_config_the_api_server_refuses_to_update_is_not_retried(

@@ -42,14 +42,21 @@ async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
     return ApiClient(configuration)
 
 
+def api_error_message(err: ApiException) -> str:
+    """``<status> <reason>: <message>`` of an API error, with the message of the Status body
+    (which names the invalid field) when there is one."""
+    try:
+        message = json.loads(err.body or "")["message"]
+    except (ValueError, KeyError, TypeError):
+        message = None
+    return f"{err.status} {err.reason}" + (f": {message}" if message else "")
+
+
 def is_not_found(err: BaseException) -> bool:
     """True for an ``ApiException`` with HTTP status 404."""
     return isinstance(err, ApiException) and err.status == 404
 
 
-def is_conflict(err: BaseException) -> bool:
-    """True for an ``ApiException`` with HTTP status 409 (conflict or already exists)."""
-    return isinstance(err, ApiException) and err.status == 409
 
 
 async def _raw(call: Awaitable[Any]) -> dict[str, Any]:

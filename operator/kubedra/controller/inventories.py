@@ -47,10 +47,11 @@ class _Outcome:
 
     def __init__(self, ok: bool, reason: str, message: str, *, plan: SyncPlan | None = None,
                  devices: int = 0, withdrawn: bool = False,
-                 draining: dict[str, str] | None = None) -> None:
+                 draining: dict[str, str] | None = None, retry: bool = False) -> None:
         self.ok, self.reason, self.message = ok, reason, message
         self.plan, self.devices, self.withdrawn = plan, devices, withdrawn
         self.draining = draining or {}
+        self.retry = retry
 
 
 def validation_field(err: ValidationError) -> str:
@@ -89,7 +90,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         state.pools[name] = PublishedPool(pool=pool, health=health, withdrawn=outcome.withdrawn,
                                           draining=outcome.draining)
     await _write_status(state, raw, outcome)
-    if not outcome.ok and outcome.reason == "PublishFailed":
+    if outcome.retry:
         raise RuntimeError(outcome.message)
 
 
@@ -147,8 +148,8 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
             state.slice_writes += 1
     except ApiException as err:
         return _Outcome(False, "PublishFailed",
-                        f"{write.verb} ResourceSlice {write.name}: {err.status} {err.reason}",
-                        plan=plan, devices=len(pool.devices)), pool
+                        f"{write.verb} ResourceSlice {write.name}: {kube.api_error_message(err)}",
+                        plan=plan, devices=len(pool.devices), retry=_retryable(err)), pool
     if plan.writes:
         log.info("published", inventory=name, pool=pool.name, generation=plan.pool.generation,
                  slices=len(plan.slice_names), writes=len(plan.writes))
@@ -160,6 +161,12 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
                     f"released: {', '.join(f'{d} ({why})' for d, why in draining.items())}")
     return _Outcome(True, "SlicesPublished", message, plan=plan, devices=len(pool.devices),
                     draining=draining), pool
+
+
+def _retryable(err: ApiException) -> bool:
+    """Conflicts, throttling and server errors pass; other client errors (an invalid slice)
+    need a change of the inventory, which triggers a reconcile anyway."""
+    return err.status in (409, 429) or (err.status or 500) >= 500
 
 
 def _count(number: int, noun: str) -> str:
@@ -238,10 +245,14 @@ async def _write_status(state: OperatorState, raw: dict[str, Any], outcome: _Out
     elif outcome.withdrawn:
         status["slices"] = []
         status["deviceCount"] = 0
-    else:  # invalid or failed: keep what was published before
-        for key in ("pool", "slices", "deviceCount"):
-            if key in current:
-                status[key] = current[key]
+    else:  # invalid or failed: the slices published before stay; report what exists
+        name = raw["metadata"]["name"]
+        existing = sorted(state.overlay.merge(name, state.view.slices_of(name)),
+                          key=lambda s: s["metadata"]["name"])
+        status["slices"] = [s["metadata"]["name"] for s in existing]
+        status["deviceCount"] = sum(len(s["spec"].get("devices") or []) for s in existing)
+        if "pool" in current and existing:
+            status["pool"] = current["pool"]
     if any(current.get(k) != v for k, v in status.items()):
         await kube.apply_inventory_status(state.api, raw["metadata"]["name"], status,
                                           OPERATOR_FIELD_MANAGER)

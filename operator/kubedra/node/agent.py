@@ -105,8 +105,9 @@ class Agent:
         if current is not None and _same(current, state):
             self.discovered = current
             return False
+        self.discovered = state  # the kubelet plugin uses it even if the report fails
+        self.scanned.set()
         await kube.apply_discovered(self.api, self.name, state.to_api())
-        self.discovered = state
         log.info("reported devices", inventory=self.name, devices=len(state.devices),
                  counter_sets=len(state.counter_sets or []))
         return True
@@ -117,8 +118,11 @@ class Agent:
             try:
                 await self.scan()
                 self.scanned.set()
-            except (DiscoveryError, ApiException) as err:
+            except DiscoveryError as err:
                 log.warning("discovery failed; keeping the last report", error=str(err))
+            except ApiException as err:
+                log.warning("reading or reporting to the DeviceInventory failed; will retry",
+                            inventory=self.name, error=kube.api_error_message(err))
             await asyncio.sleep(self.settings.rescan_interval)
 
     async def run_lease(self) -> None:
@@ -129,7 +133,8 @@ class Agent:
                 await kube.renew_lease(self.api, self.settings.namespace, name, self.node_name,
                                        self.settings.lease_duration)
             except ApiException as err:
-                log.warning("lease renewal failed", lease=name, error=str(err))
+                log.warning("lease renewal failed", lease=name,
+                            error=kube.api_error_message(err))
             await asyncio.sleep(self.settings.lease_duration / 3)
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
 import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -336,8 +335,8 @@ class ClaimPreparer:
                             claim=claim_key(ref.namespace, ref.name), uid=ref.uid)
                 return
             raise ClaimError("StatusWrite", f"writing status.devices of claim "
-                             f"{claim_key(ref.namespace, ref.name)}: {err.status} "
-                             f"{err.reason}: {_api_message(err)}") from None
+                             f"{claim_key(ref.namespace, ref.name)}: "
+                             f"{kube.api_error_message(err)}") from None
 
     # --- unprepare --------------------------------------------------------------------------
 
@@ -457,11 +456,3 @@ class ClaimPreparer:
     def _update_gauge(self) -> None:
         self._metrics.prepared_claims.set(sum(
             1 for c in self._checkpoint.claims.values() if c.state == "PrepareCompleted"))
-
-
-def _api_message(err: ApiException) -> str:
-    """The ``message`` of a Kubernetes Status error body, else the raw body."""
-    try:
-        return str(json.loads(err.body or "")["message"])
-    except (ValueError, KeyError, TypeError):
-        return str(err.body)
