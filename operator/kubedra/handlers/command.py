@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import click
 import kopf
@@ -21,5 +22,7 @@ def operator_command(liveness_port: int, **flags: object) -> None:
     settings = settings_from_flags(**flags)
     configure_logging(settings.log_format, settings.log_level)
     liveness = f"http://0.0.0.0:{liveness_port}/healthz" if liveness_port else None
-    asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True,
-                              memo=Memo(runtime=Runtime(settings)), liveness_endpoint=liveness))
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True,
+                                  memo=Memo(runtime=Runtime(settings)),
+                                  liveness_endpoint=liveness))

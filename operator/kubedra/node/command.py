@@ -26,8 +26,27 @@ from kubedra.settings import common_options, settings_from_flags
               help="Seconds between scans [env KUBEDRA_RESCAN_INTERVAL; default 30]")
 @click.option("--lease-duration", type=int, default=None,
               help="Lease validity in seconds [env KUBEDRA_LEASE_DURATION; default 40]")
+@click.option("--metrics-port", type=int, default=None,
+              help="Port of /metrics and /healthz, 0 = none [env KUBEDRA_METRICS_PORT; "
+                   "default 8080]")
+@click.option("--kubelet-registry-dir", type=click.Path(path_type=Path), default=None,
+              help="Where the kubelet looks for plugin registration sockets "
+                   "[env KUBEDRA_KUBELET_REGISTRY_DIR; default /var/lib/kubelet/plugins_registry]")
+@click.option("--kubelet-plugins-dir", type=click.Path(path_type=Path), default=None,
+              help="Where the DRA socket and the checkpoint go "
+                   "[env KUBEDRA_KUBELET_PLUGINS_DIR; default /var/lib/kubelet/plugins]")
+@click.option("--cdi-dir", type=click.Path(path_type=Path), default=None,
+              help="Where CDI specs are written [env KUBEDRA_CDI_DIR; default /var/run/cdi]")
 def agent_command(**flags: object) -> None:
-    """Run the node agent: discover devices, report them, renew the agent Lease."""
+    """Run the node agent: discover devices, report them, renew the agent Lease, and serve
+    the kubelet's DRA plugin API."""
     settings = settings_from_flags(**flags)
+    if not settings.node_name:
+        raise click.UsageError("the agent needs its node: --node-name or KUBEDRA_NODE_NAME")
     configure_logging(settings.log_format, settings.log_level)
-    asyncio.run(run_agent(settings))
+    try:
+        asyncio.run(run_agent(settings))
+    except KeyboardInterrupt:
+        pass
+    except OSError as err:  # e.g. the metrics port or a socket directory
+        raise click.ClickException(str(err)) from None
