@@ -86,11 +86,12 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     workdir = REPO_ROOT / ".cache" / "clusters" / "demo"
     if (workdir / "state.json").exists():
+        step(f"stopping the demo cluster kept by an earlier `make demo KEEP=1` ({workdir})")
         ControlPlane.stop_from_state(workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     plane = ControlPlane(workdir, detached=args.keep)
-    step("starting the local control plane (etcd, kube-apiserver, kube-controller-manager, "
-         "kube-scheduler, kwok v1.37.2)")
+    step("starting the local control plane: Kubernetes v1.37.2 (etcd, kube-apiserver, "
+         f"kube-controller-manager, kube-scheduler) and kwok; logs in {workdir / 'logs'}")
     plane.start()
     try:
         step("installing kubedra: kubectl apply -k manifests/")
