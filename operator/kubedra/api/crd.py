@@ -38,9 +38,11 @@ def _qualified_key_rule() -> dict[str, str]:
               f"size(k) - k.indexOf('/') - 1 <= {DEVICE_MAX_ID_LENGTH} : "
               f"size(k) <= {DEVICE_MAX_ID_LENGTH})")
     return {"rule": f"self.all(k, {key_ok})",
-            "message": (f"keys must be qualified names: a C identifier of at most "
-                        f"{DEVICE_MAX_ID_LENGTH} characters, optionally prefixed with a DNS "
-                        f"subdomain of at most {DEVICE_MAX_DOMAIN_LENGTH} characters and '/'")}
+            # a messageExpression naming the bad keys would exceed the CRD's CEL cost budget
+            "message": (f"every key must be a qualified name: a C identifier (letters, digits, "
+                        f"_) of at most {DEVICE_MAX_ID_LENGTH} characters, optionally prefixed "
+                        f"with a DNS subdomain of at most {DEVICE_MAX_DOMAIN_LENGTH} characters "
+                        "and '/', e.g. memory or gpu.kubedra.io/memory")}
 
 
 def _clean_description(text: str) -> str:

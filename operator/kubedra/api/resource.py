@@ -96,7 +96,11 @@ class DeviceAttribute(KubeModel):
     """Exactly one of the value fields is set (``int``, ``bool``, ``string``, ``version`` or a
     list form, the latter behind the alpha gate ``DRAListTypeAttributes``)."""
 
-    model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [{
+        "rule": " + ".join(f"(has(self.{f}) ? 1 : 0)" for f in (
+            "int", "bool", "string", "version", "ints", "bools", "strings", "versions")) + " == 1",
+        "message": "exactly one of int, bool, string, version (or ints, bools, strings, "
+                   "versions) must be set"}]})
 
     int_value: int | None = Field(default=None, alias="int")
     bool_value: bool | None = Field(default=None, alias="bool")

@@ -23,7 +23,12 @@ from kubernetes_asyncio.client import ApiException
 from pydantic import ValidationError
 
 from kubedra import kube
-from kubedra.api.inventory import OPERATOR_FIELD_MANAGER, DeviceInventory, agent_lease_name
+from kubedra.api.inventory import (
+    OPERATOR_FIELD_MANAGER,
+    DeviceInventory,
+    InventoryDevice,
+    agent_lease_name,
+)
 from kubedra.api.resource import OwnerReference, ResourceSlice
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.state import OperatorState, PublishedPool, timestamp, utcnow
@@ -83,10 +88,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
     if outcome.reason == "PoolConflict":
         state.pools.pop(name, None)
     elif pool is not None:
-        health = {d.name: (d.health, d.health_message)
-                  for d in [*(inventory.spec.devices or []),
-                            *(inventory.status.discovered.devices
-                              if inventory.status and inventory.status.discovered else [])]}
+        health = {d.name: (d.health, d.health_message) for d in inventory_devices(inventory)}
         state.pools[name] = PublishedPool(pool=pool, health=health, withdrawn=outcome.withdrawn,
                                           draining=outcome.draining)
     await _write_status(state, raw, outcome)
@@ -156,6 +158,9 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
     message = (f"{_count(len(pool.devices), 'device')} in "
                f"{_count(len(plan.slice_names), 'ResourceSlice')} "
                f"(pool {pool.name}, generation {plan.pool.generation})")
+    unhealthy = [d.name for d in inventory_devices(inventory) if d.health == "Unhealthy"]
+    if unhealthy:
+        message += f"; unhealthy, tainted NoSchedule: {', '.join(sorted(unhealthy))}"
     if draining:
         message += ("; still allocated, so kept published with a NoSchedule taint until "
                     f"released: {', '.join(f'{d} ({why})' for d, why in draining.items())}")
@@ -171,6 +176,12 @@ def _retryable(err: ApiException) -> bool:
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def inventory_devices(inventory: DeviceInventory) -> list[InventoryDevice]:
+    """Declared and discovered devices of an inventory, overrides not applied."""
+    discovered = inventory.status.discovered if inventory.status else None
+    return [*(inventory.spec.devices or []), *(discovered.devices if discovered else [])]
 
 
 def raw_pool_key(raw: dict[str, Any]) -> tuple[str, str]:
@@ -275,6 +286,11 @@ async def _announce(state: OperatorState, raw: dict[str, Any], outcome: _Outcome
     if outcome.reason == "WaitingForAgent":
         return  # a new node-local inventory waits a moment for its first report: not news
     reasons = {"SlicesPublished": "Published", "AgentLeaseExpired": "PoolWithdrawn"}
+    message = outcome.message
+    if wrote and outcome.plan is not None:
+        verbs = [w.verb for w in outcome.plan.writes]
+        done = {"create": "created", "update": "updated", "delete": "deleted"}
+        message += ": " + ", ".join(f"{verbs.count(v)} {done[v]}" for v in done if v in verbs)
     await kube.post_event(state.api, raw, event_type="Normal" if outcome.ok else "Warning",
                           reason=reasons.get(outcome.reason, outcome.reason),
-                          message=outcome.message, component=COMPONENT)
+                          message=message, component=COMPONENT)
