@@ -115,6 +115,20 @@ async def cleanup(memo: Any, **_: Any) -> None:
     await runtime.api.close()
 
 
+@kopf.on.probe(id="kubedra", registry=registry)
+async def probe(memo: Any, **_: Any) -> dict[str, Any]:
+    """What ``/healthz`` shows about kubedra: caches filled, Leases synced, queue lengths."""
+    runtime = _runtime(memo)
+    state = runtime.state
+    return {
+        "cachesReady": runtime.ready.is_set(),
+        "leasesSynced": bool(runtime.leases and runtime.leases.synced.is_set()),
+        "inventoriesQueued": len(state.inventory_queue) if state else 0,
+        "claimsQueued": len(state.claim_queue) if state else 0,
+        "sliceWrites": state.slice_writes if state else 0,
+    }
+
+
 # --- indexes (kopf fills them before any event handler runs) ----------------------------------
 
 @kopf.index(*INVENTORIES, registry=registry)
