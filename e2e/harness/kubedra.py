@@ -24,12 +24,18 @@ H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     """Run kubectl (from the virtual environment) as admin; returns stdout.
 
+    The kubeconfig is passed as ``$KUBECONFIG`` and the virtual environment's ``bin`` leads
+    ``$PATH``, so kubectl plugins installed there work too (``kubectl dra explain …``).
+
     Raises:
         subprocess.CalledProcessError: kubectl failed (its stderr is in the exception).
     """
-    binary = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
-    result = subprocess.run([binary, f"--kubeconfig={plane.admin_kubeconfig}", *args],
-                            input=stdin, capture_output=True, text=True, check=True)
+    bin_dir = str(Path(sys.executable).parent)
+    binary = shutil.which("kubectl", path=bin_dir) or "kubectl"
+    env = {**os.environ, "KUBECONFIG": str(plane.admin_kubeconfig),
+           "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    result = subprocess.run([binary, *args], input=stdin, capture_output=True, text=True,
+                            check=True, env=env)
     return result.stdout
 
 
