@@ -6,8 +6,9 @@ diagnosis says it fails first (:mod:`kubedra.allocation.diagnosis`), with the va
   device's own node selection;
 - ``free``: the claims holding the device;
 - ``capacity``: the requested amount against what the device has left (KEP-5075);
-- ``counters``: each counter of a shared counter set the device needs more of than is left,
-  and the allocated devices (and their claims) that use it (KEP-4815);
+- ``counters``: each counter of a shared counter set the device needs more of than is left
+  (by set and counter name, as the API server stores maps sorted), and the allocated devices
+  (and their claims) that use it (KEP-4815);
 - ``untainted``: the taints the request does not tolerate, and the DeviceTaintRule that put
   one there (KEP-5055).
 """
@@ -157,7 +158,7 @@ def _counter_shortages(ctx: FindingContext, device: DeviceEntry, pool: Pool
                     for holder in ctx.holders(other.driver, pool.name, name)]
             shortages.append(CounterShortage(set_name, counter, _number(amount),
                                              _number(left[counter]), tuple(held)))
-    return shortages
+    return sorted(shortages, key=lambda s: (s.counter_set, s.counter))
 
 
 def _counter_reason(ctx: FindingContext, device: DeviceEntry, pool: Pool,

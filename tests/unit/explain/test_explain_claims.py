@@ -130,18 +130,17 @@ def test_mig_partition_names_the_counters_that_ran_out() -> None:
     held = ("gpu-0-mig-1g18gb-s0 of claim demo/small (request gpu)",)
     assert [(c.counter_set, c.counter, c.needed, c.left, c.held_by)
             for c in finding.counters] == [
-        ("gpu-0-counters", "memory-slice-0", "1", "0", held),
         ("gpu-0-counters", "compute-slices", "7", "6", held),
         ("gpu-0-counters", "copy-engines", "8", "7", held),
         ("gpu-0-counters", "decoders", "7", "6", held),
-        ("gpu-0-counters", "jpeg-engines", "7", "6", held)]
+        ("gpu-0-counters", "jpeg-engines", "7", "6", held),
+        ("gpu-0-counters", "memory-slice-0", "1", "0", held)]
     assert explanation.message == (
         "cannot be allocated: mig-h200: request gpu: 0 of 1 devices have the shared counters "
         "left (1 needed): gpu-0-mig-7g141gb-s0 on mig-h200 needs more of counter set "
-        "gpu-0-counters than is left: memory-slice-0 (needs 1, 0 left), compute-slices "
-        "(needs 7, 6 left), copy-engines (needs 8, 7 left), decoders (needs 7, 6 left), "
-        "jpeg-engines (needs 7, 6 left); in use by gpu-0-mig-1g18gb-s0 of claim demo/small "
-        "(request gpu)")
+        "gpu-0-counters than is left: compute-slices (needs 7, 6 left), copy-engines (needs 8, "
+        "7 left), decoders (needs 7, 6 left), jpeg-engines (needs 7, 6 left), memory-slice-0 "
+        "(needs 1, 0 left); in use by gpu-0-mig-1g18gb-s0 of claim demo/small (request gpu)")
 
 
 def test_consumable_capacity_left_on_a_shared_device() -> None:
