@@ -182,6 +182,39 @@ async def test_pending_claim_is_explained_in_an_event_and_by_kubectl_dra(
     assert "CannotAllocate" in text
 
 
+async def test_explanation_event_follows_a_changed_reason(
+        admin_api: ApiClient, namespace: str, demo_h200: str) -> None:
+    await _ready_inventory(admin_api, "demo-h200-gpu.kubedra.io")
+    resource = client.ResourceV1Api(admin_api)
+    class_name = f"{namespace}-gpus"
+    await resource.create_device_class({"metadata": {"name": class_name}, "spec": {
+        "selectors": [{"cel": {"expression": 'device.driver == "gpu.kubedra.io"'}}]}})
+    try:
+        await create_gpu_pod(admin_api, namespace, "big", TOO_BIG, device_class=class_name,
+                             node=demo_h200)
+        claim = await eventually(lambda: pod_claim(admin_api, namespace, "big"),
+                                 what="the claim of big")
+        name = claim["metadata"]["name"]
+        first = (f"cannot be allocated: demo-h200: request gpu: 0 of 1 devices of class "
+                 f"{class_name} match the request's selectors (1 needed): gpu-0 on demo-h200 "
+                 "has 150754820096 bytes, less than the 151397597184 asked "
+                 "(gpu.kubedra.io/memory: 143771Mi < 141Gi)")
+
+        async def messages(count: int) -> list[str] | None:
+            events = await claim_events(admin_api, namespace, name, "CannotAllocate")
+            return [e["message"] for e in events] if len(events) >= count else None
+        assert await eventually(lambda: messages(1), timeout=60, what="first Event") == [first]
+        await resource.patch_device_class(class_name, {"spec": {"selectors": [{"cel": {
+            "expression": 'device.attributes["gpu.kubedra.io"].type == "mig"'}}]}})
+        second = (f"cannot be allocated: demo-h200: request gpu: 0 of 1 devices are in class "
+                  f"{class_name} (1 needed): gpu-0 on demo-h200 has type \"gpu\", not the "
+                  "\"mig\" asked")
+        assert await eventually(lambda: messages(2), timeout=60, what="second Event") == [
+            first, second]
+    finally:
+        await resource.delete_device_class(class_name)
+
+
 async def test_deleted_slice_is_recreated_with_a_new_generation(
         kubedra: Kubedra, admin_api: ApiClient) -> None:
     custom = client.CustomObjectsApi(admin_api)

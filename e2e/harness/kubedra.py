@@ -60,14 +60,16 @@ class Kubedra:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def start_operator(self, *, lease_check_interval: float = 1.0) -> Component:
+    def start_operator(self, *, lease_check_interval: float = 1.0,
+                       explain_event_interval: float = 60.0) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount."""
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
             [sys.executable, "-m", "kubedra", "operator", "--liveness-port=0"],
             env=self._env(kubeconfig=str(config), namespace=NAMESPACE,
-                          lease_check_interval=str(lease_check_interval)))
+                          lease_check_interval=str(lease_check_interval),
+                          explain_event_interval=str(explain_event_interval)))
         return self.operator
 
     def add_node(self, node: str, labels: dict[str, str] | None = None) -> None:

@@ -58,6 +58,8 @@ class Settings(BaseSettings):
     # operator
     lease_check_interval: float = 5.0
     """How often the operator checks agent Leases for expiry."""
+    explain_event_interval: float = 60.0
+    """Seconds between two explaining Events (``CannotAllocate``) on the same claim, at least."""
 
 
 def settings_from_flags(**flags: Any) -> Settings:

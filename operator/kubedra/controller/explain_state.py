@@ -13,7 +13,8 @@ from kubedra.explain import ClusterSnapshot
 from kubedra.explain.snapshot import node_info
 
 EVENT_INTERVAL = 60.0
-"""Seconds between two Events on the same claim, at least."""
+"""Default seconds between two Events on the same claim, at least (setting
+``explain_event_interval``)."""
 EVALUATION_INTERVAL = 5.0
 """Seconds between two evaluations of the same pod, at least."""
 
@@ -42,6 +43,7 @@ class ExplainState:
     classes, taint rules), ``claims`` (allocations), ``nodes`` (node labels).
     """
 
+    event_interval: float = EVENT_INTERVAL
     inventory_version: int = 0
     claims_version: int = 0
     nodes_version: int = 0
@@ -79,8 +81,8 @@ class ExplainState:
         last = self.posted.get(claim)
         if last is not None and last[0] == message:
             return None
-        if last is not None and now - last[1] < EVENT_INTERVAL:
-            return EVENT_INTERVAL - (now - last[1])
+        if last is not None and now - last[1] < self.event_interval:
+            return self.event_interval - (now - last[1])
         return 0.0
 
     def event_posted(self, claim: Key, message: str, now: float) -> None:

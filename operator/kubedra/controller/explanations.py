@@ -14,7 +14,8 @@ Cost and rate limits:
   classes, taint rules, allocated claims, node labels, the pod or its claims), and at most
   once every ``EVALUATION_INTERVAL`` (5) seconds;
 - a claim gets an Event only when the message differs from the last one posted on it, and at
-  most one every ``EVENT_INTERVAL`` (60) seconds; a change within that time is posted when
+  most one every 60 seconds (setting ``explain_event_interval``, env
+  ``KUBEDRA_EXPLAIN_EVENT_INTERVAL``); a change within that time is posted when
   it ends, so the last Event always tells the current reason;
 - the allocator runs in a worker thread, so the publishing workers are never blocked.
 

@@ -18,6 +18,7 @@ import kopf
 from kubedra import kube
 from kubedra.api import inventory as inv
 from kubedra.controller.claims import reconcile_claim
+from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.explanations import (
     PENDING_POD_SELECTOR,
     explain_pod,
@@ -220,8 +221,9 @@ def _capture(memo: Any, kwargs: dict[str, Any]) -> OperatorState:
                            taint_rules=kwargs["taint_rules"], nodes=kwargs["nodes"],
                            pending_claims=kwargs["pending_claims"],
                            unschedulable_pods=kwargs["unschedulable_pods"])
-        runtime.state = OperatorState(api=runtime.api, settings=runtime.settings, view=view,
-                                      leases=runtime.leases)
+        runtime.state = OperatorState(
+            api=runtime.api, settings=runtime.settings, view=view, leases=runtime.leases,
+            explain=ExplainState(event_interval=runtime.settings.explain_event_interval))
         runtime.ready.set()
     return runtime.state
 
