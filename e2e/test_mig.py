@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
@@ -194,3 +196,30 @@ async def test_explain_names_the_counter_that_ran_out(
         ("compute-slices", "7", "6", [holder]), ("copy-engines", "8", "7", [holder]),
         ("decoders", "7", "6", [holder]), ("jpeg-engines", "7", "6", [holder]),
         ("memory-slice-0", "1", "0", [holder])]
+
+
+@pytest.mark.usefixtures("gpu_free")
+async def test_simulate_counts_the_copies_that_fit(kubedra: Kubedra, tmp_path: Path) -> None:
+    template = tmp_path / "template.yaml"
+    template.write_text(yaml.safe_dump({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "small"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "mig.gpu.kubedra.io",
+            "selectors": [{"cel": {"expression": profile("1g.18gb")}}]}}]}}}}))
+    found = json.loads(kubectl(kubedra.plane, "dra", "simulate", "-f", str(template),
+                               "--node", NODE, "-o", "json"))
+    assert found["copies"]["byNode"] == {NODE: 7}
+    assert [a["devices"][0]["device"] for a in found["copies"]["allocations"]] == [
+        f"gpu-0-mig-1g18gb-s{start}" for start in range(7)]
+    assert found["message"] == "7 copies fit in the cluster now (mig-h200: 7)"
+    whole = tmp_path / "whole.yaml"
+    whole.write_text(yaml.safe_dump({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "whole", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.kubedra.io"}}]}}}))
+    found = json.loads(kubectl(kubedra.plane, "dra", "simulate", "-f", str(whole),
+                               "--node", NODE, "-o", "json"))
+    assert found["copies"]["allocations"] == [{"node": NODE, "devices": [
+        {"request": "gpu", "driver": "gpu.kubedra.io", "pool": NODE, "device": "gpu-0"}]}]
