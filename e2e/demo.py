@@ -6,13 +6,15 @@ kwok node ``demo-h200`` that replays the real NVIDIA H200 capture, and creates t
 ``trainer`` asks for a GPU with at least 140Gi of memory and compute capability 9.0 (it runs),
 ``too-big`` asks for at least 141Gi (the H200 has 143771Mi, about 140.4Gi: it stays pending,
 and the operator explains why in an Event on its claim). Then it prints what a user would look
-at, ending with ``kubectl dra explain`` on the pending claim. ``--keep`` leaves the cluster running.
+at, ending with ``kubectl dra explain`` on the pending claim and ``kubectl dra simulate`` of one
+more whole-GPU claim. ``--keep`` leaves the cluster running.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import sys
 from typing import Any
@@ -39,6 +41,17 @@ FITS = ('device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("140Gi")) >
         'device.attributes["gpu.kubedra.io"].cudaComputeCapability.compareTo('
         'semver("9.0.0")) >= 0')
 TOO_BIG = 'device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("141Gi")) >= 0'
+ANY_GPU = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: any-gpu, namespace: demo}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.kubedra.io}
+"""
 
 
 def step(text: str) -> None:
@@ -126,6 +139,9 @@ def main(argv: list[str]) -> int:
         show(plane, "describe", "pod", "-n", NAMESPACE, "too-big")
         show(plane, "describe", "resourceclaim", "-n", NAMESPACE, too_big)
         show(plane, "dra", "explain", "resourceclaim", too_big, "-n", NAMESPACE)
+        template = workdir / "any-gpu.yaml"
+        template.write_text(ANY_GPU)
+        show(plane, "dra", "simulate", "-f", os.path.relpath(template))
     except BaseException:
         print(plane.log_tails(), file=sys.stderr)
         plane.stop()
