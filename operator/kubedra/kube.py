@@ -188,9 +188,15 @@ async def list_device_classes(api: ApiClient) -> list[dict[str, Any]]:
 
 async def list_device_taint_rules(api: ApiClient) -> list[dict[str, Any]]:
     """Every DeviceTaintRule (``resource.k8s.io/v1``, GA in 1.37; kubernetes-asyncio 36 has no
-    typed API for it, so this is a plain custom-object list)."""
-    return _items(await client.CustomObjectsApi(api).list_cluster_custom_object(
-        "resource.k8s.io", "v1", "devicetaintrules"))
+    typed API for it, so this is a plain custom-object list). An API server that does not
+    serve it (before 1.37) has none: ``[]``."""
+    try:
+        return _items(await client.CustomObjectsApi(api).list_cluster_custom_object(
+            "resource.k8s.io", "v1", "devicetaintrules"))
+    except ApiException as err:
+        if err.status == 404:
+            return []
+        raise
 
 
 async def list_nodes(api: ApiClient) -> list[dict[str, Any]]:
