@@ -226,6 +226,9 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
             ", …" if len(fitting) > NODES_NAMED else "")
         explanation.message = (f"fits on {_plural(len(fitting), 'node')} ({names}); first: "
                                f"{fitting[0].message}")
+        if pods:
+            explanation.message += ("; on its own the claim fits, so the pod waits for "
+                                    "something else (its other claims, or a scheduler retry)")
     elif explanation.candidates:
         explanation.verdict = "Unschedulable"
         explanation.message = _unschedulable_message(explanation.candidates)

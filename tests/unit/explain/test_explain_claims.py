@@ -93,6 +93,11 @@ def test_free_device_fits_and_says_which() -> None:
                                    "gpu-0 (request gpu)")
     assert explanation.candidates[0].devices == [
         {"request": "gpu", "driver": "gpu.kubedra.io", "pool": "demo-h200", "device": "gpu-0"}]
+    pod = PodPlacement("demo", "p", claims=("whole", "other"))
+    assert explain_claim(demo(whole), ResourceClaim.from_api(whole), [pod]).message == (
+        "fits on 1 node (demo-h200); first: demo-h200: fits with gpu-0 (request gpu); on its "
+        "own the claim fits, so the pod waits for something else (its other claims, or a "
+        "scheduler retry)")
 
 
 def test_device_taint_rule_names_the_rule() -> None:
