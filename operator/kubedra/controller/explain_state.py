@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,12 +36,21 @@ class Inputs:
     claims_version: int
 
 
+def _explain_thread() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="kubedra-explain")
+
+
 @dataclass
 class ExplainState:
     """The explainer's memory: input versions, per-pod evaluations, per-claim Events.
 
     Versions count watch events that can change an explanation: ``inventory`` (slices,
     classes, taint rules), ``claims`` (allocations), ``nodes`` (node labels).
+
+    Evaluations run in :attr:`executor`, one thread for the life of the operator: the cached
+    inventory keeps each device's CEL activation, and cel-expr-python binds an activation to
+    the thread that made it (evaluating it in another thread fails with "No PyCelArena found
+    for google::protobuf::Arena").
     """
 
     event_interval: float = EVENT_INTERVAL
@@ -53,6 +63,7 @@ class ExplainState:
     evaluated_at: dict[Key, float] = field(default_factory=dict)
     posted: dict[Key, tuple[str, float]] = field(default_factory=dict)
     """Claim → (message, time) of the last Event posted on it."""
+    executor: ThreadPoolExecutor = field(default_factory=_explain_thread)
     _inventory: tuple[int, Inventory, list[DeviceTaintRule]] | None = None
     _allocated: tuple[int, list[ResourceClaim]] | None = None
 

@@ -17,7 +17,8 @@ Cost and rate limits:
   most one every 60 seconds (setting ``explain_event_interval``, env
   ``KUBEDRA_EXPLAIN_EVENT_INTERVAL``); a change within that time is posted when
   it ends, so the last Event always tells the current reason;
-- the allocator runs in a worker thread, so the publishing workers are never blocked.
+- the allocator runs in a worker thread of its own, so the publishing workers are never
+  blocked.
 
 The parsed inventory and allocated claims are cached between evaluations until a watch event
 changes them. The limits are in :mod:`kubedra.controller.explain_state`.
@@ -98,8 +99,8 @@ async def explain_pod(state: OperatorState, namespace: str, name: str) -> None:
     if delay:
         state.explain_queue.add_after(key, delay)
         return
-    explanations = await asyncio.to_thread(_explain_all, explain, read_inputs(state), claims,
-                                            placement)
+    explanations = await asyncio.get_running_loop().run_in_executor(
+        explain.executor, _explain_all, explain, read_inputs(state), claims, placement)
     settled = True
     for claim, explanation in zip(claims, explanations, strict=True):
         settled &= await _announce(state, key, claim, explanation.message)

@@ -123,6 +123,8 @@ async def cleanup(memo: Any, **_: Any) -> None:
     for task in runtime.tasks:
         task.cancel()
     await asyncio.gather(*runtime.tasks, return_exceptions=True)
+    if runtime.state is not None:
+        runtime.state.explain.executor.shutdown(wait=False, cancel_futures=True)
     await runtime.api.close()
 
 

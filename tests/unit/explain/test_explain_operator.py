@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
-from explain_builders import h200_slices, node, shipped_classes
+from explain_builders import gpu_claim, h200_slices, node, shipped_classes
 
+from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import (
     EVALUATION_INTERVAL,
     EVENT_INTERVAL,
@@ -14,6 +16,7 @@ from kubedra.controller.explain_state import (
     Inputs,
 )
 from kubedra.controller.explanations import unschedulable_for_claims
+from kubedra.explain import explain_claim
 
 SCHEDULER_MESSAGE = ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 "
                      "nodes are available: 1 Preemption is not helpful for scheduling.")
@@ -85,3 +88,23 @@ def test_parsed_inputs_are_reused_until_their_version_changes() -> None:
     assert state.snapshot(inputs).inventory is first.inventory
     inputs.inventory_version = 2
     assert state.snapshot(inputs).inventory is not first.inventory
+
+
+def test_every_evaluation_runs_in_the_same_thread() -> None:
+    # the cached inventory keeps CEL activations, which cel-expr-python binds to the thread
+    # that made them: a second evaluation in another thread failed ("No PyCelArena found")
+    state = ExplainState()
+    inputs = Inputs(slices=h200_slices("demo-h200"), classes=shipped_classes(), taint_rules=[],
+                    allocated=[], nodes=[node("demo-h200")], inventory_version=1,
+                    claims_version=1)
+    claim = ResourceClaim.from_api(gpu_claim("big", 'device.capacity["gpu.kubedra.io"].memory'
+                                                    '.compareTo(quantity("141Gi")) >= 0'))
+
+    def evaluate() -> tuple[str, str]:
+        return (threading.current_thread().name,
+                explain_claim(state.snapshot(inputs), claim).message)
+
+    first = state.executor.submit(evaluate).result()
+    second = state.executor.submit(evaluate).result()
+    assert first == second
+    assert first[1].startswith("cannot be allocated: demo-h200: request gpu: 0 of 1 devices")
