@@ -168,8 +168,11 @@ async def test_pending_claim_is_explained_in_an_event_and_by_kubectl_dra(
     [candidate] = explanation["candidates"]
     assert (candidate["node"], candidate["fits"]) == ("demo-h200", False)
     [request] = candidate["requests"]
-    assert request["funnel"] == {"devices": 1, "inClass": 1, "matchRequest": 0, "free": 0,
-                                 "capacity": 0, "counters": 0, "untainted": 0}
+    # "devices" also counts the allNodes pools other tests publish: not compared
+    assert request["funnel"]["devices"] >= 1
+    assert {k: v for k, v in request["funnel"].items() if k != "devices"} == {
+        "inClass": 1, "matchRequest": 0, "free": 0, "capacity": 0, "counters": 0,
+        "untainted": 0}
     assert (request["request"], request["needed"], request["failedAt"]) == (
         "gpu", 1, "matchRequest")
     assert request["devices"] == [{

@@ -186,8 +186,11 @@ async def test_explain_names_the_counter_that_ran_out(
     [candidate] = explanation["candidates"]
     [request] = candidate["requests"]
     assert (candidate["node"], request["failedAt"]) == (NODE, "counters")
-    assert request["funnel"] == {"devices": 26, "inClass": 25, "matchRequest": 1, "free": 1,
-                                 "capacity": 1, "counters": 0, "untainted": 0}
+    # "devices" also counts the allNodes pools other tests publish: not compared
+    assert request["funnel"]["devices"] >= 26
+    assert {k: v for k, v in request["funnel"].items() if k != "devices"} == {
+        "inClass": 25, "matchRequest": 1, "free": 1, "capacity": 1, "counters": 0,
+        "untainted": 0}
     [device] = request["devices"]
     assert (device["device"], device["check"], device["reason"]) == (
         "gpu-0-mig-7g141gb-s0", "counters", reason)
