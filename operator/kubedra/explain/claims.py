@@ -109,12 +109,16 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
     return outcome
 
 
-def _node_message(node: str, request: RequestOutcome) -> str:
+def _request_message(request: RequestOutcome) -> str:
     reasons = [d.reason for d in request.devices]
     shown = reasons[:REASONS_IN_MESSAGE]
     if len(reasons) > len(shown):
         shown.append(f"and {_plural(len(reasons) - len(shown), 'more device')}")
-    return f"{node}: {request.message}" + (f": {'; '.join(shown)}" if shown else "")
+    return request.message + (f": {'; '.join(shown)}" if shown else "")
+
+
+def _node_message(node: str, requests: list[RequestOutcome]) -> str:
+    return f"{node}: " + "; ".join(_request_message(r) for r in requests)
 
 
 def result_devices(allocation: AllocationResult) -> list[dict[str, str]]:
@@ -154,18 +158,17 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
     outcome = NodeOutcome(node.name, False, "", requests=requests,
                           failed_request=failed_request)
     deciding = outcome.deciding()
-    outcome.message = _node_message(node.name, deciding) if deciding is not None \
+    outcome.message = _node_message(node.name, deciding) if deciding \
         else f"{node.name}: {failed.reason}"
     return outcome
 
 
 def _grouped(outcomes: Iterable[NodeOutcome]) -> list[list[NodeOutcome]]:
     """Failed nodes grouped by the request and check that failed, largest group first."""
-    groups: dict[tuple[str | None, str | None, str | None], list[NodeOutcome]] = {}
+    groups: dict[tuple[str | None, ...], list[NodeOutcome]] = {}
     for outcome in outcomes:
-        deciding = outcome.deciding()
         key = (outcome.error and "error", outcome.failed_request,
-               deciding.failed_at if deciding else None)
+               *(r.failed_at for r in outcome.deciding()))
         groups.setdefault(key, []).append(outcome)
     return sorted(groups.values(), key=lambda g: (-len(g), g[0].node))
 

@@ -144,9 +144,17 @@ class NodeOutcome:
                 "error": self.error, "devices": self.devices,
                 "requests": [r.to_json() for r in self.requests]}
 
-    def deciding(self) -> RequestOutcome | None:
-        """The outcome of the request that failed."""
-        return next((r for r in self.requests if r.request == self.failed_request), None)
+    def deciding(self) -> list[RequestOutcome]:
+        """The outcomes of the request that failed: the request, or for a subrequest
+        (``firstAvailable``) every subrequest of its request that failed."""
+        failed = self.failed_request
+        if failed is None:
+            return []
+        parent, sub, _ = failed.partition("/")
+        if not sub:
+            return [r for r in self.requests if r.request == failed]
+        return [r for r in self.requests if r.request.startswith(f"{parent}/")
+                and (r.failed_at is not None or r.request == failed)]
 
 
 @dataclass

@@ -260,3 +260,24 @@ def test_allocated_claim_says_why_its_device_fits() -> None:
         "values": {"driver": '"gpu.kubedra.io"', "gpu.kubedra.io/type": '"gpu"',
                    "gpu.kubedra.io/memory": "150754820096",
                    "gpu.kubedra.io/cudaComputeCapability": "9.0.0"}}]}
+
+
+def test_every_alternative_of_first_available_is_explained() -> None:
+    big = {"name": "big", "deviceClassName": "gpu.kubedra.io",
+           "selectors": [{"cel": {"expression": TOO_BIG}}]}
+    wants = {"metadata": {"name": "fa", "namespace": "demo"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "firstAvailable": [
+            big, {"name": "mig", "deviceClassName": "mig.gpu.kubedra.io"}]}]}}}
+    explanation = explain_claim(demo(wants), ResourceClaim.from_api(wants))
+    assert [(r.request, r.failed_at) for r in explanation.candidates[0].requests] == [
+        ("gpu/big", "matchRequest"), ("gpu/mig", "inClass")]
+    assert explanation.message == (
+        "cannot be allocated: demo-h200: request gpu/big: 0 of 1 devices of class "
+        f"gpu.kubedra.io match the request's selectors (1 needed): {DEMO_REASON}; request "
+        "gpu/mig: 0 of 1 devices are in class mig.gpu.kubedra.io (1 needed): gpu-0 on "
+        'demo-h200 has type "gpu", not the "mig" asked')
+    fallback = {"name": "any", "deviceClassName": "gpu.kubedra.io"}
+    wants["spec"]["devices"]["requests"][0]["firstAvailable"] = [big, fallback]
+    explanation = explain_claim(demo(wants), ResourceClaim.from_api(wants))
+    assert explanation.message == ("fits on 1 node (demo-h200); first: demo-h200: fits with "
+                                   "gpu-0 (request gpu/any)")
