@@ -373,10 +373,11 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
                                                               "disabled": True}]},
          {"op": "add", "path": "/spec/devices/1/health", "value": "Unhealthy"},
          {"op": "add", "path": "/spec/devices/1/healthMessage", "value": "XID 79"}])
-    gone = await eventually(lambda: ready_condition("uses-0", "DeviceNotFound"), timeout=60,
-                            what="uses-0 DeviceNotFound")
-    assert (gone["status"], gone["message"]) == (
-        "False", "pool claims (DeviceInventory claims) no longer has device dev-000")
+    disabled = await eventually(lambda: ready_condition("uses-0", "DeviceDisabled"), timeout=60,
+                                what="uses-0 DeviceDisabled")
+    assert (disabled["status"], disabled["message"]) == (
+        "False", "device dev-000 of pool claims is disabled by an override in DeviceInventory "
+                 "claims; it stays published, tainted, until released")
     sick = await eventually(lambda: ready_condition("uses-1", "DeviceUnhealthy"), timeout=60,
                             what="uses-1 DeviceUnhealthy")
     assert (sick["status"], sick["message"]) == (
@@ -385,10 +386,19 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
         namespace, field_selector=f"involvedObject.name={sick['claim']['metadata']['name']}")
     assert [(e.type, e.reason, e.message) for e in events.items] == [
         ("Warning", "DeviceNotReady", "device dev-001 in pool claims is unhealthy: XID 79")]
+    # the disabled device is still allocated: it stays, tainted, so that nothing else gets it
     [published] = await slices_of(admin_api, "claims")
-    assert [(d["name"], d.get("taints")) for d in published["spec"]["devices"]] == [
-        ("dev-001", [{"key": "kubedra.io/unhealthy", "value": "XID-79", "effect": "NoSchedule",
-                      "timeAdded": published["spec"]["devices"][0]["taints"][0]["timeAdded"]}])]
+    taints = {d["name"]: [(t["key"], t.get("value"), t["effect"]) for t in d.get("taints", [])]
+              for d in published["spec"]["devices"]}
+    assert taints == {"dev-000": [("kubedra.io/draining", "disabled", "NoSchedule")],
+                      "dev-001": [("kubedra.io/unhealthy", "XID-79", "NoSchedule")]}
+    # once released, the disabled device is no longer published
+    await client.CoreV1Api(admin_api).delete_namespaced_pod("uses-0", namespace)
+
+    async def released() -> bool:
+        [current] = await slices_of(admin_api, "claims")
+        return [d["name"] for d in current["spec"]["devices"]] == ["dev-001"]
+    await eventually(released, timeout=60, what="dev-000 unpublished after release")
 
 
 async def test_an_agent_may_only_write_its_own_nodes_inventory(kubedra: Kubedra) -> None:
@@ -449,3 +459,35 @@ async def test_claim_whose_config_the_api_server_refuses_to_update_is_not_retrie
     log = (kubedra.plane.logs / "kubedra-operator.log").read_text()
     assert log.count(f"claim={namespace}/with-config") == 1
     assert "the API server refuses status writes to this claim" in log
+
+
+async def test_two_inventories_of_one_pool_do_not_hide_each_other(
+        kubedra: Kubedra, admin_api: ApiClient) -> None:
+    custom = client.CustomObjectsApi(admin_api)
+    first = _static_inventory("pool-first", 2)
+    await custom.create_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
+                                              first)
+    await _ready_inventory(admin_api, "pool-first")
+    second = _static_inventory("pool-second", 1)
+    second["spec"]["pool"] = "pool-first"
+    await custom.create_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
+                                              second)
+
+    async def conflict() -> dict[str, Any] | None:
+        ready = condition(await read_inventory(admin_api, "pool-second"), "Ready")
+        return ready if ready and ready["reason"] == "PoolConflict" else None
+    ready = await eventually(conflict, what="PoolConflict on the second inventory")
+    assert (ready["status"], ready["message"]) == (
+        "False", "pool pool-first of driver pci.kubedra.io is published by DeviceInventory "
+                 "pool-first, created earlier; this inventory publishes nothing while that one "
+                 "exists")
+    assert await slices_of(admin_api, "pool-second") == []
+    [kept] = await slices_of(admin_api, "pool-first")
+    assert [d["name"] for d in kept["spec"]["devices"]] == ["dev-000", "dev-001"]
+    # when the first goes away, the second publishes the pool
+    await custom.delete_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
+                                              "pool-first")
+    await _ready_inventory(admin_api, "pool-second")
+    [taken] = await slices_of(admin_api, "pool-second")
+    assert taken["spec"]["pool"]["name"] == "pool-first"
+    assert [d["name"] for d in taken["spec"]["devices"]] == ["dev-000"]

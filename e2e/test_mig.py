@@ -17,7 +17,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
-from e2e.kube_objects import claim_events, create_gpu_pod, pod_claim, read_inventory
+from e2e.kube_objects import claim_events, condition, create_gpu_pod, pod_claim, read_inventory
 
 pytestmark = pytest.mark.cluster
 
@@ -155,6 +155,35 @@ async def test_a_partition_excludes_the_whole_gpu(admin_api: ApiClient, gpu_free
     await create_gpu_pod(admin_api, ns, "tiny-2", profile("1g.18gb+me"),
                          device_class="mig.gpu.kubedra.io", node=NODE)
     await stays_pending(admin_api, ns, "tiny-2")
+
+
+async def test_a_disabled_but_allocated_partition_still_blocks_overlapping_ones(
+        admin_api: ApiClient, gpu_free: str) -> None:
+    """Disabling an allocated partition must not free its memory slices for another one."""
+    ns = gpu_free
+    await create_gpu_pod(admin_api, ns, "four", profile("4g.71gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    assert await allocated_device(admin_api, ns, "four") == "gpu-0-mig-4g71gb-s0"
+    custom = client.CustomObjectsApi(admin_api)
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
+        {"spec": {"overrides": [{"device": "gpu-0-mig-4g71gb-s0", "disabled": True}]}},
+        _content_type="application/merge-patch+json")
+
+    async def draining() -> bool:
+        ready = condition(await read_inventory(admin_api, INVENTORY), "Published") or {}
+        return "gpu-0-mig-4g71gb-s0 (disabled)" in ready.get("message", "")
+    await eventually(draining, what="the disabled partition kept while allocated")
+    # 3g.71gb at start 0 overlaps the 4g's memory slices 0-3: only start 4 is possible
+    await create_gpu_pod(admin_api, ns, "three", profile("3g.71gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    assert await allocated_device(admin_api, ns, "three") == "gpu-0-mig-3g71gb-s4"
+    await create_gpu_pod(admin_api, ns, "three-more", profile("3g.71gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    await stays_pending(admin_api, ns, "three-more")
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY, {"spec": {"overrides": None}},
+        _content_type="application/merge-patch+json")
 
 
 async def test_explain_names_the_counter_that_ran_out(

@@ -7,8 +7,14 @@ from typing import Any
 import pytest
 
 from kubedra.api.inventory import DeviceInventory
+from kubedra.api.quantity import Quantity
 from kubedra.api.resource import Counter, DeviceCounterConsumption, OwnerReference, ResourceSlice
-from kubedra.publishing.pool import UNHEALTHY_TAINT_KEY, InvalidInventory, build_pool
+from kubedra.publishing.pool import (
+    UNHEALTHY_TAINT_KEY,
+    InvalidInventory,
+    build_pool,
+    keep_allocated_devices,
+)
 from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import SliceWrite, plan_sync, slice_name
 
@@ -286,3 +292,51 @@ def test_generation_never_goes_back_when_every_slice_was_deleted() -> None:
     result = plan_sync("node-1-gpu", OWNER, pool, split_pool(pool), [], published_generation=3)
     assert result.pool.generation == 4
     assert [(w.verb, w.name) for w in result.writes] == [("create", "node-1-gpu-00000")]
+
+
+def test_allocated_devices_dropped_by_the_inventory_stay_published_tainted() -> None:
+    server = FakeServer()
+    before = inventory(3, counters=True)
+    server.apply(plan(before, [])[0])
+    # dev-001 is disabled by an override, dev-002 is no longer reported; both are allocated
+    after = DeviceInventory.from_api({**before.to_api(), "spec": {
+        **before.to_api()["spec"], "overrides": [{"device": "dev-001", "disabled": True}]}})
+    assert after.status
+    assert after.status.discovered
+    after.status.discovered.devices.pop(2)
+    pool = build_pool(after)
+    assert [d.name for d in pool.devices] == ["dev-000"]
+    kept, draining = keep_allocated_devices(pool, {"dev-001", "dev-002"}, server.existing())
+    assert draining == {"dev-001": "disabled", "dev-002": "gone"}
+    assert [d.name for d in kept.devices] == ["dev-000", "dev-001", "dev-002"]
+    assert [(t.key, t.value, t.effect) for t in kept.devices[1].taints or []] == [
+        ("kubedra.io/draining", "disabled", "NoSchedule")]
+    assert [(t.key, t.value, t.effect) for t in kept.devices[2].taints or []] == [
+        ("kubedra.io/draining", "gone", "NoSchedule")]
+    # their counters stay consumed from the set they use
+    uses = kept.devices[2].consumes_counters or []
+    assert [(u.counter_set, u.counters["slots"].value) for u in uses] == [
+        ("node-counters", Quantity("1"))]
+    assert [c.name for c in kept.counter_sets] == ["node-counters"]
+
+
+def test_a_dropped_device_keeps_its_counter_set_even_if_the_set_is_gone() -> None:
+    server = FakeServer()
+    before = inventory(2, counters=True)
+    server.apply(plan(before, [])[0])
+    data = before.to_api()
+    data["status"]["discovered"] = {"devices": data["status"]["discovered"]["devices"][:1]}
+    del data["status"]["discovered"]["devices"][0]["consumesCounters"]
+    pool = build_pool(DeviceInventory.from_api(data))
+    assert pool.counter_sets == []
+    kept, draining = keep_allocated_devices(pool, {"dev-001"}, server.existing())
+    assert draining == {"dev-001": "gone"}
+    assert [c.name for c in kept.counter_sets] == ["node-counters"]
+    assert kept.counter_sets[0].counters["slots"].value == Quantity("2")
+
+
+def test_released_devices_are_not_kept() -> None:
+    server = FakeServer()
+    server.apply(plan(inventory(2), [])[0])
+    pool = build_pool(inventory(1))
+    assert keep_allocated_devices(pool, set(), server.existing()) == (pool, {})

@@ -6,6 +6,7 @@ For each allocated device of a pool that a DeviceInventory publishes, the operat
 
 * ``True``, reason ``Allocated``: the device is published and healthy;
 * ``False``, reason ``DeviceNotFound``: the pool no longer has the device (or is withdrawn);
+* ``False``, reason ``DeviceDisabled``: an override disables the device;
 * ``False``, reason ``DeviceUnhealthy``: the agent reports the device unhealthy.
 
 A ``False`` condition also gets a Warning Event on the claim. The node agent writes its own
@@ -39,8 +40,13 @@ def _device_condition(state: OperatorState, result: dict[str, Any]) -> tuple[boo
         return (False, "DeviceNotFound",
                 f"pool {result['pool']} of {result['driver']} is not published; device "
                 f"{device} cannot be used until its node agent reports again")
+    draining = published.draining.get(device)
+    if draining == "disabled":
+        return (False, "DeviceDisabled",
+                f"device {device} of pool {result['pool']} is disabled by an override in "
+                f"DeviceInventory {inventory}; it stays published, tainted, until released")
     health, health_message = published.health.get(device, ("Missing", None))
-    if health == "Missing" or device not in {d.name for d in published.pool.devices}:
+    if draining or health == "Missing" or device not in {d.name for d in published.pool.devices}:
         return (False, "DeviceNotFound",
                 f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device "
                 f"{device}")

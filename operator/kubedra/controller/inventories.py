@@ -28,7 +28,13 @@ from kubedra.api.resource import OwnerReference, ResourceSlice
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.state import OperatorState, PublishedPool, timestamp, utcnow
 from kubedra.logging import get_logger
-from kubedra.publishing.pool import DesiredPool, InvalidInventory, build_pool, pool_name
+from kubedra.publishing.pool import (
+    DesiredPool,
+    InvalidInventory,
+    build_pool,
+    keep_allocated_devices,
+    pool_name,
+)
 from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import SyncPlan, plan_sync
 
@@ -40,9 +46,11 @@ class _Outcome:
     """What this reconcile did, for the status: published, withdrawn, or failed with reason."""
 
     def __init__(self, ok: bool, reason: str, message: str, *, plan: SyncPlan | None = None,
-                 devices: int = 0, withdrawn: bool = False) -> None:
+                 devices: int = 0, withdrawn: bool = False,
+                 draining: dict[str, str] | None = None) -> None:
         self.ok, self.reason, self.message = ok, reason, message
         self.plan, self.devices, self.withdrawn = plan, devices, withdrawn
+        self.draining = draining or {}
 
 
 def validation_field(err: ValidationError) -> str:
@@ -71,12 +79,15 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         await _write_status(state, raw, _Outcome(False, "InvalidInventory", validation_field(err)))
         return
     outcome, pool = await _publish(state, raw, inventory)
-    if pool is not None:
+    if outcome.reason == "PoolConflict":
+        state.pools.pop(name, None)
+    elif pool is not None:
         health = {d.name: (d.health, d.health_message)
                   for d in [*(inventory.spec.devices or []),
                             *(inventory.status.discovered.devices
                               if inventory.status and inventory.status.discovered else [])]}
-        state.pools[name] = PublishedPool(pool=pool, health=health, withdrawn=outcome.withdrawn)
+        state.pools[name] = PublishedPool(pool=pool, health=health, withdrawn=outcome.withdrawn,
+                                          draining=outcome.draining)
     await _write_status(state, raw, outcome)
     if not outcome.ok and outcome.reason == "PublishFailed":
         raise RuntimeError(outcome.message)
@@ -105,6 +116,16 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
         pool = build_pool(inventory)
     except InvalidInventory as err:
         return _Outcome(False, "InvalidInventory", str(err)), None
+    rival = _pool_owner(state, raw, pool.driver, pool.name)
+    if rival != name:
+        for current in existing:
+            await _delete(state, name, current)
+        return _Outcome(False, "PoolConflict",
+                        f"pool {pool.name} of driver {pool.driver} is published by "
+                        f"DeviceInventory {rival}, created earlier; this inventory publishes "
+                        "nothing while that one exists", withdrawn=True), None
+    held = {u.device for u in state.view.uses_of(pool.driver, pool.name)}
+    pool, draining = keep_allocated_devices(pool, held, existing)
     owner = OwnerReference(api_version=inventory.api_version, kind=inventory.kind, name=name,
                            uid=inventory.metadata.uid or "", controller=True)
     last = inventory.status.pool if inventory.status and inventory.status.pool else None
@@ -131,15 +152,37 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
     if plan.writes:
         log.info("published", inventory=name, pool=pool.name, generation=plan.pool.generation,
                  slices=len(plan.slice_names), writes=len(plan.writes))
-    return _Outcome(True, "SlicesPublished",
-                    f"{_count(len(pool.devices), 'device')} in "
-                    f"{_count(len(plan.slice_names), 'ResourceSlice')} "
-                    f"(pool {pool.name}, generation {plan.pool.generation})",
-                    plan=plan, devices=len(pool.devices)), pool
+    message = (f"{_count(len(pool.devices), 'device')} in "
+               f"{_count(len(plan.slice_names), 'ResourceSlice')} "
+               f"(pool {pool.name}, generation {plan.pool.generation})")
+    if draining:
+        message += ("; still allocated, so kept published with a NoSchedule taint until "
+                    f"released: {', '.join(f'{d} ({why})' for d, why in draining.items())}")
+    return _Outcome(True, "SlicesPublished", message, plan=plan, devices=len(pool.devices),
+                    draining=draining), pool
 
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def raw_pool_key(raw: dict[str, Any]) -> tuple[str, str]:
+    """(driver, pool name) of a raw inventory, as :func:`pool_name` computes it."""
+    spec = raw.get("spec") or {}
+    return (spec.get("driver", ""),
+            spec.get("pool") or spec.get("nodeName") or raw["metadata"]["name"])
+
+
+def _pool_owner(state: OperatorState, raw: dict[str, Any], driver: str, pool: str) -> str:
+    """The inventory that publishes pool (driver, pool): of all inventories naming it, the one
+    created first (then by name). Two publishers of one pool would hide each other's slices,
+    since consumers use only the highest generation of a pool."""
+    rivals = [other for other in (state.view.inventory(n) for n in
+                                  state.view.inventories_of_pool(driver, pool)) if other]
+    rivals.append(raw)
+    first = min(rivals, key=lambda r: (r["metadata"].get("creationTimestamp") or "",
+                                       r["metadata"]["name"]))
+    return str(first["metadata"]["name"])
 
 
 def build_pool_or_none(inventory: DeviceInventory) -> DesiredPool | None:
@@ -157,11 +200,13 @@ async def _delete(state: OperatorState, inventory: str, current: ResourceSlice) 
     state.slice_writes += 1
 
 
-def _allocations(state: OperatorState, raw: dict[str, Any]) -> list[dict[str, str]]:
-    """The claims holding devices of this inventory's pool, sorted by device and claim."""
-    spec = raw.get("spec") or {}
-    pool = spec.get("pool") or spec.get("nodeName") or raw["metadata"]["name"]
-    uses = state.view.uses_of(spec.get("driver", ""), pool)
+def _allocations(state: OperatorState, raw: dict[str, Any], outcome: _Outcome
+                 ) -> list[dict[str, str]]:
+    """The claims holding devices of this inventory's pool, sorted by device and claim (none
+    for an inventory that does not own its pool)."""
+    if outcome.reason == "PoolConflict":
+        return []
+    uses = state.view.uses_of(*raw_pool_key(raw))
     return sorted(({"device": u.device, "claim": f"{u.namespace}/{u.name}", "claimUID": u.uid,
                     "request": u.request} for u in uses),
                   key=lambda a: (a["device"], a["claim"], a["request"]))
@@ -179,7 +224,7 @@ async def _write_status(state: OperatorState, raw: dict[str, Any], outcome: _Out
     conditions = set_condition(conditions, type_="Ready", status=outcome.ok,
                                reason="Published" if outcome.ok else outcome.reason,
                                message=outcome.message, now=now, observed_generation=generation)
-    allocations = _allocations(state, raw)
+    allocations = _allocations(state, raw, outcome)
     status: dict[str, Any] = {
         "conditions": conditions,
         "observedGeneration": generation,

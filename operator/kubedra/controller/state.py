@@ -45,15 +45,16 @@ class ClaimUse:
 class ClusterView:
     """Read-only access to the kopf indexes by meaning.
 
-    ``inventories``: name → raw DeviceInventory; ``slices``: inventory name → raw slices;
-    ``claims``: (namespace, name) → raw allocated claim; ``claim_uses``: (driver, pool) →
-    ClaimUse. For explanations: ``all_slices`` (every ResourceSlice, by name),
-    ``device_classes``, ``taint_rules`` and ``nodes`` (by name), ``pending_claims`` (the
-    unallocated claims) and ``unschedulable_pods`` (pods kube-scheduler gave up on because of
-    their claims), both by (namespace, name).
+    ``inventories``: name → raw DeviceInventory; ``pools``: (driver, pool) → inventory names;
+    ``slices``: inventory name → raw slices; ``claims``: (namespace, name) → raw allocated
+    claim; ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``all_slices`` (every
+    ResourceSlice, by name), ``device_classes``, ``taint_rules`` and ``nodes`` (by name),
+    ``pending_claims`` (the unallocated claims) and ``unschedulable_pods`` (pods
+    kube-scheduler gave up on because of their claims), both by (namespace, name).
     """
 
     inventories: Mapping[str, Store]
+    pools: Mapping[tuple[str, str], Store]
     slices: Mapping[str, Store]
     claims: Mapping[tuple[str, str], Store]
     claim_uses: Mapping[tuple[str, str], Store]
@@ -84,6 +85,10 @@ class ClusterView:
     def inventory_names(self) -> list[str]:
         """All inventory names."""
         return list(self.inventories)
+
+    def inventories_of_pool(self, driver: str, pool: str) -> list[str]:
+        """Names of the inventories that name pool (driver, pool)."""
+        return list(self.pools.get((driver, pool), ()))
 
     def slices_of(self, inventory_name: str) -> list[dict[str, Any]]:
         """Raw slices labelled with ``inventory_name``."""
@@ -149,6 +154,8 @@ class PublishedPool:
     health: Mapping[str, tuple[str, str | None]]
     """Device name → (health, message) of every device in the inventory (published or not)."""
     withdrawn: bool = False
+    draining: Mapping[str, str] = field(default_factory=dict)
+    """Allocated devices kept published though dropped: name → ``disabled`` or ``gone``."""
 
 
 @dataclass

@@ -24,7 +24,7 @@ from kubedra.controller.explanations import (
     explain_pod,
     unschedulable_for_claims,
 )
-from kubedra.controller.inventories import reconcile_inventory
+from kubedra.controller.inventories import raw_pool_key, reconcile_inventory
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
 from kubedra.controller.state import ClaimUse, ClusterView, OperatorState, utcnow
@@ -136,6 +136,12 @@ async def inventories(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[st
     return {name: _plain(body)}
 
 
+@kopf.index(*INVENTORIES, registry=registry)
+async def inventory_pools(name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
+    """(driver, pool) → names of the inventories that name it (normally one)."""
+    return {raw_pool_key(_plain(body)): name}
+
+
 @kopf.index(*SLICES, registry=registry, labels=MANAGED_BY)
 async def slices(labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     """Inventory name → its slices."""
@@ -216,7 +222,8 @@ def _capture(memo: Any, kwargs: dict[str, Any]) -> OperatorState:
     runtime = _runtime(memo)
     if runtime.state is None:
         assert runtime.leases is not None
-        view = ClusterView(inventories=kwargs["inventories"], slices=kwargs["slices"],
+        view = ClusterView(inventories=kwargs["inventories"], pools=kwargs["inventory_pools"],
+                           slices=kwargs["slices"],
                            claims=kwargs["claims"], claim_uses=_flatten(kwargs["claim_uses"]),
                            all_slices=kwargs["all_slices"],
                            device_classes=kwargs["device_classes"],
@@ -245,9 +252,13 @@ class _flatten(dict[tuple[str, str], Any]):
 
 
 @kopf.on.event(*INVENTORIES, registry=registry)
-async def on_inventory(name: str, memo: Any, **kwargs: Any) -> None:
-    """An inventory changed: reconcile it."""
-    _capture(memo, kwargs).inventory_queue.add(name)
+async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    """An inventory changed: reconcile it, and the others naming the same pool (one of them
+    may now own it)."""
+    state = _capture(memo, kwargs)
+    state.inventory_queue.add(name)
+    for other in state.view.inventories_of_pool(*raw_pool_key(_plain(body))):
+        state.inventory_queue.add(other)
 
 
 @kopf.on.event(*SLICES, registry=registry)

@@ -10,7 +10,7 @@ make the API server reject a slice, or the allocator ignore the pool, raises
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kubedra.api.inventory import DeviceInventory, InventoryDevice
 from kubedra.api.limits import (
@@ -18,7 +18,7 @@ from kubedra.api.limits import (
     RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
 )
 from kubedra.api.names import qualified_name_error
-from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
+from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector, ResourceSlice
 
 UNHEALTHY_TAINT_KEY = "kubedra.io/unhealthy"
 """Taint key put on devices the agent reports ``Unhealthy``; its value is the health message."""
@@ -53,6 +53,8 @@ class DesiredPool:
     all_nodes: bool = False
     devices: list[Device] = field(default_factory=list)
     counter_sets: list[CounterSet] = field(default_factory=list)
+    disabled: frozenset[str] = frozenset()
+    """Devices of the inventory that an override disables (not in ``devices``)."""
 
 
 def pool_name(inventory: DeviceInventory) -> str:
@@ -90,6 +92,7 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
 
     overrides = {o.device: o for o in spec.overrides or []}
     seen: set[str] = set()
+    disabled: set[str] = set()
     devices: list[Device] = []
     for path, device in sources:
         if device.name in seen:
@@ -98,6 +101,7 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         _check_device(path, device, counter_sets)
         override = overrides.get(device.name)
         if override and override.disabled:
+            disabled.add(device.name)
             continue
         taints = list(override.taints or []) if override else []
         if device.health == "Unhealthy":
@@ -119,6 +123,7 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         all_nodes=bool(spec.all_nodes),
         devices=sorted(devices, key=lambda d: d.name),
         counter_sets=[counter_sets[name] for name in sorted(counter_sets)],
+        disabled=frozenset(disabled),
     )
 
 
@@ -163,3 +168,53 @@ def _check_device(path: str, device: InventoryDevice, counter_sets: dict[str, Co
                     f"{path}.consumesCounters[{i}].counters[{counter}]",
                     f"consumes {amount.value} but counter set {use.counter_set!r} holds only "
                     f"{available.value}")
+
+
+DRAINING_TAINT_KEY = "kubedra.io/draining"
+"""Taint key of a device that is still allocated but no longer offered: disabled by an override
+(value ``disabled``) or no longer reported (value ``gone``)."""
+
+
+def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: list[ResourceSlice]
+                           ) -> tuple[DesiredPool, dict[str, str]]:
+    """Keep publishing devices that claims still hold, though the inventory dropped them.
+
+    A device that leaves the pool while allocated would also free its shared counters, and the
+    scheduler would then hand out a partition that overlaps it (the allocator counts the
+    consumption of allocated devices only for devices it can see in a slice; see
+    ``checkAvailableCounters`` in k8s.io/dynamic-resource-allocation structured/internal).
+    So such a device stays, as last published, with a ``NoSchedule`` taint
+    ``kubedra.io/draining`` until its claims release it; the counter sets it consumes stay too.
+
+    Args:
+        pool: the pool built from the inventory.
+        held: names of this pool's devices that allocated claims hold.
+        previous: the slices published so far (where dropped devices are taken from).
+
+    Returns:
+        The pool with those devices added, and device name → ``disabled`` or ``gone`` for each.
+    """
+    published = {d.name for d in pool.devices}
+    missing = held - published
+    if not missing:
+        return pool, {}
+    before = {d.name: d for s in previous for d in s.spec.devices or []}
+    counter_sets = {c.name: c for s in previous for c in s.spec.shared_counters or []}
+    kept_sets = {c.name: c for c in pool.counter_sets}
+    devices = list(pool.devices)
+    draining: dict[str, str] = {}
+    for name in sorted(missing):
+        device = before.get(name)
+        if device is None:
+            continue
+        reason = "disabled" if name in pool.disabled else "gone"
+        taints = [t for t in device.taints or [] if t.key != DRAINING_TAINT_KEY]
+        taints.append(DeviceTaint(key=DRAINING_TAINT_KEY, value=reason, effect="NoSchedule"))
+        devices.append(device.model_copy(update={"taints": taints}))
+        draining[name] = reason
+        for use in device.consumes_counters or []:
+            if use.counter_set not in kept_sets and use.counter_set in counter_sets:
+                kept_sets[use.counter_set] = counter_sets[use.counter_set]
+    kept = replace(pool, devices=sorted(devices, key=lambda d: d.name),
+                   counter_sets=[kept_sets[n] for n in sorted(kept_sets)])
+    return kept, draining
