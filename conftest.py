@@ -49,7 +49,7 @@ def kubedra(control_plane: ControlPlane) -> Kubedra:
     (agents are started per test with :meth:`Kubedra.start_agent`)."""
     deployment = Kubedra(control_plane)
     deployment.install()
-    deployment.start_operator()
+    deployment.start_operator(explain_event_interval=2.0)
     return deployment
 
 

@@ -4,14 +4,17 @@ Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (v
 installs kubedra with ``kubectl apply -k manifests/``, runs the operator and a node agent for the
 kwok node ``demo-h200`` that replays the real NVIDIA H200 capture, and creates two pods:
 ``trainer`` asks for a GPU with at least 140Gi of memory and compute capability 9.0 (it runs),
-``too-big`` asks for at least 141Gi (the H200 has 143771Mi, about 140.4Gi: it stays pending).
-Then it prints what a user would look at. ``--keep`` leaves the cluster running.
+``too-big`` asks for at least 141Gi (the H200 has 143771Mi, about 140.4Gi: it stays pending,
+and the operator explains why in an Event on its claim). Then it prints what a user would look
+at, ending with ``kubectl dra explain`` on the pending claim and ``kubectl dra simulate`` of one
+more whole-GPU claim. ``--keep`` leaves the cluster running.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import sys
 from typing import Any
@@ -22,7 +25,13 @@ from e2e.harness import ControlPlane
 from e2e.harness.controlplane import REPO_ROOT
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
-from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory
+from e2e.kube_objects import (
+    claim_events,
+    condition,
+    create_gpu_pod,
+    pod_claim,
+    read_inventory,
+)
 from kubedra.kube import make_api_client
 
 NODE = "demo-h200"
@@ -32,6 +41,17 @@ FITS = ('device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("140Gi")) >
         'device.attributes["gpu.kubedra.io"].cudaComputeCapability.compareTo('
         'semver("9.0.0")) >= 0')
 TOO_BIG = 'device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("141Gi")) >= 0'
+ANY_GPU = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: any-gpu, namespace: demo}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.kubedra.io}
+"""
 
 
 def step(text: str) -> None:
@@ -45,8 +65,10 @@ def show(plane: ControlPlane, *args: str) -> None:
     print(kubectl(plane, *args), flush=True)
 
 
-async def scenario(plane: ControlPlane) -> str:
-    """Create the pods and wait for the expected outcome; returns the trainer's claim name."""
+async def scenario(plane: ControlPlane) -> tuple[str, str]:
+    """Create the pods and wait for the expected outcome (the trainer runs; the too-big pod
+    stays pending and the operator explains why on its claim); returns the names of the
+    trainer's and the too-big pod's claims."""
     api = await make_api_client(plane.admin_kubeconfig)
     async with api:
         async def ready() -> Any:
@@ -75,8 +97,15 @@ async def scenario(plane: ControlPlane) -> str:
             return any(c.type == "PodScheduled" and c.status == "False"
                        for c in pod.status.conditions or [])
         await eventually(pending, timeout=90, what="pod too-big unschedulable")
+        too_big = await pod_claim(api, NAMESPACE, "too-big")
+        assert too_big is not None
+        too_big_name: str = too_big["metadata"]["name"]
+
+        async def explained() -> bool:
+            return bool(await claim_events(api, NAMESPACE, too_big_name, "CannotAllocate"))
+        await eventually(explained, timeout=60, what="the operator's explanation on the claim")
         name: str = claim["metadata"]["name"]
-        return name
+        return name, too_big_name
 
 
 def main(argv: list[str]) -> int:
@@ -102,13 +131,18 @@ def main(argv: list[str]) -> int:
         deployment.start_operator()
         deployment.add_node(NODE, {"kubedra.io/gpu": "true"})
         deployment.start_agent(NODE)
-        claim = asyncio.run(scenario(plane))
+        claim, too_big = asyncio.run(scenario(plane))
         show(plane, "get", "deviceinventories")
         show(plane, "describe", "deviceinventory", INVENTORY)
         show(plane, "get", "pods", "-n", NAMESPACE, "-o", "wide")
         show(plane, "describe", "resourceclaim", "-n", NAMESPACE, claim)
         show(plane, "get", "resourceclaims", "-n", NAMESPACE)
         show(plane, "describe", "pod", "-n", NAMESPACE, "too-big")
+        show(plane, "describe", "resourceclaim", "-n", NAMESPACE, too_big)
+        show(plane, "dra", "explain", "resourceclaim", too_big, "-n", NAMESPACE)
+        template = workdir / "any-gpu.yaml"
+        template.write_text(ANY_GPU)
+        show(plane, "dra", "simulate", "-f", os.path.relpath(template))
     except BaseException:
         print(plane.log_tails(), file=sys.stderr)
         plane.stop()

@@ -73,3 +73,13 @@ async def pod_claim(api: ApiClient, namespace: str, pod: str) -> dict[str, Any] 
             plain: dict[str, Any] = api.sanitize_for_serialization(claim)
             return plain
     return None
+
+
+async def claim_events(api: ApiClient, namespace: str, claim: str,
+                       reason: str) -> list[dict[str, Any]]:
+    """The Events with ``reason`` about ResourceClaim ``claim``, oldest first."""
+    listed = await client.CoreV1Api(api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={claim},reason={reason}")
+    events = [api.sanitize_for_serialization(e) for e in listed.items]
+    return sorted((e for e in events if e["involvedObject"].get("kind") == "ResourceClaim"),
+                  key=lambda e: e.get("firstTimestamp") or "")

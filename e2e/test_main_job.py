@@ -4,6 +4,7 @@ and the operator reports on the claim — plus the failure and recovery paths of
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,7 +13,14 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
-from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+from e2e.kube_objects import (
+    claim_events,
+    condition,
+    create_gpu_pod,
+    pod_claim,
+    read_inventory,
+    slices_of,
+)
 from kubedra import kube
 from kubedra.kube import make_api_client
 from tests.support.h200 import H200_GPU0
@@ -60,10 +68,16 @@ async def _suite_inventory(api: ApiClient, suite: str) -> None:
     await _ready_inventory(api, suite)
 
 
-async def test_h200_is_published_allocated_and_reported(
-        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+@pytest.fixture(scope="module")
+def demo_h200(kubedra: Kubedra) -> str:
+    """The demo's node: an agent replays the H200 capture for kwok node ``demo-h200``."""
     kubedra.add_node("demo-h200", {"kubedra.io/gpu": "true"})
     kubedra.start_agent("demo-h200")
+    return "demo-h200"
+
+
+async def test_h200_is_published_allocated_and_reported(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str, demo_h200: str) -> None:
     inventory = await _ready_inventory(admin_api, "demo-h200-gpu.kubedra.io")
     assert inventory["spec"] == {"driver": "gpu.kubedra.io", "nodeName": "demo-h200"}
     status = inventory["status"]
@@ -125,6 +139,84 @@ async def test_h200_is_published_allocated_and_reported(
     text = kubectl(kubedra.plane, "describe", "resourceclaim", "-n", namespace,
                    claim["metadata"]["name"])
     assert "Reason:                Allocated" in text
+
+
+async def test_pending_claim_is_explained_in_an_event_and_by_kubectl_dra(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str, demo_h200: str) -> None:
+    await _ready_inventory(admin_api, "demo-h200-gpu.kubedra.io")
+    await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG, node=demo_h200)
+    claim = await eventually(lambda: pod_claim(admin_api, namespace, "too-big"),
+                             what="the claim of too-big")
+    name = claim["metadata"]["name"]
+
+    async def explained() -> list[dict[str, Any]]:
+        return await claim_events(admin_api, namespace, name, "CannotAllocate")
+    events = await eventually(explained, timeout=60, what="CannotAllocate Event on the claim")
+    reason = ("gpu-0 on demo-h200 has 150754820096 bytes, less than the 151397597184 asked "
+              "(gpu.kubedra.io/memory: 143771Mi < 141Gi)")
+    message = ("cannot be allocated: demo-h200: request gpu: 0 of 1 devices of class "
+               f"gpu.kubedra.io match the request's selectors (1 needed): {reason}")
+    assert [(e["type"], e["source"]["component"], e["message"]) for e in events] == [
+        ("Warning", "kubedra-operator", message)]
+
+    explanation = json.loads(kubectl(kubedra.plane, "dra", "explain", "resourceclaim", name,
+                                     "-n", namespace, "-o", "json"))
+    assert (explanation["kind"], explanation["verdict"], explanation["message"]) == (
+        "ResourceClaimExplanation", "Unschedulable", message)
+    assert explanation["claim"] == {"namespace": namespace, "name": name,
+                                    "uid": claim["metadata"]["uid"]}
+    assert explanation["pods"] == [f"{namespace}/too-big"]
+    [candidate] = explanation["candidates"]
+    assert (candidate["node"], candidate["fits"]) == ("demo-h200", False)
+    [request] = candidate["requests"]
+    # "devices" also counts the allNodes pools other tests publish: not compared
+    assert request["funnel"]["devices"] >= 1
+    assert {k: v for k, v in request["funnel"].items() if k != "devices"} == {
+        "inClass": 1, "matchRequest": 0, "free": 0, "capacity": 0, "counters": 0,
+        "untainted": 0}
+    assert (request["request"], request["needed"], request["failedAt"]) == (
+        "gpu", 1, "matchRequest")
+    assert request["devices"] == [{
+        "device": "gpu-0", "driver": "gpu.kubedra.io", "pool": "demo-h200",
+        "check": "matchRequest", "reason": reason,
+        "selector": {"source": "request gpu", "expression": TOO_BIG, "conjunct": TOO_BIG},
+        "comparison": {"name": "gpu.kubedra.io/memory", "relation": ">=",
+                       "device": "150754820096", "asked": "151397597184"}}]
+    text = kubectl(kubedra.plane, "describe", "resourceclaim", "-n", namespace, name)
+    assert "CannotAllocate" in text
+
+
+async def test_explanation_event_follows_a_changed_reason(
+        admin_api: ApiClient, namespace: str, demo_h200: str) -> None:
+    await _ready_inventory(admin_api, "demo-h200-gpu.kubedra.io")
+    resource = client.ResourceV1Api(admin_api)
+    class_name = f"{namespace}-gpus"
+    await resource.create_device_class({"metadata": {"name": class_name}, "spec": {
+        "selectors": [{"cel": {"expression": 'device.driver == "gpu.kubedra.io"'}}]}})
+    try:
+        await create_gpu_pod(admin_api, namespace, "big", TOO_BIG, device_class=class_name,
+                             node=demo_h200)
+        claim = await eventually(lambda: pod_claim(admin_api, namespace, "big"),
+                                 what="the claim of big")
+        name = claim["metadata"]["name"]
+        first = (f"cannot be allocated: demo-h200: request gpu: 0 of 1 devices of class "
+                 f"{class_name} match the request's selectors (1 needed): gpu-0 on demo-h200 "
+                 "has 150754820096 bytes, less than the 151397597184 asked "
+                 "(gpu.kubedra.io/memory: 143771Mi < 141Gi)")
+
+        async def messages(count: int) -> list[str] | None:
+            events = await claim_events(admin_api, namespace, name, "CannotAllocate")
+            return [e["message"] for e in events] if len(events) >= count else None
+        assert await eventually(lambda: messages(1), timeout=60, what="first Event") == [first]
+        await resource.patch_device_class(class_name, {"spec": {"selectors": [{"cel": {
+            "expression": 'device.attributes["gpu.kubedra.io"].type == "mig"'}}]}})
+        second = (f"cannot be allocated: demo-h200: request gpu: 0 of 1 devices are in class "
+                  f"{class_name} (1 needed): gpu-0 on demo-h200 has type \"gpu\", not the "
+                  "\"mig\" asked")
+        assert await eventually(lambda: messages(2), timeout=60, what="second Event") == [
+            first, second]
+    finally:
+        await resource.delete_device_class(class_name)
 
 
 async def test_deleted_slice_is_recreated_with_a_new_generation(

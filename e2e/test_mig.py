@@ -5,16 +5,19 @@ first-fit order is by device name within the pool."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from e2e.harness.kubedra import Kubedra
+from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
-from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory
+from e2e.kube_objects import claim_events, condition, create_gpu_pod, pod_claim, read_inventory
 
 pytestmark = pytest.mark.cluster
 
@@ -181,3 +184,74 @@ async def test_a_disabled_but_allocated_partition_still_blocks_overlapping_ones(
     await custom.patch_cluster_custom_object(
         "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY, {"spec": {"overrides": None}},
         _content_type="application/merge-patch+json")
+
+
+async def test_explain_names_the_counter_that_ran_out(
+        kubedra: Kubedra, admin_api: ApiClient, gpu_free: str) -> None:
+    ns = gpu_free
+    await create_gpu_pod(admin_api, ns, "small", profile("1g.18gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    assert await allocated_device(admin_api, ns, "small") == "gpu-0-mig-1g18gb-s0"
+    small = (await pod_claim(admin_api, ns, "small") or {})["metadata"]["name"]
+    await create_gpu_pod(admin_api, ns, "full", profile("7g.141gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    await stays_pending(admin_api, ns, "full")
+    full = (await pod_claim(admin_api, ns, "full") or {})["metadata"]["name"]
+
+    async def explained() -> list[dict[str, Any]]:
+        return await claim_events(admin_api, ns, full, "CannotAllocate")
+    events = await eventually(explained, timeout=60, what="CannotAllocate Event on the claim")
+    holder = f"gpu-0-mig-1g18gb-s0 of claim {ns}/{small} (request gpu)"
+    reason = ("gpu-0-mig-7g141gb-s0 on mig-h200 needs more of counter set gpu-0-counters than "
+              "is left: compute-slices (needs 7, 6 left), copy-engines (needs 8, 7 left), "
+              "decoders (needs 7, 6 left), jpeg-engines (needs 7, 6 left), memory-slice-0 "
+              f"(needs 1, 0 left); in use by {holder}")
+    message = ("cannot be allocated: mig-h200: request gpu: 0 of 1 devices have the shared "
+               f"counters left (1 needed): {reason}")
+    assert [e["message"] for e in events] == [message]
+
+    explanation = json.loads(kubectl(kubedra.plane, "dra", "explain", "resourceclaim", full,
+                                     "-n", ns, "-o", "json"))
+    [candidate] = explanation["candidates"]
+    [request] = candidate["requests"]
+    assert (candidate["node"], request["failedAt"]) == (NODE, "counters")
+    # "devices" also counts the allNodes pools other tests publish: not compared
+    assert request["funnel"]["devices"] >= 26
+    assert {k: v for k, v in request["funnel"].items() if k != "devices"} == {
+        "inClass": 25, "matchRequest": 1, "free": 1, "capacity": 1, "counters": 0,
+        "untainted": 0}
+    [device] = request["devices"]
+    assert (device["device"], device["check"], device["reason"]) == (
+        "gpu-0-mig-7g141gb-s0", "counters", reason)
+    assert [(c["counter"], c["needed"], c["left"], c["heldBy"]) for c in device["counters"]
+            if c["counterSet"] == "gpu-0-counters"] == [
+        ("compute-slices", "7", "6", [holder]), ("copy-engines", "8", "7", [holder]),
+        ("decoders", "7", "6", [holder]), ("jpeg-engines", "7", "6", [holder]),
+        ("memory-slice-0", "1", "0", [holder])]
+
+
+@pytest.mark.usefixtures("gpu_free")
+async def test_simulate_counts_the_copies_that_fit(kubedra: Kubedra, tmp_path: Path) -> None:
+    template = tmp_path / "template.yaml"
+    template.write_text(yaml.safe_dump({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "small"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "mig.gpu.kubedra.io",
+            "selectors": [{"cel": {"expression": profile("1g.18gb")}}]}}]}}}}))
+    found = json.loads(kubectl(kubedra.plane, "dra", "simulate", "-f", str(template),
+                               "--node", NODE, "-o", "json"))
+    assert found["copies"]["byNode"] == {NODE: 7}
+    assert [a["devices"][0]["device"] for a in found["copies"]["allocations"]] == [
+        f"gpu-0-mig-1g18gb-s{start}" for start in range(7)]
+    assert found["message"] == "7 copies fit in the cluster now (mig-h200: 7)"
+    whole = tmp_path / "whole.yaml"
+    whole.write_text(yaml.safe_dump({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "whole", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.kubedra.io"}}]}}}))
+    found = json.loads(kubectl(kubedra.plane, "dra", "simulate", "-f", str(whole),
+                               "--node", NODE, "-o", "json"))
+    assert found["copies"]["allocations"] == [{"node": NODE, "devices": [
+        {"request": "gpu", "driver": "gpu.kubedra.io", "pool": NODE, "device": "gpu-0"}]}]

@@ -24,12 +24,18 @@ H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     """Run kubectl (from the virtual environment) as admin; returns stdout.
 
+    The kubeconfig is passed as ``$KUBECONFIG`` and the virtual environment's ``bin`` leads
+    ``$PATH``, so kubectl plugins installed there work too (``kubectl dra explain …``).
+
     Raises:
         subprocess.CalledProcessError: kubectl failed (its stderr is in the exception).
     """
-    binary = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
-    result = subprocess.run([binary, f"--kubeconfig={plane.admin_kubeconfig}", *args],
-                            input=stdin, capture_output=True, text=True, check=True)
+    bin_dir = str(Path(sys.executable).parent)
+    binary = shutil.which("kubectl", path=bin_dir) or "kubectl"
+    env = {**os.environ, "KUBECONFIG": str(plane.admin_kubeconfig),
+           "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    result = subprocess.run([binary, *args], input=stdin, capture_output=True, text=True,
+                            check=True, env=env)
     return result.stdout
 
 
@@ -54,14 +60,16 @@ class Kubedra:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def start_operator(self, *, lease_check_interval: float = 1.0) -> Component:
+    def start_operator(self, *, lease_check_interval: float = 1.0,
+                       explain_event_interval: float = 60.0) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount."""
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
             [sys.executable, "-m", "kubedra", "operator", "--liveness-port=0"],
             env=self._env(kubeconfig=str(config), namespace=NAMESPACE,
-                          lease_check_interval=str(lease_check_interval)))
+                          lease_check_interval=str(lease_check_interval),
+                          explain_event_interval=str(explain_event_interval)))
         return self.operator
 
     def add_node(self, node: str, labels: dict[str, str] | None = None) -> None:

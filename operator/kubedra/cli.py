@@ -10,6 +10,7 @@ import click
 from kubedra import __version__
 from kubedra.api.crd import crd_command
 from kubedra.discovery.command import discover_command
+from kubedra.explain.command import explain_command, simulate_command
 from kubedra.handlers.command import operator_command
 from kubedra.node.command import agent_command
 
@@ -24,3 +25,5 @@ main.add_command(crd_command)
 main.add_command(discover_command)
 main.add_command(operator_command)
 main.add_command(agent_command)
+main.add_command(explain_command)
+main.add_command(simulate_command)

@@ -58,6 +58,8 @@ class Settings(BaseSettings):
     # operator
     lease_check_interval: float = 5.0
     """How often the operator checks agent Leases for expiry."""
+    explain_event_interval: float = 60.0
+    """Seconds between two explaining Events (``CannotAllocate``) on the same claim, at least."""
 
 
 def settings_from_flags(**flags: Any) -> Settings:
@@ -66,11 +68,17 @@ def settings_from_flags(**flags: Any) -> Settings:
     return Settings(**{k: v for k, v in flags.items() if v is not None})
 
 
+kubeconfig_option = click.option(
+    "--kubeconfig", type=click.Path(path_type=Path), default=None,
+    help="Kubeconfig file [env KUBEDRA_KUBECONFIG; default in-cluster, then $KUBECONFIG or "
+         "~/.kube/config]")
+"""The ``--kubeconfig`` option of every command that talks to the API server."""
+
+
 def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Click options every long-running command takes: kubeconfig, namespace, logging."""
     for option in reversed([
-        click.option("--kubeconfig", type=click.Path(path_type=Path), default=None,
-                     help="Kubeconfig file [env KUBEDRA_KUBECONFIG; default in-cluster]"),
+        kubeconfig_option,
         click.option("--namespace", default=None,
                      help="Namespace of the operator and agent Leases "
                           "[env KUBEDRA_NAMESPACE; default kubedra-system]"),

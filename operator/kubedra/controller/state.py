@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio.client import ApiClient
 
+from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
 from kubedra.publishing.pool import DesiredPool
@@ -45,8 +46,11 @@ class ClusterView:
     """Read-only access to the kopf indexes by meaning.
 
     ``inventories``: name → raw DeviceInventory; ``pools``: (driver, pool) → inventory names;
-    ``slices``: inventory name → raw slices;
-    ``claims``: (namespace, name) → raw claim; ``claim_uses``: (driver, pool) → ClaimUse.
+    ``slices``: inventory name → raw slices; ``claims``: (namespace, name) → raw allocated
+    claim; ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``all_slices`` (every
+    ResourceSlice, by name), ``device_classes``, ``taint_rules`` and ``nodes`` (by name),
+    ``pending_claims`` (the unallocated claims) and ``unschedulable_pods`` (pods
+    kube-scheduler gave up on because of their claims), both by (namespace, name).
     """
 
     inventories: Mapping[str, Store]
@@ -54,6 +58,25 @@ class ClusterView:
     slices: Mapping[str, Store]
     claims: Mapping[tuple[str, str], Store]
     claim_uses: Mapping[tuple[str, str], Store]
+    all_slices: Mapping[str, Store] = field(default_factory=dict)
+    device_classes: Mapping[str, Store] = field(default_factory=dict)
+    taint_rules: Mapping[str, Store] = field(default_factory=dict)
+    nodes: Mapping[str, Store] = field(default_factory=dict)
+    pending_claims: Mapping[tuple[str, str], Store] = field(default_factory=dict)
+    unschedulable_pods: Mapping[tuple[str, str], Store] = field(default_factory=dict)
+
+    @staticmethod
+    def values(index: Mapping[Any, Store]) -> list[dict[str, Any]]:
+        """Every value of an index (a copy of the list; the objects are not copied)."""
+        return [value for store in list(index.values()) for value in store]
+
+    def pending_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The unallocated claim, or None."""
+        return next(iter(self.pending_claims.get((namespace, name), ())), None)
+
+    def unschedulable_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod, if kube-scheduler reports it unschedulable because of its claims."""
+        return next(iter(self.unschedulable_pods.get((namespace, name), ())), None)
 
     def inventory(self, name: str) -> dict[str, Any] | None:
         """The raw inventory ``name`` or None."""
@@ -145,6 +168,9 @@ class OperatorState:
     leases: LeaseCache
     inventory_queue: WorkQueue[str] = field(default_factory=WorkQueue)
     claim_queue: WorkQueue[tuple[str, str]] = field(default_factory=WorkQueue)
+    explain_queue: WorkQueue[tuple[str, str]] = field(default_factory=WorkQueue)
+    """Pods (namespace, name) whose claims to explain."""
+    explain: ExplainState = field(default_factory=ExplainState)
     overlay: SliceOverlay = field(default_factory=SliceOverlay)
     pools: dict[str, PublishedPool] = field(default_factory=dict)
     """Inventory name → what it last published."""

@@ -18,6 +18,12 @@ import kopf
 from kubedra import kube
 from kubedra.api import inventory as inv
 from kubedra.controller.claims import reconcile_claim
+from kubedra.controller.explain_state import ExplainState
+from kubedra.controller.explanations import (
+    PENDING_POD_SELECTOR,
+    explain_pod,
+    unschedulable_for_claims,
+)
 from kubedra.controller.inventories import raw_pool_key, reconcile_inventory
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
@@ -32,6 +38,10 @@ log = get_logger(__name__)
 INVENTORIES = (inv.GROUP, inv.VERSION, inv.PLURAL)
 SLICES = ("resource.k8s.io", "v1", "resourceslices")
 CLAIMS = ("resource.k8s.io", "v1", "resourceclaims")
+CLASSES = ("resource.k8s.io", "v1", "deviceclasses")
+TAINT_RULES = ("resource.k8s.io", "v1", "devicetaintrules")
+PODS = ("v1", "pods")
+NODES = ("v1", "nodes")
 INVENTORY_WORKERS = 8
 CLAIM_WORKERS = 2
 RESYNC_INTERVAL = 300.0
@@ -93,6 +103,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = [1, 2, 5, 10]
+    settings.watching.field_selectors[PODS] = PENDING_POD_SELECTOR
     runtime.api = await kube.make_api_client(runtime.settings.kubeconfig)
     task = asyncio.create_task(_run(runtime))
     task.add_done_callback(_report_crash)
@@ -112,6 +123,8 @@ async def cleanup(memo: Any, **_: Any) -> None:
     for task in runtime.tasks:
         task.cancel()
     await asyncio.gather(*runtime.tasks, return_exceptions=True)
+    if runtime.state is not None:
+        runtime.state.explain.executor.shutdown(wait=False, cancel_futures=True)
     await runtime.api.close()
 
 
@@ -174,6 +187,48 @@ async def claim_uses(namespace: str | None, name: str, uid: str, body: kopf.Body
     return uses
 
 
+@kopf.index(*CLAIMS, registry=registry)
+async def pending_claims(namespace: str | None, name: str, body: kopf.Body, **_: Any
+                         ) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, name) → unallocated claim (for explanations)."""
+    if (body.get("status") or {}).get("allocation"):
+        return {}
+    return {(namespace or "", name): _plain(body)}
+
+
+@kopf.index(*SLICES, registry=registry)
+async def all_slices(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    """Slice name → every ResourceSlice of every driver (for explanations)."""
+    return {name: _plain(body)}
+
+
+@kopf.index(*CLASSES, registry=registry)
+async def device_classes(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    """DeviceClass name → the class."""
+    return {name: _plain(body)}
+
+
+@kopf.index(*TAINT_RULES, registry=registry)
+async def taint_rules(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    """DeviceTaintRule name → the rule."""
+    return {name: _plain(body)}
+
+
+@kopf.index(*NODES, registry=registry)
+async def nodes(name: str, labels: kopf.Labels, **_: Any) -> dict[str, dict[str, Any]]:
+    """Node name → its name and labels (all an explanation reads of a node)."""
+    return {name: {"metadata": {"name": name, "labels": dict(labels)}}}
+
+
+@kopf.index(*PODS, registry=registry)
+async def unschedulable_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any
+                             ) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, name) → pod that kube-scheduler reports unschedulable because of its
+    claims (the watch sees only pods not bound to a node)."""
+    pod = _plain(body)
+    return {(namespace or "", name): pod} if unschedulable_for_claims(pod) else {}
+
+
 # --- events: enqueue ----------------------------------------------------------------------------
 
 def _capture(memo: Any, kwargs: dict[str, Any]) -> OperatorState:
@@ -183,9 +238,15 @@ def _capture(memo: Any, kwargs: dict[str, Any]) -> OperatorState:
         assert runtime.leases is not None
         view = ClusterView(inventories=kwargs["inventories"], pools=kwargs["inventory_pools"],
                            slices=kwargs["slices"],
-                           claims=kwargs["claims"], claim_uses=_flatten(kwargs["claim_uses"]))
-        runtime.state = OperatorState(api=runtime.api, settings=runtime.settings, view=view,
-                                      leases=runtime.leases)
+                           claims=kwargs["claims"], claim_uses=_flatten(kwargs["claim_uses"]),
+                           all_slices=kwargs["all_slices"],
+                           device_classes=kwargs["device_classes"],
+                           taint_rules=kwargs["taint_rules"], nodes=kwargs["nodes"],
+                           pending_claims=kwargs["pending_claims"],
+                           unschedulable_pods=kwargs["unschedulable_pods"])
+        runtime.state = OperatorState(
+            api=runtime.api, settings=runtime.settings, view=view, leases=runtime.leases,
+            explain=ExplainState(event_interval=runtime.settings.explain_event_interval))
         runtime.ready.set()
     return runtime.state
 
@@ -214,19 +275,72 @@ async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> 
         state.inventory_queue.add(other)
 
 
-@kopf.on.event(*SLICES, registry=registry, labels=MANAGED_BY)
+@kopf.on.event(*SLICES, registry=registry)
 async def on_slice(labels: kopf.Labels, memo: Any, **kwargs: Any) -> None:
-    """One of our slices changed (or was deleted by hand): reconcile its inventory."""
-    owner = labels.get(INVENTORY_LABEL)
+    """A slice changed: reconcile its inventory if it is one of ours (it may have been deleted
+    by hand); explanations of pending pods may change."""
+    state = _capture(memo, kwargs)
+    ours = all(labels.get(k) == v for k, v in MANAGED_BY.items())
+    owner = labels.get(INVENTORY_LABEL) if ours else None
     if owner:
-        _capture(memo, kwargs).inventory_queue.add(owner)
+        state.inventory_queue.add(owner)
+    _inventory_changed(state)
+
+
+@kopf.on.event(*CLASSES, registry=registry)
+async def on_device_class(memo: Any, **kwargs: Any) -> None:
+    """A DeviceClass changed: explanations may change."""
+    _inventory_changed(_capture(memo, kwargs))
+
+
+@kopf.on.event(*TAINT_RULES, registry=registry)
+async def on_taint_rule(memo: Any, **kwargs: Any) -> None:
+    """A DeviceTaintRule changed: explanations may change."""
+    _inventory_changed(_capture(memo, kwargs))
+
+
+def _inventory_changed(state: OperatorState) -> None:
+    state.explain.inventory_version += 1
+    _explain_again(state)
+
+
+@kopf.on.event(*NODES, registry=registry)
+async def on_node(name: str, type: str | None, labels: kopf.Labels, memo: Any,
+                  **kwargs: Any) -> None:
+    """A node changed: explanations change only when its labels did (heartbeats do not)."""
+    state = _capture(memo, kwargs)
+    if state.explain.node_changed(name, None if type == "DELETED" else labels):
+        _explain_again(state)
+
+
+@kopf.on.event(*PODS, registry=registry)
+async def on_pod(namespace: str | None, name: str, type: str | None, body: kopf.Body,
+                 memo: Any, **kwargs: Any) -> None:
+    """A pending pod changed: explain its claims if the scheduler gave up on them."""
+    state = _capture(memo, kwargs)
+    key = (namespace or "", name)
+    if type != "DELETED" and unschedulable_for_claims(body):
+        state.explain_queue.add(key)
+    else:
+        state.explain.forget_pod(key)
+
+
+def _explain_again(state: OperatorState) -> None:
+    """Queue every unschedulable pod (pods whose inputs did not change are skipped)."""
+    for key in list(state.view.unschedulable_pods):
+        state.explain_queue.add(key)
 
 
 @kopf.on.event(*CLAIMS, registry=registry)
-async def on_claim(namespace: str | None, name: str, body: kopf.Body, memo: Any,
-                   **kwargs: Any) -> None:
-    """A claim changed: reconcile it, and the inventories whose allocations it touches."""
+async def on_claim(namespace: str | None, name: str, type: str | None, body: kopf.Body,
+                   memo: Any, **kwargs: Any) -> None:
+    """A claim changed: reconcile it, and the inventories whose allocations it touches;
+    explanations of pending pods may change."""
     state = _capture(memo, kwargs)
+    state.explain.claims_version += 1
+    if type == "DELETED" or (body.get("status") or {}).get("allocation"):
+        state.explain.forget_claim((namespace or "", name))
+    _explain_again(state)
     claim_pools = _runtime(memo).claim_pools
     namespace = namespace or ""
     results = (((body.get("status") or {}).get("allocation") or {}).get("devices") or {}
@@ -261,6 +375,7 @@ async def _run(runtime: Runtime) -> None:
                for _ in range(INVENTORY_WORKERS)]
     workers += [asyncio.create_task(_work(state.claim_queue, _claim_step(state)))
                 for _ in range(CLAIM_WORKERS)]
+    workers.append(asyncio.create_task(_work(state.explain_queue, _explain_step(state))))
     try:
         await _tick(state)
     finally:
@@ -281,6 +396,12 @@ def _inventory_step(state: OperatorState) -> Any:
 def _claim_step(state: OperatorState) -> Any:
     async def step(key: tuple[str, str]) -> None:
         await reconcile_claim(state, *key)
+    return step
+
+
+def _explain_step(state: OperatorState) -> Any:
+    async def step(key: tuple[str, str]) -> None:
+        await explain_pod(state, *key)
     return step
 
 

@@ -1,0 +1,126 @@
+"""What the operator's explainer remembers between evaluations, and its rate limits (see
+:mod:`kubedra.controller.explanations`). Times are ``time.monotonic()`` seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubedra.allocation import Inventory
+from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
+from kubedra.explain import ClusterSnapshot
+from kubedra.explain.snapshot import node_info
+
+EVENT_INTERVAL = 60.0
+"""Default seconds between two Events on the same claim, at least (setting
+``explain_event_interval``)."""
+EVALUATION_INTERVAL = 5.0
+"""Seconds between two evaluations of the same pod, at least."""
+
+Key = tuple[str, str]
+"""(namespace, name) of a pod or claim."""
+
+
+@dataclass
+class Inputs:
+    """What one evaluation reads, copied from the operator's caches (plain dicts)."""
+
+    slices: list[dict[str, Any]]
+    classes: list[dict[str, Any]]
+    taint_rules: list[dict[str, Any]]
+    allocated: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    inventory_version: int
+    claims_version: int
+
+
+def _explain_thread() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="kubedra-explain")
+
+
+@dataclass
+class ExplainState:
+    """The explainer's memory: input versions, per-pod evaluations, per-claim Events.
+
+    Versions count watch events that can change an explanation: ``inventory`` (slices,
+    classes, taint rules), ``claims`` (allocations), ``nodes`` (node labels).
+
+    Evaluations run in :attr:`executor`, one thread for the life of the operator: the cached
+    inventory keeps each device's CEL activation, and cel-expr-python binds an activation to
+    the thread that made it (evaluating it in another thread fails with "No PyCelArena found
+    for google::protobuf::Arena").
+    """
+
+    event_interval: float = EVENT_INTERVAL
+    inventory_version: int = 0
+    claims_version: int = 0
+    nodes_version: int = 0
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    evaluated: dict[Key, tuple[Any, ...]] = field(default_factory=dict)
+    """Pod → the versions it was last explained at."""
+    evaluated_at: dict[Key, float] = field(default_factory=dict)
+    posted: dict[Key, tuple[str, float]] = field(default_factory=dict)
+    """Claim → (message, time) of the last Event posted on it."""
+    executor: ThreadPoolExecutor = field(default_factory=_explain_thread)
+    _inventory: tuple[int, Inventory, list[DeviceTaintRule]] | None = None
+    _allocated: tuple[int, list[ResourceClaim]] | None = None
+
+    def node_changed(self, name: str, labels: Mapping[str, str] | None) -> bool:
+        """Record a node's labels (``None``: deleted); whether that changes anything."""
+        if labels is None:
+            changed = self.node_labels.pop(name, None) is not None
+        else:
+            changed = self.node_labels.get(name) != dict(labels)
+            self.node_labels[name] = dict(labels)
+        if changed:
+            self.nodes_version += 1
+        return changed
+
+    def evaluation_delay(self, pod: Key, now: float) -> float:
+        """Seconds until the pod may be evaluated again (0: now; then the time is recorded)."""
+        last = self.evaluated_at.get(pod)
+        if last is not None and now - last < EVALUATION_INTERVAL:
+            return EVALUATION_INTERVAL - (now - last)
+        self.evaluated_at[pod] = now
+        return 0.0
+
+    def event_delay(self, claim: Key, message: str, now: float) -> float | None:
+        """When to post ``message`` on the claim: ``None`` never (it is the last one posted),
+        0 now (record it with :meth:`event_posted`), else the seconds to wait."""
+        last = self.posted.get(claim)
+        if last is not None and last[0] == message:
+            return None
+        if last is not None and now - last[1] < self.event_interval:
+            return self.event_interval - (now - last[1])
+        return 0.0
+
+    def event_posted(self, claim: Key, message: str, now: float) -> None:
+        """Record the Event just posted on the claim."""
+        self.posted[claim] = (message, now)
+
+    def forget_pod(self, pod: Key) -> None:
+        """Drop what is known about a pod that was scheduled or deleted."""
+        self.evaluated.pop(pod, None)
+        self.evaluated_at.pop(pod, None)
+
+    def forget_claim(self, claim: Key) -> None:
+        """Drop the Event memory of a claim that was allocated or deleted."""
+        self.posted.pop(claim, None)
+
+    def snapshot(self, inputs: Inputs) -> ClusterSnapshot:
+        """The cluster of ``inputs``, reusing the parsed inventory and claims when their
+        version did not change (called from the worker thread only)."""
+        if self._inventory is None or self._inventory[0] != inputs.inventory_version:
+            rules = [DeviceTaintRule.from_api(r) for r in inputs.taint_rules]
+            inventory = Inventory([ResourceSlice.from_api(s) for s in inputs.slices],
+                                  [DeviceClass.from_api(c) for c in inputs.classes], rules)
+            self._inventory = (inputs.inventory_version, inventory, rules)
+        if self._allocated is None or self._allocated[0] != inputs.claims_version:
+            self._allocated = (inputs.claims_version,
+                               [ResourceClaim.from_api(c) for c in inputs.allocated])
+        _, inventory, rules = self._inventory
+        return ClusterSnapshot(inventory, rules, self._allocated[1],
+                               sorted((node_info(n) for n in inputs.nodes),
+                                      key=lambda n: n.name))

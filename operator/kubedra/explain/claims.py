@@ -1,0 +1,320 @@
+"""Explain one ResourceClaim: where it could be allocated, and why not elsewhere.
+
+For an unallocated claim, every node the claim's pods may run on and that has any pool is
+evaluated with kubedra's allocator (the same decisions as the v1.37.2 kube-scheduler, see
+:mod:`kubedra.allocation`): the claim alone is allocated on the node against what is allocated
+already; when it does not fit, the allocator's diagnosis gives per request the funnel of checks
+(:data:`kubedra.allocation.diagnosis.STAGES`) and the first check each device fails. The
+request the search could not complete names the deciding check — the first whose count drops
+below what the request needs — and the devices that failed it are explained in plain words
+(:mod:`kubedra.explain.findings`). When every check leaves enough devices, the claim's
+constraints, or its requests competing for the same devices, are what failed.
+
+For an allocated claim, the chosen devices are explained: node, pool, and what each selector
+conjunct read from the device.
+
+The short form (:attr:`ClaimExplanation.message`, also the operator's Event) groups nodes that
+fail the same request at the same check and explains the first of each group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from kubedra.allocation import AllocationError, AllocationFailed, Allocator, NodeInfo
+from kubedra.allocation.diagnosis import STAGES, RequestDiagnosis
+from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
+from kubedra.api.resource import AllocationResult, ResourceClaim
+from kubedra.explain.findings import FindingContext, RequestSpec, device_finding, request_specs
+from kubedra.explain.model import (
+    FUNNEL_NAMES,
+    ChosenDevice,
+    ClaimExplanation,
+    NodeCounts,
+    NodeOutcome,
+    RequestOutcome,
+    SelectorReason,
+)
+from kubedra.explain.selectors import format_value, judge_parts, references
+from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
+
+REASONS_IN_MESSAGE = 3
+"""Devices explained per node in a short form; the rest are counted."""
+
+NODES_NAMED = 5
+"""Nodes named per group of nodes that fail the same way."""
+
+_STAGE_PHRASES = {
+    "devices": "{k} devices in the node's usable pools",
+    "in_class": "{k} of {p} devices are in class {cls}",
+    "match_request": "{k} of {p} devices of class {cls} match the request's selectors",
+    "free": "{k} of {p} matching devices are free",
+    "capacity": "{k} of {p} free devices have the capacity left",
+    "counters": "{k} of {p} devices have the shared counters left",
+    "untainted": "{k} of {p} devices have no taint that the request does not tolerate",
+}
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _failed_stage(diagnosis: RequestDiagnosis) -> str | None:
+    """The first check that leaves fewer devices than the request needs."""
+    return next((stage for stage in STAGES if diagnosis.counts.get(stage, 0) < diagnosis.needed),
+                None)
+
+
+def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
+                     diagnosis: RequestDiagnosis, devices: dict[str, tuple[DeviceEntry, Pool]],
+                     deciding: bool, reason: str | None) -> RequestOutcome:
+    counts = diagnosis.counts
+    stage = _failed_stage(diagnosis)
+    class_name = spec.device_class if spec is not None else ""
+    outcome = RequestOutcome(
+        request=diagnosis.request, device_class=class_name, needed=diagnosis.needed,
+        funnel={FUNNEL_NAMES[s]: counts.get(s, 0) for s in STAGES}, failed_at=None, message="",
+        constraints=sorted(diagnosis.constraints.items()),
+        unusable_pools=sorted(diagnosis.unusable_pools.items()), errors=list(diagnosis.errors))
+    if stage is not None:
+        previous = counts.get(STAGES[STAGES.index(stage) - 1], 0) if stage != "devices" else 0
+        phrase = _STAGE_PHRASES[stage].format(k=counts.get(stage, 0), p=previous,
+                                              cls=class_name)
+        outcome.failed_at = FUNNEL_NAMES[stage]
+        outcome.message = f"request {diagnosis.request}: {phrase} ({diagnosis.needed} needed)"
+        if stage == "devices" and diagnosis.unusable_pools:
+            outcome.message += ": " + "; ".join(
+                f"pool {pool} is {why}" for pool, why in sorted(diagnosis.unusable_pools.items()))
+        if spec is not None:
+            outcome.devices = [device_finding(ctx, spec, *devices[key], stage)
+                               for key, verdict in diagnosis.verdicts.items()
+                               if verdict == stage and key in devices]
+    elif deciding:
+        broken = [(name, together) for name, together in sorted(diagnosis.constraints.items())
+                  if together < diagnosis.needed]
+        if broken:
+            outcome.failed_at = "constraints"
+            outcome.message = (f"request {diagnosis.request}: {diagnosis.fitting} devices fit, "
+                               + "; ".join(f"at most {together} of them satisfy {name} together"
+                                           for name, together in broken)
+                               + f" ({diagnosis.needed} needed)")
+        else:
+            outcome.failed_at = "together"
+            outcome.message = (f"request {diagnosis.request}: {diagnosis.fitting} devices fit "
+                               f"on their own, but not together with the claim's other "
+                               f"requests: {reason}")
+    else:
+        outcome.message = f"request {diagnosis.request}: {diagnosis.fitting} devices fit " \
+                          f"({diagnosis.needed} needed)"
+    return outcome
+
+
+def _request_message(request: RequestOutcome) -> str:
+    reasons = [d.reason for d in request.devices]
+    shown = reasons[:REASONS_IN_MESSAGE]
+    if len(reasons) > len(shown):
+        shown.append(f"and {_plural(len(reasons) - len(shown), 'more device')}")
+    return request.message + (f": {'; '.join(shown)}" if shown else "")
+
+
+def _node_message(node: str, requests: list[RequestOutcome]) -> str:
+    return f"{node}: " + "; ".join(_request_message(r) for r in requests)
+
+
+def result_devices(allocation: AllocationResult) -> list[dict[str, str]]:
+    """The devices of an allocation result: ``request``, ``driver``, ``pool``, ``device``."""
+    return [{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
+            for r in (allocation.devices.results or () if allocation.devices else ())]
+
+
+def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: ResourceClaim,
+                  node: NodeInfo, pools: NodePools) -> NodeOutcome:
+    """The claim alone on one node: the allocation it would get, or why it does not fit."""
+    specs = request_specs(claim, snapshot)
+    ctx = FindingContext(snapshot, allocator, node.name)
+    devices = {repr(d): (d, p) for d, p in zip(pools.devices, pools.device_pools, strict=True)}
+    failed: AllocationFailed | None = None
+    try:
+        [allocation] = allocator.allocate(node, [claim])
+        diagnoses = allocator.diagnose(node, claim)
+    except AllocationFailed as failure:
+        failed, allocation = failure, AllocationResult()
+        diagnoses = failure.diagnose()
+    except AllocationError as err:
+        return NodeOutcome(node.name, False, f"{node.name}: error: {err}", error=str(err))
+    failed_request = None
+    if failed is not None:
+        failed_request = failed.request or next(
+            (d.request for d in diagnoses if _failed_stage(d) is not None), None)
+    requests = [_request_outcome(ctx, specs.get(d.request), d, devices,
+                                 d.request == failed_request,
+                                 failed.reason if failed is not None else None)
+                for d in diagnoses]
+    if failed is None:
+        chosen = result_devices(allocation)
+        names = ", ".join(f"{c['device']} (request {c['request']})" for c in chosen)
+        return NodeOutcome(node.name, True, f"{node.name}: fits with {names}", devices=chosen,
+                           requests=requests)
+    outcome = NodeOutcome(node.name, False, "", requests=requests,
+                          failed_request=failed_request)
+    deciding = outcome.deciding()
+    outcome.message = _node_message(node.name, deciding) if deciding \
+        else f"{node.name}: {failed.reason}"
+    return outcome
+
+
+def _grouped(outcomes: Iterable[NodeOutcome]) -> list[list[NodeOutcome]]:
+    """Failed nodes grouped by the request and check that failed, largest group first."""
+    groups: dict[tuple[str | None, ...], list[NodeOutcome]] = {}
+    for outcome in outcomes:
+        key = (outcome.error and "error", outcome.failed_request,
+               *(r.failed_at for r in outcome.deciding()))
+        groups.setdefault(key, []).append(outcome)
+    return sorted(groups.values(), key=lambda g: (-len(g), g[0].node))
+
+
+def _unschedulable_message(candidates: list[NodeOutcome]) -> str:
+    parts = []
+    for group in _grouped(candidates):
+        text = group[0].message
+        others = [o.node for o in group[1:]]
+        if others:
+            named = ", ".join(others[:NODES_NAMED]) + (", …" if len(others) > NODES_NAMED
+                                                       else "")
+            text += f" (the same on {_plural(len(others), 'more node')}: {named})"
+        parts.append(text)
+    return "cannot be allocated: " + "; ".join(parts)
+
+
+def _no_candidates_message(counts: NodeCounts, pods: Sequence[PodPlacement]) -> str:
+    if counts.total == 0:
+        return "cannot be allocated: the cluster has no nodes"
+    parts = []
+    if counts.without_devices:
+        parts.append(f"{_plural(counts.without_devices, 'node')} without ResourceSlices")
+    if counts.excluded_by_pods:
+        parts.append(f"{counts.excluded_by_pods} excluded by the node selection of pod "
+                     + ", ".join(str(p) for p in pods))
+    return "cannot be allocated: no node has devices for it (" + "; ".join(parts) + ")"
+
+
+def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[PodPlacement],
+             nodes: Sequence[str] | None, explanation: ClaimExplanation) -> None:
+    allocator = snapshot.allocator()
+    counts = explanation.nodes
+    for node in snapshot.nodes:
+        if nodes is not None and node.name not in nodes:
+            continue
+        counts.total += 1
+        if not all(pod.allows(node) for pod in pods):
+            counts.excluded_by_pods += 1
+            continue
+        try:
+            pools = snapshot.inventory.node_pools(node)
+        except AllocationError as err:
+            explanation.candidates.append(NodeOutcome(node.name, False,
+                                                      f"{node.name}: error: {err}",
+                                                      error=str(err)))
+            counts.evaluated += 1
+            continue
+        if not pools.pools:
+            counts.without_devices += 1
+            continue
+        counts.evaluated += 1
+        explanation.candidates.append(evaluate_node(snapshot, allocator, claim, node, pools))
+    fitting = [c for c in explanation.candidates if c.fits]
+    if fitting:
+        explanation.verdict = "Fits"
+        names = ", ".join(c.node for c in fitting[:NODES_NAMED]) + (
+            ", …" if len(fitting) > NODES_NAMED else "")
+        explanation.message = (f"fits on {_plural(len(fitting), 'node')} ({names}); first: "
+                               f"{fitting[0].message}")
+        if pods:
+            explanation.message += ("; on its own the claim fits, so the pod waits for "
+                                    "something else (its other claims, or a scheduler retry)")
+    elif explanation.candidates:
+        explanation.verdict = "Unschedulable"
+        explanation.message = _unschedulable_message(explanation.candidates)
+    else:
+        explanation.verdict = "Unschedulable"
+        explanation.message = _no_candidates_message(counts, pods)
+
+
+def _allocation_node(claim: ResourceClaim, pods: Sequence[PodPlacement]) -> str | None:
+    allocation = claim.status.allocation
+    selector = allocation.node_selector if allocation else None
+    for term in selector.node_selector_terms if selector else ():
+        for field in term.match_fields or ():
+            if field.key == "metadata.name" and field.operator == "In" and \
+                    len(field.values or ()) == 1:
+                return (field.values or [""])[0]
+    return next((p.node_name for p in pods if p.node_name), None)
+
+
+def _find_device(snapshot: ClusterSnapshot, driver: str, pool: str,
+                 name: str) -> DeviceEntry | None:
+    found: DeviceEntry | None = None
+    generation = -1
+    for entry in snapshot.inventory.slices.all:
+        if entry.driver == driver and entry.pool_name == pool and entry.generation > generation:
+            device = next((d for d in entry.devices if d.name == name), None)
+            if device is not None:
+                found, generation = device, entry.generation
+    return found
+
+
+def _allocated(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[PodPlacement],
+               explanation: ClaimExplanation) -> None:
+    specs = request_specs(claim, snapshot)
+    node = _allocation_node(claim, pods)
+    explanation.verdict = "Allocated"
+    explanation.allocation_node = node
+    chosen: list[ChosenDevice] = []
+    allocation = claim.status.allocation
+    for result in (allocation.devices.results or ()) if allocation and allocation.devices \
+            else ():
+        spec = specs.get(result.request)
+        entry = _find_device(snapshot, result.driver, result.pool, result.device)
+        item = ChosenDevice(result.request, result.driver, result.pool, result.device,
+                            spec.device_class if spec else "")
+        chosen.append(item)
+        if entry is None:
+            item.reasons.append(SelectorReason("", "", f"device {result.device} of pool "
+                                                       f"{result.pool} is no longer published"))
+            continue
+        label = f"{entry.name} on {node}" if node else entry.name
+        sources = [(f"class {spec.device_class}", spec.class_selectors),
+                   (f"request {spec.name}", spec.request_selectors)] if spec else []
+        for source, expressions in sources:
+            for expression in expressions:
+                for finding in judge_parts(expression, entry):
+                    item.reasons.append(SelectorReason(source, finding.conjunct,
+                                                       f"{label} {finding.sentence()}"))
+                    for ref in references(finding.conjunct):
+                        value = ref.lookup(entry)
+                        item.values[ref.name] = format_value(value) if value is not None \
+                            else "unset"
+    explanation.allocation = chosen
+    where = f" on node {node}" if node else ""
+    explanation.message = "allocated" + where + ": " + ", ".join(
+        f"{c.device} of pool {c.pool} ({c.driver}) for request {c.request}" for c in chosen)
+
+
+def explain_claim(snapshot: ClusterSnapshot, claim: ResourceClaim,
+                  pods: Sequence[PodPlacement] = (), *,
+                  nodes: Sequence[str] | None = None) -> ClaimExplanation:
+    """Explain ``claim`` against ``snapshot``.
+
+    Args:
+        pods: the pods using the claim; only nodes every one of them may run on are evaluated.
+        nodes: evaluate only these nodes (``None``: all).
+    """
+    explanation = ClaimExplanation(
+        namespace=claim.metadata.namespace or "", name=claim.metadata.name or "",
+        uid=claim.metadata.uid or "", pods=[str(p) for p in pods], verdict="", message="")
+    if claim.status.allocation is not None:
+        _allocated(snapshot, claim, pods, explanation)
+    else:
+        _pending(snapshot, claim, pods, nodes, explanation)
+    return explanation
+

@@ -1,0 +1,226 @@
+"""Per device, in plain words, why it cannot serve a request: the check the allocator's
+diagnosis says it fails first (:mod:`kubedra.allocation.diagnosis`), with the values behind it.
+
+- ``in_class`` / ``match_request``: the selector (class or request) and its first false
+  conjunct, with the device's and the asked value (:mod:`kubedra.explain.selectors`); or the
+  device's own node selection;
+- ``free``: the claims holding the device;
+- ``capacity``: the requested amount against what the device has left (KEP-5075);
+- ``counters``: each counter of a shared counter set the device needs more of than is left
+  (by set and counter name, as the API server stores maps sorted), and the allocated devices
+  (and their claims) that use it (KEP-4815);
+- ``untainted``: the taints the request does not tolerate, and the DeviceTaintRule that put
+  one there (KEP-5055).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubedra.allocation import Allocator
+from kubedra.allocation.capacity import CapacityError, static_consumption
+from kubedra.allocation.pools import DeviceEntry, Pool
+from kubedra.allocation.quantities import Number
+from kubedra.allocation.taints import tolerated
+from kubedra.api.quantity import Quantity
+from kubedra.api.resource import (
+    DeviceSubRequest,
+    DeviceTaint,
+    DeviceToleration,
+    ExactDeviceRequest,
+    ResourceClaim,
+)
+from kubedra.explain.model import FUNNEL_NAMES, CounterShortage, DeviceFinding
+from kubedra.explain.selectors import SelectorFinding, format_value, judge
+from kubedra.explain.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What a request (or subrequest) asks for, as the explanation needs it.
+
+    Attributes:
+        name: ``req`` or ``req/sub``.
+        class_selectors: the DeviceClass's CEL expressions (empty when the class is missing).
+        request_selectors: the request's own CEL expressions.
+    """
+
+    name: str
+    device_class: str
+    class_selectors: tuple[str, ...]
+    request_selectors: tuple[str, ...]
+    tolerations: tuple[DeviceToleration, ...]
+    capacity: dict[str, Quantity] | None
+
+
+def request_specs(claim: ResourceClaim, snapshot: ClusterSnapshot) -> dict[str, RequestSpec]:
+    """Every request and subrequest of the claim, by full name."""
+    found: dict[str, RequestSpec] = {}
+    for request in claim.spec.devices.requests or ():
+        parts: list[tuple[str, ExactDeviceRequest | DeviceSubRequest]] = []
+        if request.exactly is not None:
+            parts.append((request.name, request.exactly))
+        parts += [(f"{request.name}/{sub.name}", sub) for sub in request.first_available or ()]
+        for name, part in parts:
+            device_class = snapshot.inventory.classes.get(part.device_class_name)
+            class_exprs = tuple(s.cel.expression for s in (
+                device_class.spec.selectors or () if device_class else ()) if s.cel)
+            found[name] = RequestSpec(
+                name, part.device_class_name, class_exprs,
+                tuple(s.cel.expression for s in part.selectors or () if s.cel),
+                tuple(part.tolerations or ()),
+                part.capacity.requests if part.capacity is not None else None)
+    return found
+
+
+def _number(value: Number) -> str:
+    return str(value) if isinstance(value, int) else Quantity.from_value(value).canonical()
+
+
+@dataclass
+class FindingContext:
+    """What findings on one node look at."""
+
+    snapshot: ClusterSnapshot
+    allocator: Allocator
+    node: str
+
+    def label(self, device: DeviceEntry) -> str:
+        """``gpu-0 on demo-h200``."""
+        return f"{device.name} on {self.node}"
+
+    def holders(self, driver: str, pool: str, device: str) -> list[str]:
+        """The claims holding a device, as text."""
+        return [str(h) for h in self.snapshot.holders.get((driver, pool, device), ())]
+
+
+def _selector_finding(ctx: FindingContext, device: DeviceEntry, check: str, source: str,
+                      found: SelectorFinding) -> DeviceFinding:
+    comparison = None
+    if found.comparison is not None:
+        c = found.comparison
+        comparison = {"name": c.reference.name, "relation": c.relation,
+                      "device": format_value(c.device_value), "asked": format_value(c.asked)}
+    return DeviceFinding(
+        device.name, device.driver, device.id[1], FUNNEL_NAMES[check],
+        f"{ctx.label(device)} {found.sentence()}",
+        selector={"source": source, "expression": found.expression, "conjunct": found.conjunct},
+        comparison=comparison)
+
+
+def _first_failing(expressions: tuple[str, ...], device: DeviceEntry) -> SelectorFinding | None:
+    for expression in expressions:
+        found = judge(expression, device)
+        if not found.passed:
+            return found
+    return None
+
+
+def _capacity_reason(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry) -> str:
+    features = ctx.snapshot.inventory.features
+    capacity = device.capacity or {}
+    missing = [name for name in spec.capacity or {} if name not in capacity]
+    if missing:
+        return f"{ctx.label(device)} has no capacity {', '.join(missing)}"
+    try:
+        consumption = static_consumption(spec.capacity, capacity,
+                                         features.fractional_capacity_range)
+    except CapacityError as err:
+        return f"{ctx.label(device)}: {err}"
+    if consumption is None:
+        asked = ", ".join(f"{n} {q.canonical()}" for n, q in (spec.capacity or {}).items())
+        return (f"{ctx.label(device)} does not allow the amounts asked ({asked}) by its "
+                "request policy")
+    in_use = ctx.snapshot.allocated.consumed_capacity.get(device.id) or {}
+    short = [f"{name} {amount.canonical()}, {_number(total - in_use.get(name, 0))} of "
+             f"{_number(total)} left" for name, amount, value, total in consumption
+             if in_use.get(name, 0) + value > total]
+    holders = ctx.holders(*device.id)
+    held = f" (shared with {', '.join(holders)})" if holders else ""
+    return f"{ctx.label(device)} needs {'; '.join(short)}{held}"
+
+
+def _counter_shortages(ctx: FindingContext, device: DeviceEntry, pool: Pool
+                       ) -> list[CounterShortage]:
+    available, _overdrawn = ctx.allocator.available_counters(pool)
+    consumers = pool.consumers()
+    taken = ctx.snapshot.allocated.in_pool(pool.key)
+    shortages = []
+    for set_name, counters in device.consumes:
+        left = available.get(set_name, {})
+        for counter, amount in counters:
+            if counter not in left or amount <= left[counter]:
+                continue
+            held = [f"{other.name} of {holder}"
+                    for name in sorted(taken) for other in consumers.get(name, ())
+                    if any(s == set_name and any(c == counter for c, _ in used)
+                           for s, used in other.consumes)
+                    for holder in ctx.holders(other.driver, pool.name, name)]
+            shortages.append(CounterShortage(set_name, counter, _number(amount),
+                                             _number(left[counter]), tuple(held)))
+    return sorted(shortages, key=lambda s: (s.counter_set, s.counter))
+
+
+def _counter_reason(ctx: FindingContext, device: DeviceEntry, pool: Pool,
+                    shortages: list[CounterShortage]) -> str:
+    if not shortages:
+        return (f"{ctx.label(device)} consumes counters of pool {pool}, which allocated "
+                "devices have overdrawn")
+    sets = dict.fromkeys(s.counter_set for s in shortages)
+    counters = ", ".join(f"{s.counter} (needs {s.needed}, {s.left} left)" for s in shortages)
+    holders = list(dict.fromkeys(h for s in shortages for h in s.held_by))
+    used = f"; in use by {', '.join(holders)}" if holders else ""
+    return (f"{ctx.label(device)} needs more of counter set {', '.join(sets)} than is left: "
+            f"{counters}{used}")
+
+
+def _taint_text(taint: DeviceTaint) -> str:
+    return f"{taint.key}={taint.value or ''}:{taint.effect}"
+
+
+def _taint_source(ctx: FindingContext, device: DeviceEntry, taint: DeviceTaint) -> str:
+    if any(t is taint for t in device.device.taints or ()):
+        return ""
+    rules = [r.metadata.name for r in ctx.snapshot.taint_rules if r.spec.taint == taint]
+    return f" (DeviceTaintRule {', '.join(n or '' for n in rules)})" if rules else ""
+
+
+def device_finding(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry, pool: Pool,
+                   check: str) -> DeviceFinding:
+    """Why ``device`` fails ``check`` (a diagnosis stage) for the request ``spec``."""
+    base = (device.name, device.driver, device.id[1], FUNNEL_NAMES.get(check, check))
+    if check in ("in_class", "match_request"):
+        source = f"class {spec.device_class}" if check == "in_class" else \
+            f"request {spec.name}"
+        exprs = spec.class_selectors if check == "in_class" else spec.request_selectors
+        found = _first_failing(exprs, device)
+        if found is not None:
+            return _selector_finding(ctx, device, check, source, found)
+        if check == "in_class":
+            return DeviceFinding(*base, f"{ctx.label(device)} is not in class "
+                                        f"{spec.device_class}")
+        if device.binding_conditions:
+            return DeviceFinding(*base, f"{ctx.label(device)} has binding conditions, which the "
+                                        "scheduler's features do not allow")
+        return DeviceFinding(*base, f"{ctx.label(device)} is not available on node {ctx.node} "
+                                    "(its own node selection)")
+    if check == "free":
+        holders = ctx.holders(*device.id)
+        return DeviceFinding(*base, f"{ctx.label(device)} is allocated to "
+                                    f"{', '.join(holders) or 'another claim'}",
+                             held_by=holders)
+    if check == "capacity":
+        return DeviceFinding(*base, _capacity_reason(ctx, spec, device),
+                             held_by=ctx.holders(*device.id))
+    if check == "counters":
+        shortages = _counter_shortages(ctx, device, pool)
+        return DeviceFinding(*base, _counter_reason(ctx, device, pool, shortages),
+                             counters=shortages)
+    if check == "untainted":
+        taints = [t for t in device.blocking_taints()
+                  if not tolerated(t, spec.tolerations)]
+        texts = [_taint_text(t) + _taint_source(ctx, device, t) for t in taints]
+        return DeviceFinding(*base, f"{ctx.label(device)} has taint {', '.join(texts)}, which "
+                                    "the request does not tolerate",
+                             taints=[_taint_text(t) for t in taints])
+    return DeviceFinding(*base, f"{ctx.label(device)} fits")

@@ -1,0 +1,231 @@
+"""The result of explaining a claim, and its JSON form (``kubedra explain -o json``).
+
+The JSON form is stable (fields are added, never renamed or removed, within
+``apiVersion: kubedra.io/v1alpha1``)::
+
+    {"apiVersion": "kubedra.io/v1alpha1", "kind": "ResourceClaimExplanation",
+     "claim": {"namespace", "name", "uid"},
+     "pods": ["namespace/name", ...],            # pods using the claim
+     "verdict": "Allocated" | "Fits" | "Unschedulable" | "Error",
+     "message": "...",                            # the short form (the operator's Event)
+     "nodes": {"total", "evaluated", "withoutDevices", "excludedByPods"},
+     "candidates": [                              # unallocated claim: one per evaluated node
+       {"node", "fits", "message", "error",
+        "devices": [{"request", "driver", "pool", "device"}],   # what it would get
+        "requests": [
+          {"request", "deviceClass", "needed",
+           "funnel": {"devices", "inClass", "matchRequest", "free", "capacity", "counters",
+                      "untainted"},              # devices passing each check and all before
+           "failedAt": null | a funnel stage | "constraints" | "together",
+           "message",
+           "devices": [DeviceFinding],           # the devices that failed at failedAt
+           "constraints": [{"constraint", "together"}],
+           "unusablePools": [{"pool", "reason"}],
+           "errors": ["..."]}]}],
+     "allocation": null | {"node", "devices": [ChosenDevice]}}   # allocated claim
+
+    DeviceFinding: {"device", "driver", "pool", "check", "reason",
+                    "selector"?: {"source", "expression", "conjunct"},
+                    "comparison"?: {"name", "relation", "device", "asked"},
+                    "heldBy"?: ["claim namespace/name (request r)"],
+                    "counters"?: [{"counterSet", "counter", "needed", "left", "heldBy"}],
+                    "taints"?: ["key=value:Effect"]}
+    ChosenDevice: {"request", "driver", "pool", "device", "deviceClass",
+                   "reasons": [{"source", "conjunct", "reason"}],
+                   "values": {"<qualified name>": "<value>"}}
+
+Funnel stages are those of :data:`kubedra.allocation.diagnosis.STAGES`, camelCased. Quantities
+in ``comparison`` are exact numbers (bytes for memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+API_VERSION = "kubedra.io/v1alpha1"
+KIND = "ResourceClaimExplanation"
+
+FUNNEL_NAMES = {"devices": "devices", "in_class": "inClass", "match_request": "matchRequest",
+                "free": "free", "capacity": "capacity", "counters": "counters",
+                "untainted": "untainted"}
+"""Funnel stages of the allocator's diagnosis → their names in the JSON form."""
+
+
+@dataclass(frozen=True)
+class CounterShortage:
+    """A counter a device needs more of than is left in its pool."""
+
+    counter_set: str
+    counter: str
+    needed: str
+    left: str
+    held_by: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"counterSet": self.counter_set, "counter": self.counter, "needed": self.needed,
+                "left": self.left, "heldBy": list(self.held_by)}
+
+
+@dataclass
+class DeviceFinding:
+    """Why one device cannot serve a request (the first check it fails)."""
+
+    device: str
+    driver: str
+    pool: str
+    check: str
+    reason: str
+    selector: dict[str, str] | None = None
+    comparison: dict[str, str] | None = None
+    held_by: list[str] = field(default_factory=list)
+    counters: list[CounterShortage] = field(default_factory=list)
+    taints: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (optional fields only when set)."""
+        found: dict[str, Any] = {"device": self.device, "driver": self.driver,
+                                 "pool": self.pool, "check": self.check, "reason": self.reason}
+        if self.selector is not None:
+            found["selector"] = self.selector
+        if self.comparison is not None:
+            found["comparison"] = self.comparison
+        if self.held_by:
+            found["heldBy"] = self.held_by
+        if self.counters:
+            found["counters"] = [c.to_json() for c in self.counters]
+        if self.taints:
+            found["taints"] = self.taints
+        return found
+
+
+@dataclass
+class RequestOutcome:
+    """One request (or subrequest) of the claim on one node."""
+
+    request: str
+    device_class: str
+    needed: int
+    funnel: dict[str, int]
+    failed_at: str | None
+    message: str
+    devices: list[DeviceFinding] = field(default_factory=list)
+    constraints: list[tuple[str, int]] = field(default_factory=list)
+    unusable_pools: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"request": self.request, "deviceClass": self.device_class,
+                "needed": self.needed, "funnel": self.funnel, "failedAt": self.failed_at,
+                "message": self.message, "devices": [d.to_json() for d in self.devices],
+                "constraints": [{"constraint": c, "together": n} for c, n in self.constraints],
+                "unusablePools": [{"pool": p, "reason": r} for p, r in self.unusable_pools],
+                "errors": self.errors}
+
+
+@dataclass
+class NodeOutcome:
+    """The claim on one node: whether it fits, with which devices, or why not."""
+
+    node: str
+    fits: bool
+    message: str
+    error: str | None = None
+    devices: list[dict[str, str]] = field(default_factory=list)
+    requests: list[RequestOutcome] = field(default_factory=list)
+    failed_request: str | None = None
+    """The request the allocator could not complete (``None`` when it fits or erred)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"node": self.node, "fits": self.fits, "message": self.message,
+                "error": self.error, "devices": self.devices,
+                "requests": [r.to_json() for r in self.requests]}
+
+    def deciding(self) -> list[RequestOutcome]:
+        """The outcomes of the request that failed: the request, or for a subrequest
+        (``firstAvailable``) every subrequest of its request that failed."""
+        failed = self.failed_request
+        if failed is None:
+            return []
+        parent, sub, _ = failed.partition("/")
+        if not sub:
+            return [r for r in self.requests if r.request == failed]
+        return [r for r in self.requests if r.request.startswith(f"{parent}/")
+                and (r.failed_at is not None or r.request == failed)]
+
+
+@dataclass
+class SelectorReason:
+    """Why an allocated device passes one conjunct of a selector."""
+
+    source: str
+    conjunct: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"source": self.source, "conjunct": self.conjunct, "reason": self.reason}
+
+
+@dataclass
+class ChosenDevice:
+    """A device in the claim's allocation and why it fits."""
+
+    request: str
+    driver: str
+    pool: str
+    device: str
+    device_class: str
+    reasons: list[SelectorReason] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"request": self.request, "driver": self.driver, "pool": self.pool,
+                "device": self.device, "deviceClass": self.device_class,
+                "reasons": [r.to_json() for r in self.reasons], "values": self.values}
+
+
+@dataclass
+class NodeCounts:
+    """How many nodes an explanation looked at, and why the others were left out."""
+
+    total: int = 0
+    evaluated: int = 0
+    without_devices: int = 0
+    excluded_by_pods: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        """The JSON form."""
+        return {"total": self.total, "evaluated": self.evaluated,
+                "withoutDevices": self.without_devices, "excludedByPods": self.excluded_by_pods}
+
+
+@dataclass
+class ClaimExplanation:
+    """Everything ``kubedra explain`` says about one claim."""
+
+    namespace: str
+    name: str
+    uid: str
+    pods: list[str]
+    verdict: str
+    message: str
+    nodes: NodeCounts = field(default_factory=NodeCounts)
+    candidates: list[NodeOutcome] = field(default_factory=list)
+    allocation_node: str | None = None
+    allocation: list[ChosenDevice] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form documented in this module."""
+        allocation = None if self.allocation is None else {
+            "node": self.allocation_node, "devices": [d.to_json() for d in self.allocation]}
+        return {"apiVersion": API_VERSION, "kind": KIND,
+                "claim": {"namespace": self.namespace, "name": self.name, "uid": self.uid},
+                "pods": self.pods, "verdict": self.verdict, "message": self.message,
+                "nodes": self.nodes.to_json(),
+                "candidates": [c.to_json() for c in self.candidates],
+                "allocation": allocation}

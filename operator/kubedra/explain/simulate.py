@@ -1,0 +1,136 @@
+"""What-if: where would a claim fit now, and how many copies of it fit in the cluster.
+
+The claim (a ResourceClaim, or the claim a ResourceClaimTemplate would create) is explained on
+every node as :func:`kubedra.explain.claims.explain_claim` does. Then copies of it are
+allocated greedily, one after another, each against the cluster with the copies before it
+allocated: a copy goes to the first node (by name) where it fits. A node where a copy does not
+fit is not tried again, since allocations only take devices, counters and capacity away. The
+count stops at ``max_copies`` (a claim that takes nothing, e.g. with ``adminAccess``, would fit
+forever).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubedra.allocation import AllocationError, AllocationFailed, NodeInfo
+from kubedra.api.resource import AllocationResult, ResourceClaim
+from kubedra.explain.claims import explain_claim, result_devices
+from kubedra.explain.model import API_VERSION, ClaimExplanation
+from kubedra.explain.snapshot import ClusterSnapshot
+
+MAX_COPIES = 1000
+"""Default bound of the copy count."""
+
+
+class ClaimFileError(ValueError):
+    """The file holds no ResourceClaim or ResourceClaimTemplate."""
+
+
+def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> ResourceClaim:
+    """The first ResourceClaim (or the claim of the first ResourceClaimTemplate) among YAML
+    documents, without status, in ``namespace`` when given (else its own, else ``default``).
+
+    Raises:
+        ClaimFileError: there is none.
+        pydantic.ValidationError: it does not parse.
+    """
+    for document in documents:
+        if not isinstance(document, Mapping):
+            continue
+        kind = document.get("kind")
+        meta = dict(document.get("metadata") or {})
+        if kind == "ResourceClaimTemplate":
+            spec = (document.get("spec") or {}).get("spec") or {}
+        elif kind == "ResourceClaim":
+            spec = document.get("spec") or {}
+        else:
+            continue
+        meta["namespace"] = namespace or meta.get("namespace") or "default"
+        meta.setdefault("name", meta.get("generateName") or "simulated")
+        return ResourceClaim.from_api({"metadata": {k: meta[k] for k in ("name", "namespace")},
+                                       "spec": spec})
+    raise ClaimFileError("no ResourceClaim or ResourceClaimTemplate found")
+
+
+@dataclass
+class Simulation:
+    """The claim now (:attr:`explanation`) and the copies that fit, in order.
+
+    Attributes:
+        copies: per copy, the node and its devices (``request``, ``driver``, ``pool``,
+            ``device``).
+        limit_reached: the count stopped at the limit; more copies may fit.
+    """
+
+    explanation: ClaimExplanation
+    copies: list[tuple[str, list[dict[str, str]]]] = field(default_factory=list)
+    limit_reached: bool = False
+
+    def by_node(self) -> dict[str, int]:
+        """Copies per node, in node order."""
+        counts: dict[str, int] = {}
+        for node, _ in self.copies:
+            counts[node] = counts.get(node, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def message(self) -> str:
+        """One line: how many copies fit, and where."""
+        count = len(self.copies)
+        where = ", ".join(f"{node}: {n}" for node, n in self.by_node().items())
+        more = " (the limit; more fit)" if self.limit_reached else ""
+        return f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + (
+            f"{more} ({where})" if where else "")
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"apiVersion", "kind": "ResourceClaimSimulation", "explanation": <the
+        ResourceClaimExplanation of the claim now>, "copies": {"count", "limitReached",
+        "byNode": {node: count}, "allocations": [{"node", "devices"}]}, "message"}``."""
+        return {"apiVersion": API_VERSION, "kind": "ResourceClaimSimulation",
+                "explanation": self.explanation.to_json(),
+                "copies": {"count": len(self.copies), "limitReached": self.limit_reached,
+                           "byNode": self.by_node(),
+                           "allocations": [{"node": node, "devices": devices}
+                                           for node, devices in self.copies]},
+                "message": self.message()}
+
+
+def simulate_claim(snapshot: ClusterSnapshot, claim: ResourceClaim, *,
+                   nodes: Sequence[str] | None = None,
+                   max_copies: int = MAX_COPIES) -> Simulation:
+    """Explain ``claim`` on the cluster now and count the copies of it that fit."""
+    simulation = Simulation(explain_claim(snapshot, claim, nodes=nodes))
+    left = [node for node in snapshot.nodes
+            if any(c.fits and c.node == node.name for c in simulation.explanation.candidates)]
+    state = snapshot
+    while left:
+        found = _next_copy(state, claim, left)
+        if found is None:
+            break
+        if len(simulation.copies) == max_copies:
+            simulation.limit_reached = True
+            break
+        node, allocation = found
+        copy = claim.model_copy(deep=True)
+        copy.metadata.name = f"{claim.metadata.name}-copy-{len(simulation.copies)}"
+        copy.status.allocation = allocation
+        state = state.with_allocated(copy)
+        simulation.copies.append((node, result_devices(allocation)))
+    return simulation
+
+
+def _next_copy(state: ClusterSnapshot, claim: ResourceClaim, left: list[NodeInfo]
+               ) -> tuple[str, AllocationResult] | None:
+    """Allocate one more copy on the first node of ``left`` where it fits; nodes where it does
+    not are removed from ``left``."""
+    allocator = state.allocator()
+    while left:
+        try:
+            [allocation] = allocator.allocate(left[0], [claim])
+        except (AllocationFailed, AllocationError):
+            left.pop(0)
+            continue
+        return left[0].name, allocation
+    return None

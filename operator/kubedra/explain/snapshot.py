@@ -1,0 +1,213 @@
+"""What an explanation is computed from: one consistent view of the cluster.
+
+The kube-scheduler's allocator sees every ResourceSlice, DeviceClass and DeviceTaintRule and
+every allocated claim (``pkg/scheduler/framework/plugins/dynamicresources``); so does an
+explanation. :class:`ClusterSnapshot` holds them as kubedra's models, with the nodes (name and
+labels) and the pods that use the claim being explained (their node selector and required
+node affinity narrow the nodes worth explaining, as the scheduler's NodeAffinity filter does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from kubedra import kube
+from kubedra.allocation import (
+    DEFAULT_FEATURES,
+    AllocatedState,
+    AllocationError,
+    Allocator,
+    AllocatorFeatures,
+    Inventory,
+    NodeInfo,
+)
+from kubedra.allocation.node_selection import compile_node_selector
+from kubedra.allocation.requests import claim_label
+from kubedra.allocation.state import DeviceID
+from kubedra.api.resource import (
+    DeviceClass,
+    DeviceTaintRule,
+    NodeSelector,
+    ResourceClaim,
+    ResourceSlice,
+)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A claim holding a device: ``claim`` is ``namespace/name``, ``request`` the request
+    (``req`` or ``req/sub``) the device was allocated for."""
+
+    claim: str
+    request: str
+
+    def __str__(self) -> str:
+        return f"claim {self.claim} (request {self.request})"
+
+
+@dataclass
+class ClusterSnapshot:
+    """The cluster as the allocator sees it.
+
+    Attributes:
+        inventory: slices, classes and taint rules (build one with :meth:`build`).
+        taint_rules: the DeviceTaintRules, to name the rule behind a taint.
+        claims: every claim; the allocated ones take devices.
+        nodes: every node, by name.
+    """
+
+    inventory: Inventory
+    taint_rules: list[DeviceTaintRule]
+    claims: list[ResourceClaim]
+    nodes: list[NodeInfo]
+
+    @classmethod
+    def build(cls, slices: Iterable[ResourceSlice], classes: Iterable[DeviceClass],
+              taint_rules: Iterable[DeviceTaintRule], claims: Iterable[ResourceClaim],
+              nodes: Iterable[NodeInfo],
+              features: AllocatorFeatures = DEFAULT_FEATURES) -> ClusterSnapshot:
+        """A snapshot of the given objects (taint rules apply when the features say so)."""
+        rules = list(taint_rules)
+        return cls(Inventory(slices, classes, rules, features), rules, list(claims),
+                   sorted(nodes, key=lambda n: n.name))
+
+    @classmethod
+    def from_api(cls, slices: Iterable[Mapping[str, Any]],
+                 classes: Iterable[Mapping[str, Any]],
+                 taint_rules: Iterable[Mapping[str, Any]],
+                 claims: Iterable[Mapping[str, Any]],
+                 nodes: Iterable[Mapping[str, Any]]) -> ClusterSnapshot:
+        """A snapshot of objects as the API server returns them (plain dicts).
+
+        Raises:
+            pydantic.ValidationError: an object does not parse.
+        """
+        return cls.build([ResourceSlice.from_api(s) for s in slices],
+                         [DeviceClass.from_api(c) for c in classes],
+                         [DeviceTaintRule.from_api(r) for r in taint_rules],
+                         [ResourceClaim.from_api(c) for c in claims],
+                         [node_info(n) for n in nodes])
+
+    @cached_property
+    def allocated(self) -> AllocatedState:
+        """The devices the allocated claims hold."""
+        return AllocatedState.from_claims(
+            self.claims, consumable_capacity=self.inventory.features.consumable_capacity)
+
+    @cached_property
+    def holders(self) -> dict[DeviceID, list[Holder]]:
+        """Per device, the allocated claims that hold it (or a share of it)."""
+        found: dict[DeviceID, list[Holder]] = {}
+        for claim in self.claims:
+            allocation = claim.status.allocation
+            if allocation is None or allocation.devices is None:
+                continue
+            for result in allocation.devices.results or ():
+                if not result.admin_access:
+                    found.setdefault((result.driver, result.pool, result.device), []).append(
+                        Holder(claim_label(claim), result.request))
+        return found
+
+    def allocator(self) -> Allocator:
+        """A fresh allocator over the snapshot (its counter cache starts empty)."""
+        return Allocator(self.inventory, self.allocated)
+
+    def with_allocated(self, claim: ResourceClaim) -> ClusterSnapshot:
+        """The same cluster after ``claim`` (with an allocation) was added."""
+        return ClusterSnapshot(self.inventory, self.taint_rules, [*self.claims, claim],
+                               self.nodes)
+
+
+def node_info(node: Mapping[str, Any]) -> NodeInfo:
+    """The allocator's view of a Node object: its name and labels."""
+    meta = node.get("metadata") or {}
+    return NodeInfo(meta.get("name") or "", dict(meta.get("labels") or {}))
+
+
+@dataclass(frozen=True)
+class PodPlacement:
+    """Where a pod may run, as far as claims care: ``spec.nodeName`` when bound, its
+    ``nodeSelector`` and its required node affinity; and the claims it uses.
+
+    Attributes:
+        claims: names of the ResourceClaims the pod uses (``spec.resourceClaims[].
+            resourceClaimName`` and the generated ones in ``status.resourceClaimStatuses``).
+    """
+
+    namespace: str
+    name: str
+    node_name: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: NodeSelector | None = None
+    claims: tuple[str, ...] = ()
+
+    @classmethod
+    def from_api(cls, pod: Mapping[str, Any]) -> PodPlacement:
+        """The placement of a Pod object (a plain dict)."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        claims = [c["resourceClaimName"] for c in spec.get("resourceClaims") or ()
+                  if c.get("resourceClaimName")]
+        claims += [s["resourceClaimName"]
+                   for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()
+                   if s.get("resourceClaimName")]
+        return cls(namespace=meta.get("namespace") or "", name=meta.get("name") or "",
+                   node_name=spec.get("nodeName") or None,
+                   node_selector=dict(spec.get("nodeSelector") or {}),
+                   affinity=NodeSelector.from_api(required) if required else None,
+                   claims=tuple(dict.fromkeys(claims)))
+
+    def allows(self, node: NodeInfo) -> bool:
+        """Whether the pod may run on ``node`` (name, node selector, required affinity; a
+        required affinity that does not parse allows no node, as the scheduler rejects it).
+        """
+        if self.node_name is not None and node.name != self.node_name:
+            return False
+        if any(node.labels.get(k) != v for k, v in self.node_selector.items()):
+            return False
+        if self.affinity is None:
+            return True
+        try:
+            return compile_node_selector(self.affinity).matches(node)
+        except AllocationError:
+            return False
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+async def read_snapshot(api: ApiClient) -> ClusterSnapshot:
+    """Read everything an explanation needs from the API server (one list per kind).
+
+    Needs ``list`` on resourceslices, deviceclasses, devicetaintrules, resourceclaims (all
+    namespaces) and nodes.
+
+    Raises:
+        ApiException: a list failed.
+    """
+    return ClusterSnapshot.from_api(
+        await kube.list_resource_slices(api), await kube.list_device_classes(api),
+        await kube.list_device_taint_rules(api), await kube.list_resource_claims(api),
+        await kube.list_nodes(api))
+
+
+async def pods_using(api: ApiClient, claim: ResourceClaim) -> list[PodPlacement]:
+    """The pods of the claim's namespace that use it (in ``reservedFor`` or referencing it).
+
+    Raises:
+        ApiException: the list failed.
+    """
+    namespace, name = claim.metadata.namespace or "", claim.metadata.name or ""
+    reserved = {r.uid for r in claim.status.reserved_for or () if r.resource == "pods"}
+    found = []
+    for pod in await kube.list_pods(api, namespace):
+        placement = PodPlacement.from_api(pod)
+        if name in placement.claims or (pod.get("metadata") or {}).get("uid") in reserved:
+            found.append(placement)
+    return sorted(found, key=lambda p: p.name)

@@ -1,0 +1,110 @@
+"""The operator's explainer: which pods it explains, its rate limits and its caches."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from explain_builders import gpu_claim, h200_slices, node, shipped_classes
+
+from kubedra.api.resource import ResourceClaim
+from kubedra.controller.explain_state import (
+    EVALUATION_INTERVAL,
+    EVENT_INTERVAL,
+    ExplainState,
+    Inputs,
+)
+from kubedra.controller.explanations import unschedulable_for_claims
+from kubedra.explain import explain_claim
+
+SCHEDULER_MESSAGE = ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 "
+                     "nodes are available: 1 Preemption is not helpful for scheduling.")
+
+
+def pod(*, claims: bool = True, status: str = "False", reason: str = "Unschedulable",
+        message: str = SCHEDULER_MESSAGE) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "main"}]}
+    if claims:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "t"}]
+    return {"metadata": {"namespace": "demo", "name": "p"}, "spec": spec,
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": status, "reason": reason,
+                 "message": message}]}}
+
+
+@pytest.mark.parametrize(("body", "explained"), [
+    (pod(), True),
+    (pod(claims=False), False),
+    (pod(message="0/3 nodes are available: 3 Insufficient cpu."), False),
+    (pod(reason="SchedulerError"), False),
+    (pod(status="True", reason=""), False),
+    ({"metadata": {"name": "p"}, "spec": {"resourceClaims": [{"name": "gpu"}]}}, False),
+])
+def test_only_pods_unschedulable_because_of_claims(body: dict[str, Any],
+                                                   explained: bool) -> None:
+    assert unschedulable_for_claims(body) is explained
+
+
+def test_a_pod_is_evaluated_at_most_every_interval() -> None:
+    state = ExplainState()
+    assert state.evaluation_delay(("ns", "p"), 100.0) == 0.0
+    assert state.evaluation_delay(("ns", "p"), 102.0) == EVALUATION_INTERVAL - 2.0
+    assert state.evaluation_delay(("ns", "q"), 102.0) == 0.0
+    assert state.evaluation_delay(("ns", "p"), 100.0 + EVALUATION_INTERVAL) == 0.0
+    state.forget_pod(("ns", "p"))
+    assert state.evaluation_delay(("ns", "p"), 106.0) == 0.0
+
+
+def test_an_event_is_posted_when_the_message_changes_and_at_most_every_interval() -> None:
+    state, claim = ExplainState(), ("ns", "c")
+    assert state.event_delay(claim, "one", 10.0) == 0.0
+    state.event_posted(claim, "one", 10.0)
+    assert state.event_delay(claim, "one", 11.0) is None
+    assert state.event_delay(claim, "one", 10.0 + 10 * EVENT_INTERVAL) is None
+    assert state.event_delay(claim, "two", 25.0) == EVENT_INTERVAL - 15.0
+    assert state.event_delay(claim, "two", 10.0 + EVENT_INTERVAL) == 0.0
+    state.forget_claim(claim)
+    assert state.event_delay(claim, "one", 12.0) == 0.0
+
+
+def test_only_label_changes_of_nodes_count() -> None:
+    state = ExplainState()
+    assert state.node_changed("n", {"a": "1"})
+    assert not state.node_changed("n", {"a": "1"})
+    assert state.node_changed("n", {"a": "2"})
+    assert state.node_changed("n", None)
+    assert not state.node_changed("n", None)
+    assert state.nodes_version == 3
+
+
+def test_parsed_inputs_are_reused_until_their_version_changes() -> None:
+    state = ExplainState()
+    inputs = Inputs(slices=h200_slices("demo-h200"), classes=shipped_classes(), taint_rules=[],
+                    allocated=[], nodes=[node("demo-h200"), node("a")],
+                    inventory_version=1, claims_version=1)
+    first = state.snapshot(inputs)
+    assert [n.name for n in first.nodes] == ["a", "demo-h200"]
+    assert state.snapshot(inputs).inventory is first.inventory
+    inputs.inventory_version = 2
+    assert state.snapshot(inputs).inventory is not first.inventory
+
+
+def test_every_evaluation_runs_in_the_same_thread() -> None:
+    # the cached inventory keeps CEL activations, which cel-expr-python binds to the thread
+    # that made them: a second evaluation in another thread failed ("No PyCelArena found")
+    state = ExplainState()
+    inputs = Inputs(slices=h200_slices("demo-h200"), classes=shipped_classes(), taint_rules=[],
+                    allocated=[], nodes=[node("demo-h200")], inventory_version=1,
+                    claims_version=1)
+    claim = ResourceClaim.from_api(gpu_claim("big", 'device.capacity["gpu.kubedra.io"].memory'
+                                                    '.compareTo(quantity("141Gi")) >= 0'))
+
+    def evaluate() -> tuple[str, str]:
+        return (threading.current_thread().name,
+                explain_claim(state.snapshot(inputs), claim).message)
+
+    first = state.executor.submit(evaluate).result()
+    second = state.executor.submit(evaluate).result()
+    assert first == second
+    assert first[1].startswith("cannot be allocated: demo-h200: request gpu: 0 of 1 devices")

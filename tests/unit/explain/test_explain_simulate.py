@@ -1,0 +1,120 @@
+"""kubedra simulate on the H200 capture: copies that fit, exactly, and reading claim files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from explain_builders import gpu_claim, h200_slices, node, on_node, shipped_classes
+
+from kubedra.api.resource import ResourceClaim
+from kubedra.explain import ClusterSnapshot, simulate_claim
+from kubedra.explain.simulate import ClaimFileError, claim_from_documents
+
+PROFILE = 'device.attributes["gpu.kubedra.io"].profile == "{}"'
+
+
+def cluster(*claims: dict[str, Any]) -> ClusterSnapshot:
+    """demo-h200 (a whole H200) and mig-h200 (an H200 published with MIG partitions)."""
+    slices = h200_slices("demo-h200") + h200_slices("mig-h200", mig="partitions")
+    return ClusterSnapshot.from_api(slices, shipped_classes(), [], list(claims),
+                                    [node("mig-h200"), node("demo-h200"), node("cpu-0")])
+
+
+def mig(profile: str) -> ResourceClaim:
+    return ResourceClaim.from_api(gpu_claim(profile, PROFILE.format(profile),
+                                            device_class="mig.gpu.kubedra.io"))
+
+
+@pytest.mark.parametrize(("profile", "devices"), [
+    ("1g.18gb", [f"gpu-0-mig-1g18gb-s{s}" for s in range(7)]),
+    ("1g.35gb", [f"gpu-0-mig-1g35gb-s{s}" for s in (0, 2, 4, 6)]),
+    ("2g.35gb", [f"gpu-0-mig-2g35gb-s{s}" for s in (0, 2, 4)]),
+    ("3g.71gb", ["gpu-0-mig-3g71gb-s0", "gpu-0-mig-3g71gb-s4"]),
+    ("4g.71gb", ["gpu-0-mig-4g71gb-s0"]),
+    ("7g.141gb", ["gpu-0-mig-7g141gb-s0"]),
+    # one OFA engine: one media-extension partition at a time
+    ("1g.18gb+me", ["gpu-0-mig-1g18gb-me-s0"]),
+])
+def test_mig_copies_follow_the_placement_table(profile: str, devices: list[str]) -> None:
+    simulation = simulate_claim(cluster(), mig(profile))
+    assert [(n, [d["device"] for d in ds]) for n, ds in simulation.copies] == [
+        ("mig-h200", [d]) for d in devices]
+    assert simulation.by_node() == {"mig-h200": len(devices)}
+    assert not simulation.limit_reached
+
+
+def test_whole_gpu_copies_one_per_gpu() -> None:
+    simulation = simulate_claim(cluster(), ResourceClaim.from_api(gpu_claim("whole")))
+    assert simulation.explanation.verdict == "Fits"
+    assert [c.node for c in simulation.explanation.candidates] == ["demo-h200", "mig-h200"]
+    assert simulation.copies == [
+        ("demo-h200", [{"request": "gpu", "driver": "gpu.kubedra.io", "pool": "demo-h200",
+                        "device": "gpu-0"}]),
+        ("mig-h200", [{"request": "gpu", "driver": "gpu.kubedra.io", "pool": "mig-h200",
+                       "device": "gpu-0"}])]
+    assert simulation.message() == "2 copies fit in the cluster now (demo-h200: 1, mig-h200: 1)"
+
+
+def test_copies_count_what_is_allocated_already() -> None:
+    held = gpu_claim("held", PROFILE.format("4g.71gb"), device_class="mig.gpu.kubedra.io",
+                     allocation=on_node("mig-h200", "mig-h200", "gpu-0-mig-4g71gb-s0"))
+    simulation = simulate_claim(cluster(held), mig("1g.18gb"))
+    assert [ds[0]["device"] for _, ds in simulation.copies] == [
+        "gpu-0-mig-1g18gb-s4", "gpu-0-mig-1g18gb-s5", "gpu-0-mig-1g18gb-s6"]
+    simulation = simulate_claim(cluster(held), ResourceClaim.from_api(gpu_claim("whole")))
+    assert simulation.by_node() == {"demo-h200": 1}
+    assert simulation.to_json()["copies"] == {
+        "count": 1, "limitReached": False, "byNode": {"demo-h200": 1},
+        "allocations": [{"node": "demo-h200", "devices": [
+            {"request": "gpu", "driver": "gpu.kubedra.io", "pool": "demo-h200",
+             "device": "gpu-0"}]}]}
+
+
+def test_nothing_fits() -> None:
+    simulation = simulate_claim(cluster(), mig("9g.999gb"))
+    assert simulation.copies == []
+    assert simulation.explanation.verdict == "Unschedulable"
+    assert simulation.message() == "0 copies fit in the cluster now"
+
+
+def test_the_count_stops_at_the_limit() -> None:
+    simulation = simulate_claim(cluster(), mig("1g.18gb"), max_copies=3)
+    assert (len(simulation.copies), simulation.limit_reached) == (3, True)
+    assert simulation.message() == ("3 copies fit in the cluster now (the limit; more fit) "
+                                    "(mig-h200: 3)")
+    exact = simulate_claim(cluster(), mig("1g.18gb"), max_copies=7)
+    assert (len(exact.copies), exact.limit_reached) == (7, False)
+
+
+def test_only_the_named_nodes() -> None:
+    simulation = simulate_claim(cluster(), ResourceClaim.from_api(gpu_claim("whole")),
+                                nodes=["mig-h200"])
+    assert simulation.by_node() == {"mig-h200": 1}
+    assert simulation.explanation.nodes.total == 1
+
+
+def test_claim_files() -> None:
+    template = yaml.safe_load_all("""
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ignored}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: t, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.kubedra.io}
+""")
+    found = claim_from_documents(template, None)
+    assert (found.metadata.namespace, found.metadata.name) == ("ml", "t")
+    assert found.spec.devices.requests[0].exactly.device_class_name == "gpu.kubedra.io"
+    plain = claim_from_documents([gpu_claim("c", allocation=on_node("n", "n", "gpu-0"))], "x")
+    assert (plain.metadata.namespace, plain.status.allocation) == ("x", None)
+    with pytest.raises(ClaimFileError, match="no ResourceClaim or ResourceClaimTemplate"):
+        claim_from_documents([{"kind": "Pod"}, None], None)
