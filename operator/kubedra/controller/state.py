@@ -46,6 +46,7 @@ class ClusterView:
     """Read-only access to the kopf indexes by meaning.
 
     ``inventories``: name → raw DeviceInventory; ``pools``: (driver, pool) → inventory names;
+    ``node_inventories``: node name → names of its node-local inventories;
     ``slices``: inventory name → raw slices; ``claims``: (namespace, name) → raw allocated
     claim; ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``all_slices`` (every
     ResourceSlice, by name), ``device_classes``, ``taint_rules`` and ``nodes`` (by name),
@@ -55,6 +56,7 @@ class ClusterView:
 
     inventories: Mapping[str, Store]
     pools: Mapping[tuple[str, str], Store]
+    node_inventories: Mapping[str, Store]
     slices: Mapping[str, Store]
     claims: Mapping[tuple[str, str], Store]
     claim_uses: Mapping[tuple[str, str], Store]
@@ -85,6 +87,14 @@ class ClusterView:
     def inventory_names(self) -> list[str]:
         """All inventory names."""
         return list(self.inventories)
+
+    def inventories_on_node(self, node_name: str) -> list[str]:
+        """Names of the node-local inventories of ``node_name``."""
+        return list(self.node_inventories.get(node_name, ()))
+
+    def nodes_with_inventories(self) -> list[str]:
+        """Nodes that have at least one node-local inventory."""
+        return list(self.node_inventories)
 
     def inventories_of_pool(self, driver: str, pool: str) -> list[str]:
         """Names of the inventories that name pool (driver, pool)."""
@@ -182,12 +192,6 @@ class OperatorState:
     :func:`kubedra.kube.refuses_claim_status_writes`)."""
     slice_writes: int = 0
     """API writes to ResourceSlices since start (for benchmarks and tests)."""
-
-    def inventories_on_node(self, node_name: str) -> list[str]:
-        """Names of node-local inventories of ``node_name``."""
-        return [name for name in self.view.inventory_names()
-                if ((self.view.inventory(name) or {}).get("spec") or {}).get("nodeName")
-                == node_name]
 
     def inventory_for_pool(self, driver: str, pool: str) -> str | None:
         """The inventory that publishes pool ``(driver, pool)``."""

@@ -172,6 +172,13 @@ async def inventory_pools(name: str, body: kopf.Body, **_: Any) -> dict[tuple[st
     return {raw_pool_key(_plain(body)): name}
 
 
+@kopf.index(*INVENTORIES, registry=registry)
+async def node_inventories(name: str, spec: kopf.Spec, **_: Any) -> dict[str, str]:
+    """Node name → names of the node-local inventories of that node."""
+    node = spec.get("nodeName")
+    return {node: name} if node else {}
+
+
 @kopf.index(*SLICES, registry=registry, labels=MANAGED_BY)
 async def slices(labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     """Inventory name → its slices."""
@@ -253,7 +260,7 @@ def _capture(memo: Any, kwargs: dict[str, Any]) -> OperatorState:
     if runtime.state is None:
         assert runtime.leases is not None
         view = ClusterView(inventories=kwargs["inventories"], pools=kwargs["inventory_pools"],
-                           slices=kwargs["slices"],
+                           node_inventories=kwargs["node_inventories"], slices=kwargs["slices"],
                            claims=kwargs["claims"], claim_uses=_flatten(kwargs["claim_uses"]),
                            all_slices=kwargs["all_slices"],
                            device_classes=kwargs["device_classes"],
@@ -379,7 +386,7 @@ async def on_claim(namespace: str | None, name: str, type: str | None, body: kop
 async def _run(runtime: Runtime) -> None:
     def lease_changed(node: str) -> None:
         if runtime.state is not None:
-            for name in runtime.state.inventories_on_node(node):
+            for name in runtime.state.view.inventories_on_node(node):
                 runtime.state.inventory_queue.add(name)
 
     runtime.leases = LeaseCache(runtime.api, runtime.settings.namespace, lease_changed)
@@ -443,10 +450,9 @@ async def _tick(state: OperatorState) -> None:
     interval = state.settings.lease_check_interval
     while True:
         now = utcnow()
-        for name in state.view.inventory_names():
-            node = ((state.view.inventory(name) or {}).get("spec") or {}).get("nodeName")
-            if node:
-                lease_state = state.leases.state(node, now)
+        for node in state.view.nodes_with_inventories():
+            lease_state = state.leases.state(node, now)
+            for name in state.view.inventories_on_node(node):
                 if state.lease_states.get(name) != lease_state:
                     state.lease_states[name] = lease_state
                     state.inventory_queue.add(name)
