@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.logging import LogFormat
@@ -35,7 +36,9 @@ class Settings(BaseSettings):
     # node agent
     node_name: str | None = None
     """The node this agent runs on (the DaemonSet sets it from ``spec.nodeName``)."""
-    driver: str = "gpu.kubedra.io"
+    driver: str = ""
+    """Driver name; by default ``pci.kubedra.io`` for the ``pci`` and ``static`` backends and
+    ``gpu.kubedra.io`` for ``nvml`` and ``snapshot`` (NVIDIA captures)."""
     backend: str = "pci"
     """Discovery backend: ``pci``, ``nvml``, ``snapshot:<folder>`` or ``static``."""
     sysfs_root: Path = Path("/sys")
@@ -54,6 +57,13 @@ class Settings(BaseSettings):
     """The kernel's boot ID file; prepared claims of an earlier boot are prepared again."""
     pod_uid: str | None = None
     """The agent pod's UID (downward API); when set, sockets get rolling-update names."""
+
+    @model_validator(mode="after")
+    def _driver_for_backend(self) -> Settings:
+        if not self.driver:
+            kind = self.backend.split(":", 1)[0]
+            self.driver = "pci.kubedra.io" if kind in {"pci", "static"} else "gpu.kubedra.io"
+        return self
 
     # operator
     lease_check_interval: float = 5.0

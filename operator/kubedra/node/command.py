@@ -16,7 +16,8 @@ from kubedra.settings import common_options, settings_from_flags
 @common_options
 @click.option("--node-name", default=None, help="This node [env KUBEDRA_NODE_NAME]")
 @click.option("--driver", default=None,
-              help="Driver name [env KUBEDRA_DRIVER; default gpu.kubedra.io]")
+              help="Driver name [env KUBEDRA_DRIVER; default pci.kubedra.io for the pci "
+                   "and static backends, gpu.kubedra.io for nvml and snapshot]")
 @click.option("--backend", default=None,
               help="Discovery backend: pci, nvml, snapshot:<folder>, static "
                    "[env KUBEDRA_BACKEND; default pci]")
