@@ -18,8 +18,8 @@ from kubedra.discovery.capture import differences, write_capture
 from kubedra.discovery.nvml_live import LiveNvml
 from kubedra.discovery.recorded import RecordedSysfs
 from kubedra.discovery.sysfs import LiveSysfs
-from tests.unit.nvml_fake import RecordedPynvml
-from tests.unit.sysfs_tree import build_sysfs
+from tests.support.nvml_fake import RecordedPynvml
+from tests.support.sysfs_tree import build_sysfs
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "hardware" / "nvidia-h200"

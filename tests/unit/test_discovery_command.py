@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from kubedra.api.inventory import DiscoverySettings
 from kubedra.cli import main
 from kubedra.discovery import discover
-from tests.unit.sysfs_tree import build_sysfs
+from tests.support.sysfs_tree import build_sysfs
 
 H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
 

@@ -25,7 +25,7 @@ from kubedra.discovery.nvml_live import LiveNvml
 from kubedra.discovery.recorded import RecordedNvml, RecordedSysfs
 from kubedra.discovery.sysfs import parse_pci_functions
 from tests.support.h200 import H200_GPU0
-from tests.unit.nvml_fake import RecordedPynvml
+from tests.support.nvml_fake import RecordedPynvml
 
 H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
 

@@ -13,7 +13,7 @@ from kubedra.discovery import DiscoveryError, discover
 from kubedra.discovery.pci import pci_device_name, pci_inventory
 from kubedra.discovery.recorded import RecordedSysfs
 from kubedra.discovery.sysfs import LiveSysfs, PciFunction, parse_pci_functions
-from tests.unit.sysfs_tree import build_sysfs
+from tests.support.sysfs_tree import build_sysfs
 
 H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
 SYS = Path("/sys")
