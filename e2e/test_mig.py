@@ -255,3 +255,34 @@ async def test_simulate_counts_the_copies_that_fit(kubedra: Kubedra, tmp_path: P
                                "--node", NODE, "-o", "json"))
     assert found["copies"]["allocations"] == [{"node": NODE, "devices": [
         {"request": "gpu", "driver": "gpu.kubedra.io", "pool": NODE, "device": "gpu-0"}]}]
+
+
+async def test_switching_mig_off_keeps_an_allocated_partition_exclusive(
+        admin_api: ApiClient, gpu_free: str) -> None:
+    """With MIG partitions switched off while one is allocated, the whole GPU must not be
+    handed out: the held partition stays published, and the GPU keeps consuming its counters."""
+    ns = gpu_free
+    await create_gpu_pod(admin_api, ns, "part", profile("3g.71gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    assert await allocated_device(admin_api, ns, "part") == "gpu-0-mig-3g71gb-s0"
+    custom = client.CustomObjectsApi(admin_api)
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
+        {"spec": {"discovery": {"mig": "none"}}}, _content_type="application/merge-patch+json")
+    try:
+        async def whole_gpu_only() -> bool:
+            ready = condition(await read_inventory(admin_api, INVENTORY), "Published") or {}
+            return "gpu-0-mig-3g71gb-s0 (gone)" in ready.get("message", "")
+        await eventually(whole_gpu_only, timeout=60, what="partitions dropped, s0 kept")
+        await create_gpu_pod(admin_api, ns, "whole", "true", node=NODE)
+        await stays_pending(admin_api, ns, "whole")
+    finally:
+        await custom.patch_cluster_custom_object(
+            "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
+            {"spec": {"discovery": {"mig": "partitions"}}},
+            _content_type="application/merge-patch+json")
+
+        async def partitions_back() -> bool:
+            status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
+            return bool(status.get("deviceCount") == 26)
+        await eventually(partitions_back, timeout=60, what="partitions published again")

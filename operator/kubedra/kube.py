@@ -19,6 +19,9 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient, ApiException
 
 from kubedra.api import inventory, resource
+from kubedra.logging import get_logger
+
+log = get_logger(__name__)
 
 APPLY_PATCH = "application/apply-patch+yaml"
 """Content type of server-side apply; patch bodies are JSON, which is valid YAML."""
@@ -290,6 +293,9 @@ async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: s
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }
     await client.CoreV1Api(api).create_namespaced_event(namespace, event)
+    logger = log.warning if event_type == "Warning" else log.info
+    logger("event", kind=regarding["kind"], object=f"{meta.get('namespace') or ''}/{meta['name']}"
+           .lstrip("/"), reason=reason, message=message)
 
 
 # --- Leases (node agent) --------------------------------------------------------------------------

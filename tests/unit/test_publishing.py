@@ -8,7 +8,14 @@ import pytest
 
 from kubedra.api.inventory import DeviceInventory
 from kubedra.api.quantity import Quantity
-from kubedra.api.resource import Counter, DeviceCounterConsumption, OwnerReference, ResourceSlice
+from kubedra.api.resource import (
+    Counter,
+    CounterSet,
+    Device,
+    DeviceCounterConsumption,
+    OwnerReference,
+    ResourceSlice,
+)
 from kubedra.publishing.pool import (
     UNHEALTHY_TAINT_KEY,
     InvalidInventory,
@@ -306,7 +313,8 @@ def test_allocated_devices_dropped_by_the_inventory_stay_published_tainted() -> 
     after.status.discovered.devices.pop(2)
     pool = build_pool(after)
     assert [d.name for d in pool.devices] == ["dev-000"]
-    kept, draining = keep_allocated_devices(pool, {"dev-001", "dev-002"}, server.existing())
+    kept, draining = keep_allocated_devices(pool, {"dev-001", "dev-002"},
+                                            *published(server))
     assert draining == {"dev-001": "disabled", "dev-002": "gone"}
     assert [d.name for d in kept.devices] == ["dev-000", "dev-001", "dev-002"]
     assert [(t.key, t.value, t.effect) for t in kept.devices[1].taints or []] == [
@@ -329,7 +337,7 @@ def test_a_dropped_device_keeps_its_counter_set_even_if_the_set_is_gone() -> Non
     del data["status"]["discovered"]["devices"][0]["consumesCounters"]
     pool = build_pool(DeviceInventory.from_api(data))
     assert pool.counter_sets == []
-    kept, draining = keep_allocated_devices(pool, {"dev-001"}, server.existing())
+    kept, draining = keep_allocated_devices(pool, {"dev-001"}, *published(server))
     assert draining == {"dev-001": "gone"}
     assert [c.name for c in kept.counter_sets] == ["node-counters"]
     assert kept.counter_sets[0].counters["slots"].value == Quantity("2")
@@ -339,4 +347,46 @@ def test_released_devices_are_not_kept() -> None:
     server = FakeServer()
     server.apply(plan(inventory(2), [])[0])
     pool = build_pool(inventory(1))
-    assert keep_allocated_devices(pool, set(), server.existing()) == (pool, {})
+    assert keep_allocated_devices(pool, set(), *published(server)) == (pool, {})
+
+
+def published(server: FakeServer) -> tuple[list[Device], list[CounterSet]]:
+    """The devices and counter sets the fake server holds."""
+    slices = server.existing()
+    return ([d for s in slices for d in s.spec.devices or []],
+            [c for s in slices for c in s.spec.shared_counters or []])
+
+
+def test_a_disabled_allocated_device_is_kept_without_any_previous_slice() -> None:
+    inv = inventory(2, overrides=[{"device": "dev-001", "disabled": True}])
+    kept, draining = keep_allocated_devices(build_pool(inv), {"dev-001"}, [], [])
+    assert draining == {"dev-001": "disabled"}
+    assert [d.name for d in kept.devices] == ["dev-000", "dev-001"]
+
+
+def test_the_whole_device_keeps_consuming_counters_a_held_partition_still_needs() -> None:
+    """MIG switched off while a partition is allocated: the whole GPU, now published without
+    counters, must keep consuming them, or the scheduler could give it out as well."""
+    partitions = DeviceInventory.from_api({
+        "metadata": {"name": "n-gpu"},
+        "spec": {"driver": "gpu.kubedra.io", "nodeName": "n", "devices": [
+            {"name": "gpu-0", "consumesCounters": [
+                {"counterSet": "gpu-0-counters", "counters": {"slices": {"value": "2"}}}]},
+            {"name": "gpu-0-mig-s0", "consumesCounters": [
+                {"counterSet": "gpu-0-counters", "counters": {"slices": {"value": "1"}}}]}],
+            "counterSets": [{"name": "gpu-0-counters", "counters": {"slices": {"value": "2"}}}]}})
+    before = build_pool(partitions)
+    whole_only = DeviceInventory.from_api({
+        "metadata": {"name": "n-gpu"},
+        "spec": {"driver": "gpu.kubedra.io", "nodeName": "n", "devices": [{"name": "gpu-0"}]}})
+    kept, draining = keep_allocated_devices(build_pool(whole_only), {"gpu-0-mig-s0"},
+                                            before.devices, before.counter_sets)
+    assert draining == {"gpu-0-mig-s0": "gone"}
+    assert [c.name for c in kept.counter_sets] == ["gpu-0-counters"]
+    whole = kept.devices[0]
+    assert whole.name == "gpu-0"
+    assert [(u.counter_set, u.counters["slices"].value) for u in whole.consumes_counters or []] \
+        == [("gpu-0-counters", Quantity("2"))]
+    # once the partition is released, the whole GPU is published as the inventory says
+    assert keep_allocated_devices(build_pool(whole_only), set(), kept.devices,
+                                  kept.counter_sets)[0].devices[0].consumes_counters is None

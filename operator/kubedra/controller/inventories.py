@@ -128,7 +128,14 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
                         f"DeviceInventory {rival}, created earlier; this inventory publishes "
                         "nothing while that one exists", withdrawn=True), None
     held = {u.device for u in state.view.uses_of(pool.driver, pool.name)}
-    pool, draining = keep_allocated_devices(pool, held, existing)
+    remembered = state.last_published.get((pool.driver, pool.name))
+    previous = [d for s in existing for d in s.spec.devices or []]
+    previous_sets = [c for s in existing for c in s.spec.shared_counters or []]
+    if remembered is not None:  # also after a withdrawal, or the inventory's deletion and return
+        previous = [*remembered.devices, *previous]
+        previous_sets = [*remembered.counter_sets, *previous_sets]
+    pool, draining = keep_allocated_devices(pool, held, _first_by_name(previous),
+                                            _first_by_name(previous_sets))
     owner = OwnerReference(api_version=inventory.api_version, kind=inventory.kind, name=name,
                            uid=inventory.metadata.uid or "", controller=True)
     last = inventory.status.pool if inventory.status and inventory.status.pool else None
@@ -152,6 +159,7 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
         return _Outcome(False, "PublishFailed",
                         f"{write.verb} ResourceSlice {write.name}: {kube.api_error_message(err)}",
                         plan=plan, devices=len(pool.devices), retry=_retryable(err)), pool
+    state.last_published[(pool.driver, pool.name)] = pool
     if plan.writes:
         log.info("published", inventory=name, pool=pool.name, generation=plan.pool.generation,
                  slices=len(plan.slice_names), writes=len(plan.writes))
@@ -166,6 +174,14 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
                     f"released: {', '.join(f'{d} ({why})' for d, why in draining.items())}")
     return _Outcome(True, "SlicesPublished", message, plan=plan, devices=len(pool.devices),
                     draining=draining), pool
+
+
+def _first_by_name(items: list[Any]) -> list[Any]:
+    """The first item of each name, in order."""
+    seen: dict[str, Any] = {}
+    for item in items:
+        seen.setdefault(item.name, item)
+    return list(seen.values())
 
 
 def _retryable(err: ApiException) -> bool:

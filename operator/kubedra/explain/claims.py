@@ -45,7 +45,7 @@ NODES_NAMED = 5
 """Nodes named per group of nodes that fail the same way."""
 
 _STAGE_PHRASES = {
-    "devices": "{k} devices in the node's usable pools",
+    "devices": "{devices} in the node's usable pools",
     "in_class": "{k} of {p} devices are in class {cls}",
     "match_request": "{k} of {p} devices of class {cls} match the request's selectors",
     "free": "{k} of {p} matching devices are free",
@@ -57,6 +57,10 @@ _STAGE_PHRASES = {
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _fit(count: int) -> str:
+    return f"{count} device fits" if count == 1 else f"{count} devices fit"
 
 
 def _failed_stage(diagnosis: RequestDiagnosis) -> str | None:
@@ -79,7 +83,8 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
     if stage is not None:
         previous = counts.get(STAGES[STAGES.index(stage) - 1], 0) if stage != "devices" else 0
         phrase = _STAGE_PHRASES[stage].format(k=counts.get(stage, 0), p=previous,
-                                              cls=class_name)
+                                              cls=class_name,
+                                              devices=_plural(counts.get(stage, 0), "device"))
         outcome.failed_at = FUNNEL_NAMES[stage]
         outcome.message = f"request {diagnosis.request}: {phrase} ({diagnosis.needed} needed)"
         if stage == "devices" and diagnosis.unusable_pools:
@@ -94,18 +99,20 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                   if together < diagnosis.needed]
         if broken:
             outcome.failed_at = "constraints"
-            outcome.message = (f"request {diagnosis.request}: {diagnosis.fitting} devices fit, "
-                               + "; ".join(f"at most {together} of them satisfy {name} together"
+            outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)}, "
+                               + "; ".join(f"at most {together} of them "
+                                           f"{'satisfies' if together == 1 else 'satisfy'} "
+                                           f"{name} together"
                                            for name, together in broken)
                                + f" ({diagnosis.needed} needed)")
         else:
             outcome.failed_at = "together"
-            outcome.message = (f"request {diagnosis.request}: {diagnosis.fitting} devices fit "
+            outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} "
                                f"on their own, but not together with the claim's other "
                                f"requests: {reason}")
     else:
-        outcome.message = f"request {diagnosis.request}: {diagnosis.fitting} devices fit " \
-                          f"({diagnosis.needed} needed)"
+        outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} "
+                           f"({diagnosis.needed} needed)")
     return outcome
 
 

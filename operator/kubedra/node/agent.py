@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import signal
 
+import aiohttp
 from kubernetes_asyncio.client import ApiClient, ApiException
 
 from kubedra import __version__, kube
@@ -123,6 +125,8 @@ class Agent:
             except ApiException as err:
                 log.warning("reading or reporting to the DeviceInventory failed; will retry",
                             inventory=self.name, error=kube.api_error_message(err))
+            except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                log.warning("the API server is unreachable; will retry", error=str(err))
             await asyncio.sleep(self.settings.rescan_interval)
 
     async def run_lease(self) -> None:
@@ -135,6 +139,9 @@ class Agent:
             except ApiException as err:
                 log.warning("lease renewal failed", lease=name,
                             error=kube.api_error_message(err))
+            except (TimeoutError, aiohttp.ClientError, OSError) as err:
+                log.warning("lease renewal failed: the API server is unreachable", lease=name,
+                            error=str(err))
             await asyncio.sleep(self.settings.lease_duration / 3)
 
 
@@ -158,6 +165,10 @@ async def run_agent(settings: Settings) -> None:
                    if settings.metrics_port else None)
         loops = [asyncio.create_task(agent.run_discovery()),
                  asyncio.create_task(agent.run_lease())]
+        # SIGTERM (how the kubelet stops a DaemonSet pod) stops cleanly: sockets removed
+        main = asyncio.current_task()
+        assert main is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
         try:
             await agent.scanned.wait()
             await plugin.start()
@@ -168,3 +179,4 @@ async def run_agent(settings: Settings) -> None:
             await plugin.stop()
             if metrics is not None:
                 await metrics.cleanup()
+            log.info("agent stopped", node=agent.node_name)

@@ -47,7 +47,7 @@ def agent_command(**flags: object) -> None:
     configure_logging(settings.log_format, settings.log_level)
     try:
         asyncio.run(run_agent(settings))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM
         pass
     except OSError as err:  # e.g. the metrics port or a socket directory
         raise click.ClickException(str(err)) from None

@@ -10,6 +10,7 @@ make the API server reject a slice, or the allocator ignore the pool, raises
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from kubedra.api.inventory import DeviceInventory, InventoryDevice
@@ -18,7 +19,7 @@ from kubedra.api.limits import (
     RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
 )
 from kubedra.api.names import qualified_name_error
-from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector, ResourceSlice
+from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
 
 UNHEALTHY_TAINT_KEY = "kubedra.io/unhealthy"
 """Taint key put on devices the agent reports ``Unhealthy``; its value is the health message."""
@@ -53,8 +54,8 @@ class DesiredPool:
     all_nodes: bool = False
     devices: list[Device] = field(default_factory=list)
     counter_sets: list[CounterSet] = field(default_factory=list)
-    disabled: frozenset[str] = frozenset()
-    """Devices of the inventory that an override disables (not in ``devices``)."""
+    disabled: dict[str, Device] = field(default_factory=dict)
+    """Devices of the inventory that an override disables (not in ``devices``), by name."""
 
 
 def pool_name(inventory: DeviceInventory) -> str:
@@ -92,7 +93,7 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
 
     overrides = {o.device: o for o in spec.overrides or []}
     seen: set[str] = set()
-    disabled: set[str] = set()
+    disabled: dict[str, Device] = {}
     devices: list[Device] = []
     for path, device in sources:
         if device.name in seen:
@@ -100,21 +101,22 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         seen.add(device.name)
         _check_device(path, device, counter_sets)
         override = overrides.get(device.name)
-        if override and override.disabled:
-            disabled.add(device.name)
-            continue
         taints = list(override.taints or []) if override else []
         if device.health == "Unhealthy":
             reason = _taint_value(device.health_message or "reported unhealthy")
             taints.append(DeviceTaint(key=UNHEALTHY_TAINT_KEY, value=reason or None,
                                       effect="NoSchedule"))
-        devices.append(Device(
+        built = Device(
             name=device.name,
             attributes=dict(device.attributes) or None,
             capacity=dict(device.capacity) or None,
             consumes_counters=device.consumes_counters or None,
             taints=taints or None,
-        ))
+        )
+        if override and override.disabled:
+            disabled[device.name] = built
+        else:
+            devices.append(built)
     return DesiredPool(
         driver=spec.driver,
         name=pool_name(inventory),
@@ -123,7 +125,7 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         all_nodes=bool(spec.all_nodes),
         devices=sorted(devices, key=lambda d: d.name),
         counter_sets=[counter_sets[name] for name in sorted(counter_sets)],
-        disabled=frozenset(disabled),
+        disabled=disabled,
     )
 
 
@@ -175,7 +177,8 @@ DRAINING_TAINT_KEY = "kubedra.io/draining"
 (value ``disabled``) or no longer reported (value ``gone``)."""
 
 
-def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: list[ResourceSlice]
+def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: Sequence[Device],
+                           previous_counter_sets: Sequence[CounterSet]
                            ) -> tuple[DesiredPool, dict[str, str]]:
     """Keep publishing devices that claims still hold, though the inventory dropped them.
 
@@ -183,13 +186,17 @@ def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: list[Res
     scheduler would then hand out a partition that overlaps it (the allocator counts the
     consumption of allocated devices only for devices it can see in a slice; see
     ``checkAvailableCounters`` in k8s.io/dynamic-resource-allocation structured/internal).
-    So such a device stays, as last published, with a ``NoSchedule`` taint
-    ``kubedra.io/draining`` until its claims release it; the counter sets it consumes stay too.
+    So such a device stays with a ``NoSchedule`` taint ``kubedra.io/draining`` until its claims
+    release it: a disabled one as the inventory describes it, one that is no longer reported as
+    last published. The counter sets it consumes stay too, and so does every other device's
+    consumption of those sets as last published — when MIG partitions are switched off while
+    one is allocated, the whole GPU must still exclude it.
 
     Args:
         pool: the pool built from the inventory.
         held: names of this pool's devices that allocated claims hold.
-        previous: the slices published so far (where dropped devices are taken from).
+        previous: the devices last published in this pool (where dropped devices come from).
+        previous_counter_sets: the counter sets last published in this pool.
 
     Returns:
         The pool with those devices added, and device name → ``disabled`` or ``gone`` for each.
@@ -198,23 +205,33 @@ def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: list[Res
     missing = held - published
     if not missing:
         return pool, {}
-    before = {d.name: d for s in previous for d in s.spec.devices or []}
-    counter_sets = {c.name: c for s in previous for c in s.spec.shared_counters or []}
+    before = {d.name: d for d in previous}
+    known_sets = {c.name: c for c in previous_counter_sets}
     kept_sets = {c.name: c for c in pool.counter_sets}
-    devices = list(pool.devices)
+    devices = {d.name: d for d in pool.devices}
     draining: dict[str, str] = {}
     for name in sorted(missing):
-        device = before.get(name)
+        device = pool.disabled.get(name) or before.get(name)
         if device is None:
             continue
         reason = "disabled" if name in pool.disabled else "gone"
         taints = [t for t in device.taints or [] if t.key != DRAINING_TAINT_KEY]
         taints.append(DeviceTaint(key=DRAINING_TAINT_KEY, value=reason, effect="NoSchedule"))
-        devices.append(device.model_copy(update={"taints": taints}))
+        devices[name] = device.model_copy(update={"taints": taints})
         draining[name] = reason
         for use in device.consumes_counters or []:
-            if use.counter_set not in kept_sets and use.counter_set in counter_sets:
-                kept_sets[use.counter_set] = counter_sets[use.counter_set]
-    kept = replace(pool, devices=sorted(devices, key=lambda d: d.name),
+            if use.counter_set not in kept_sets and use.counter_set in known_sets:
+                kept_sets[use.counter_set] = known_sets[use.counter_set]
+    carried = set(kept_sets) - {c.name for c in pool.counter_sets}
+    for name, device in list(devices.items()):
+        if name in draining or name not in before:
+            continue
+        uses = list(device.consumes_counters or [])
+        used = {u.counter_set for u in uses}
+        uses += [u for u in before[name].consumes_counters or []
+                 if u.counter_set in carried and u.counter_set not in used]
+        if len(uses) != len(device.consumes_counters or []):
+            devices[name] = device.model_copy(update={"consumes_counters": uses[:2]})
+    kept = replace(pool, devices=[devices[n] for n in sorted(devices)],
                    counter_sets=[kept_sets[n] for n in sorted(kept_sets)])
     return kept, draining

@@ -1,0 +1,49 @@
+"""The agent's loops survive an unreachable API server (they retry; they do not exit)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import pytest
+
+from kubedra.node.agent import Agent
+from kubedra.settings import Settings
+
+
+async def test_discovery_loop_retries_when_the_api_server_is_unreachable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = Agent(Settings(node_name="n", rescan_interval=0.01), api=None)  # type: ignore[arg-type]
+    calls: list[str] = []
+
+    async def scan() -> bool:
+        calls.append("scan")
+        if len(calls) < 3:
+            raise aiohttp.ClientConnectionError("Cannot connect to host 127.0.0.1:6443")
+        return True
+
+    monkeypatch.setattr(agent, "scan", scan)
+    loop = asyncio.create_task(agent.run_discovery())
+    await asyncio.wait_for(agent.scanned.wait(), timeout=5)
+    loop.cancel()
+    assert calls[:3] == ["scan", "scan", "scan"]
+
+
+async def test_lease_loop_retries_when_the_api_server_is_unreachable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = Agent(Settings(node_name="n", lease_duration=0), api=None)  # type: ignore[arg-type]
+    renewed = asyncio.Event()
+    calls: list[tuple[Any, ...]] = []
+
+    async def renew_lease(*args: Any) -> None:
+        calls.append(args)
+        if len(calls) < 3:
+            raise OSError("Connection reset by peer")
+        renewed.set()
+
+    monkeypatch.setattr("kubedra.kube.renew_lease", renew_lease)
+    loop = asyncio.create_task(agent.run_lease())
+    await asyncio.wait_for(renewed.wait(), timeout=5)
+    loop.cancel()
+    assert [c[2] for c in calls[:3]] == ["kubedra-agent-n"] * 3
