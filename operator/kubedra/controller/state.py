@@ -198,11 +198,10 @@ class OperatorState:
     """API writes to ResourceSlices since start (for benchmarks and tests)."""
 
     def inventory_for_pool(self, driver: str, pool: str) -> str | None:
-        """The inventory that publishes pool ``(driver, pool)``."""
-        for name, published in self.pools.items():
-            if published.pool.driver == driver and published.pool.name == pool:
-                return name
-        return None
+        """The inventory that publishes pool ``(driver, pool)``: of those naming it (an index
+        lookup, not a scan), the one with a published pool — losers of a PoolConflict have none."""
+        return next((name for name in self.view.inventories_of_pool(driver, pool)
+                     if name in self.pools), None)
 
 
 def utcnow() -> datetime.datetime:
