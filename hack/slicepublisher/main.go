@@ -41,8 +41,10 @@ type input struct {
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server")
 	poolsFile := flag.String("pools", "", "JSON file with the pools to publish")
-	qps := flag.Float64("qps", 50, "client QPS shared by all controllers")
-	burst := flag.Int("burst", 100, "client burst")
+	// One client for all controllers; without a client-side rate limit by default, as each of
+	// N real plugins has its own limiter and kubedra's operator has none.
+	qps := flag.Float64("qps", -1, "client QPS shared by all controllers (negative: no limit)")
+	burst := flag.Int("burst", 100, "client burst (with a positive -qps)")
 	flag.Parse()
 	if err := run(*kubeconfig, *poolsFile, float32(*qps), *burst); err != nil {
 		fmt.Fprintln(os.Stderr, "slicepublisher:", err)
