@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubedra.allocation import Allocator
-from kubedra.allocation.capacity import CapacityError, static_consumption
-from kubedra.allocation.pools import DeviceEntry, Pool
-from kubedra.allocation.quantities import Number
-from kubedra.allocation.taints import tolerated
+from kubedra.allocation import (
+    Allocator,
+    CapacityError,
+    DeviceEntry,
+    Number,
+    Pool,
+    static_consumption,
+    tolerated,
+)
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
     DeviceSubRequest,

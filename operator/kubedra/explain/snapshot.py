@@ -23,12 +23,12 @@ from kubedra.allocation import (
     AllocationError,
     Allocator,
     AllocatorFeatures,
+    DeviceID,
     Inventory,
     NodeInfo,
+    claim_label,
+    compile_node_selector,
 )
-from kubedra.allocation.node_selection import compile_node_selector
-from kubedra.allocation.requests import claim_label
-from kubedra.allocation.state import DeviceID
 from kubedra.api.resource import (
     DeviceClass,
     DeviceTaintRule,

@@ -10,7 +10,8 @@ import kopf
 
 from kubedra.handlers.operator import Memo, Runtime, registry
 from kubedra.logging import configure_logging
-from kubedra.settings import common_options, settings_from_flags
+from kubedra.options import common_options
+from kubedra.settings import settings_from_flags
 
 
 @click.command("operator")

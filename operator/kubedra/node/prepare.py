@@ -41,7 +41,6 @@ from kubedra.logging import get_logger
 from kubedra.node import cdi
 from kubedra.node.checkpoint import (
     CHECKPOINT_FILE,
-    DEFAULT_BOOT_ID_PATH,
     CheckpointData,
     CheckpointError,
     PreparedClaim,
@@ -69,6 +68,7 @@ from kubedra.node.edits import (
 )
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import MigError, MigInstance, MigPartitioner
+from kubedra.settings import DEFAULT_BOOT_ID_PATH, DEFAULT_CDI_DIR
 
 log = get_logger(__name__)
 
@@ -100,7 +100,7 @@ class PluginPaths:
     ``<plugins dir>/<driver>``), ``cdi_dir`` (specs) and the kernel's ``boot_id`` file."""
 
     data_dir: Path
-    cdi_dir: Path = cdi.DEFAULT_CDI_DIR
+    cdi_dir: Path = DEFAULT_CDI_DIR
     boot_id: Path = DEFAULT_BOOT_ID_PATH
 
 
