@@ -24,7 +24,7 @@ from kubernetes_asyncio.client import ApiException
 from kubedra import kube
 from kubedra.api.inventory import OPERATOR_FIELD_MANAGER
 from kubedra.controller.conditions import get_condition, set_condition
-from kubedra.controller.state import OperatorState, timestamp, utcnow
+from kubedra.controller.state import OperatorState, allocation_results, timestamp, utcnow
 from kubedra.logging import get_logger
 
 COMPONENT = "kubedra-operator"
@@ -70,8 +70,8 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
         state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
         return
     status = claim.get("status") or {}
-    results = [r for r in ((status.get("allocation") or {}).get("devices") or {}).get("results")
-               or [] if state.inventory_for_pool(r["driver"], r["pool"])]
+    results = [r for r in allocation_results(claim)
+               if state.inventory_for_pool(r["driver"], r["pool"])]
     refusal_key = (namespace, name, claim["metadata"].get("uid", ""))
     if not results or refusal_key in state.refused_claims:
         return

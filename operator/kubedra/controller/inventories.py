@@ -31,7 +31,13 @@ from kubedra.api.inventory import (
 )
 from kubedra.api.resource import OwnerReference, ResourceSlice
 from kubedra.controller.conditions import get_condition, set_condition
-from kubedra.controller.state import OperatorState, PublishedPool, timestamp, utcnow
+from kubedra.controller.state import (
+    OperatorState,
+    PublishedPool,
+    pool_key,
+    timestamp,
+    utcnow,
+)
 from kubedra.logging import get_logger
 from kubedra.publishing.pool import (
     DesiredPool,
@@ -200,13 +206,6 @@ def inventory_devices(inventory: DeviceInventory) -> list[InventoryDevice]:
     return [*(inventory.spec.devices or []), *(discovered.devices if discovered else [])]
 
 
-def raw_pool_key(raw: dict[str, Any]) -> tuple[str, str]:
-    """(driver, pool name) of a raw inventory, as :func:`pool_name` computes it."""
-    spec = raw.get("spec") or {}
-    return (spec.get("driver", ""),
-            spec.get("pool") or spec.get("nodeName") or raw["metadata"]["name"])
-
-
 def _pool_owner(state: OperatorState, raw: dict[str, Any], driver: str, pool: str) -> str:
     """The inventory that publishes pool (driver, pool): of all inventories naming it, the one
     created first (then by name). Two publishers of one pool would hide each other's slices,
@@ -240,7 +239,7 @@ def _allocations(state: OperatorState, raw: dict[str, Any], outcome: _Outcome
     for an inventory that does not own its pool)."""
     if outcome.reason == "PoolConflict":
         return []
-    uses = state.view.uses_of(*raw_pool_key(raw))
+    uses = state.view.uses_of(*pool_key(raw))
     return sorted(({"device": u.device, "claim": f"{u.namespace}/{u.name}", "claimUID": u.uid,
                     "request": u.request} for u in uses),
                   key=lambda a: (a["device"], a["claim"], a["request"]))

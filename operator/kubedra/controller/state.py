@@ -18,7 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
-from kubedra.publishing.pool import DesiredPool
+from kubedra.publishing.pool import DesiredPool, name_pool
 from kubedra.settings import Settings
 
 
@@ -111,6 +111,20 @@ class ClusterView:
     def uses_of(self, driver: str, pool: str) -> list[ClaimUse]:
         """Every allocated device of pool ``(driver, pool)`` with its claim."""
         return list(self.claim_uses.get((driver, pool), ()))
+
+
+def pool_key(raw: Mapping[str, Any]) -> tuple[str, str]:
+    """(driver, pool name) of a raw DeviceInventory, without parsing it (see
+    :func:`kubedra.publishing.pool.name_pool`)."""
+    spec = raw.get("spec") or {}
+    return (spec.get("driver", ""),
+            name_pool(spec.get("pool"), spec.get("nodeName"), raw["metadata"]["name"]))
+
+
+def allocation_results(claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``status.allocation.devices.results`` of a raw ResourceClaim (empty when unallocated)."""
+    status = claim.get("status") or {}
+    return ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
 
 
 def _rv(obj: Mapping[str, Any]) -> int:

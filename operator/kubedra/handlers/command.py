@@ -8,7 +8,9 @@ import contextlib
 import click
 import kopf
 
-from kubedra.handlers.operator import Memo, Runtime, registry
+from kubedra.controller.runtime import Runtime
+from kubedra.handlers.operator import Memo
+from kubedra.handlers.registry import registry
 from kubedra.logging import configure_logging
 from kubedra.options import common_options
 from kubedra.settings import settings_from_flags
