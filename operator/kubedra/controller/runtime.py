@@ -14,13 +14,13 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from kubedra.controller.claims import reconcile_claim
+from kubedra.api.time import utcnow
+from kubedra.controller.executor import reconcile_claim, reconcile_inventory
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.explanations import explain_pod
-from kubedra.controller.inventories import reconcile_inventory
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
-from kubedra.controller.state import ClusterView, OperatorState, utcnow
+from kubedra.controller.state import ClusterView, OperatorState
 from kubedra.logging import get_logger
 from kubedra.settings import Settings
 

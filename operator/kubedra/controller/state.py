@@ -8,7 +8,6 @@ stale resourceVersion (the role of the mutation cache in upstream's resourceslic
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -217,12 +216,3 @@ class OperatorState:
         return next((name for name in self.view.inventories_of_pool(driver, pool)
                      if name in self.pools), None)
 
-
-def utcnow() -> datetime.datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.datetime.now(datetime.UTC)
-
-
-def timestamp(moment: datetime.datetime) -> str:
-    """RFC 3339 with seconds, as Kubernetes writes ``metav1.Time``."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -28,7 +28,6 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient, ApiException
@@ -37,6 +36,7 @@ from pydantic import ValidationError
 from kubedra import kube
 from kubedra.api.inventory import AGENT_FIELD_MANAGER, InventoryDevice
 from kubedra.api.resource import AllocatedDeviceStatus, Condition, ResourceClaim
+from kubedra.api.time import timestamp, utcnow
 from kubedra.logging import get_logger
 from kubedra.node import cdi
 from kubedra.node.checkpoint import (
@@ -105,7 +105,7 @@ class PluginPaths:
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamp(utcnow())
 
 
 def _device_key(d: PreparedDevice) -> tuple[str, str, str | None]:
