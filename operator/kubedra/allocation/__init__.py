@@ -17,8 +17,8 @@ other packages out of its modules, as Go's ``internal/`` does upstream). What it
 
 Typical use::
 
-    inventory = Inventory(slices, classes, taint_rules)
-    allocator = Allocator(inventory, AllocatedState.from_claims(allocated_claims))
+    snapshot = ResourceSnapshot(slices, classes, taint_rules)
+    allocator = Allocator(snapshot, AllocatedState.from_claims(allocated_claims))
     try:
         results = allocator.allocate(NodeInfo("node-1", labels), [claim])
     except AllocationFailed as failure:   # does not fit on this node
@@ -38,11 +38,11 @@ from kubedra.allocation.features import (
     UnsupportedFeaturesError,
 )
 from kubedra.allocation.funnel import FITS, STAGES, RequestDiagnosis, Stage
-from kubedra.allocation.inventory import Inventory
 from kubedra.allocation.node_selection import NodeInfo, compile_node_selector
 from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
 from kubedra.allocation.quantities import Number
 from kubedra.allocation.requests import claim_label
+from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
 
@@ -58,12 +58,12 @@ __all__ = [
     "CapacityError",
     "DeviceEntry",
     "DeviceID",
-    "Inventory",
     "NodeInfo",
     "NodePools",
     "Number",
     "Pool",
     "RequestDiagnosis",
+    "ResourceSnapshot",
     "Stage",
     "UnsupportedFeaturesError",
     "claim_label",

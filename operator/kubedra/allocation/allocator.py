@@ -26,8 +26,10 @@ not (``later_claim_impossible``).
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from kubedra.allocation.capacity import fits
 from kubedra.allocation.checks import CounterSets, SearchState
@@ -41,38 +43,56 @@ from kubedra.allocation.constraints import (
 from kubedra.allocation.diagnosis import diagnose_search
 from kubedra.allocation.errors import AllocationError, AllocationFailed
 from kubedra.allocation.funnel import RequestDiagnosis
-from kubedra.allocation.inventory import Inventory
 from kubedra.allocation.node_selection import NodeInfo
 from kubedra.allocation.pools import DeviceEntry, Pool
 from kubedra.allocation.quantities import Number
 from kubedra.allocation.requests import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, RequestData
 from kubedra.allocation.results import Pick, build_allocation
+from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
 
-_FAIL, _DONE, _TOO_MANY = 0, 1, 2
-"""Outcomes of one search step: no solution, solution found, claim over 32 devices."""
+
+class Outcome(enum.IntEnum):
+    """How one step of the search ends."""
+
+    FAIL = 0
+    """No solution in this branch."""
+    DONE = 1
+    """A solution: every claim has its devices."""
+    TOO_MANY = 2
+    """The claim would get more than 32 devices (back up to the last ``firstAvailable``)."""
+
+
+class SearchPoint(NamedTuple):
+    """A position in the search: claim, request, subrequest (``firstAvailable`` alternative)
+    and the number of devices found for it; compared in that order, deeper is greater."""
+
+    claim: int
+    request: int
+    subrequest: int
+    devices: int
 
 _HOPELESS_CHECK_AFTER = 4096
 """Search steps after which a search over several claims checks whether a later claim could
 fit at all (see :meth:`_Search.later_claim_impossible`)."""
 
 class Allocator:
-    """Allocates claims from an inventory, given what is allocated already.
+    """Allocates claims from a snapshot, given what is allocated already.
 
     Like upstream's ``NewAllocator`` result, one Allocator serves many :meth:`allocate` calls
     (one per node) for the same allocated state; it caches the counters left in each pool.
 
     Args:
-        inventory: slices, classes and taint rules.
+        snapshot: slices, classes and taint rules.
         allocated: devices in use by allocated claims (see :meth:`AllocatedState.from_claims`).
         new_share_id: makes the ``shareID`` of a share of a device (upstream: a random UUID).
     """
 
-    def __init__(self, inventory: Inventory, allocated: AllocatedState | None = None, *,
+    def __init__(self, snapshot: ResourceSnapshot, allocated: AllocatedState | None = None, *,
                  new_share_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
-        self.inventory = inventory
+        self.snapshot = snapshot
         self.allocated = allocated if allocated is not None else AllocatedState()
         self.new_share_id = new_share_id
         self._available_counters: dict[tuple[str, str], tuple[CounterSets, bool]] = {}
@@ -91,7 +111,7 @@ class Allocator:
         """The node-independent checks of a claim (cached while the claim object lives)."""
         plan = self._plans.get(id(claim))
         if plan is None or plan.claim is not claim:
-            plan = self._plans[id(claim)] = ClaimPlan.build(claim, self.inventory)
+            plan = self._plans[id(claim)] = ClaimPlan.build(claim, self.snapshot)
         return plan
 
     def available_counters(self, pool: Pool) -> tuple[CounterSets, bool]:
@@ -145,11 +165,11 @@ class _Search(SearchState):
 
     def __init__(self, allocator: Allocator, node: NodeInfo,
                  claims: Sequence[ResourceClaim]) -> None:
-        super().__init__(allocator.inventory, allocator.allocated, allocator.available_counters,
+        super().__init__(allocator.snapshot, allocator.allocated, allocator.available_counters,
                          node, claims)
         self.allocator = allocator
-        # deepest point where no device fitted: (claim, request, subrequest, devices found)
-        self.deepest: tuple[int, int, int, int] | None = None
+        self.deepest: SearchPoint | None = None
+        """The deepest point where no device fitted."""
         self.steps = 0
         self.hopeless = False
         self.impossible: _Search | None = None  # a later claim that does not fit even alone
@@ -223,7 +243,7 @@ class _Search(SearchState):
             AllocationFailed, AllocationError: see :meth:`Allocator.allocate`.
         """
         self.prepare()
-        if self._allocate_one(0, 0, 0, 0, False, 0) != _DONE:
+        if self._allocate_one(0, 0, 0, 0, False, 0) != Outcome.DONE:
             raise self._failure()
         binding = self.features.device_binding_and_status
         return [build_allocation(claim, self.requests[ci], self.picks[ci], self.node.name,
@@ -231,43 +251,43 @@ class _Search(SearchState):
                 for ci, claim in enumerate(self.claims)]
 
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
-                      start: int) -> int:
+                      start: int) -> Outcome:
         if self.hopeless:
-            return _FAIL
+            return Outcome.FAIL
         self.steps += 1
         if self.steps == _HOPELESS_CHECK_AFTER and len(self.claims) > 1 \
                 and self.later_claim_impossible():
             self.hopeless = True
-            return _FAIL
+            return Outcome.FAIL
         if ci >= len(self.claims):
-            return _DONE
+            return Outcome.DONE
         claim_requests = self.requests[ci]
         if ri >= len(claim_requests):
             outcome = self._allocate_one(ci + 1, 0, 0, 0, False, 0)
-            return _FAIL if outcome == _TOO_MANY else outcome
+            return Outcome.FAIL if outcome == Outcome.TOO_MANY else outcome
         alternatives = claim_requests[ri]
         data = alternatives[si]
         if not in_sub and data.parent is not None:
             all_too_many = True
             for sub in range(len(alternatives)):
                 outcome = self._allocate_one(ci, ri, sub, di, True, 0)
-                if outcome == _TOO_MANY:
+                if outcome == Outcome.TOO_MANY:
                     continue
                 all_too_many = False
-                if outcome == _DONE:
+                if outcome == Outcome.DONE:
                     alternatives[0].selected_sub = sub
-                    return _DONE
+                    return Outcome.DONE
                 if self.hopeless:
-                    return _FAIL
-            return _TOO_MANY if all_too_many else _FAIL
+                    return Outcome.FAIL
+            return Outcome.TOO_MANY if all_too_many else Outcome.FAIL
 
         if data.all_devices is not None and not data.all_devices:
             self._note_failure(ci, ri, si, 0)
-            return _FAIL
+            return Outcome.FAIL
         if di >= data.count:
             return self._allocate_one(ci, ri + 1, 0, 0, False, 0)
         if data.count - di > ALLOCATION_RESULTS_MAX_SIZE - len(self.picks[ci]):
-            return _TOO_MANY
+            return Outcome.TOO_MANY
 
         devices = self.pools.devices
         if data.all_devices is not None:
@@ -275,15 +295,15 @@ class _Search(SearchState):
             undo = self._allocate_device(ci, data, data.all_devices[di], must=True)
             if undo is None:
                 self._note_failure(ci, ri, si, di)
-                return _FAIL
+                return Outcome.FAIL
             outcome = self._allocate_one(ci, ri, si, di + 1, in_sub, 0)
-            if outcome != _DONE:
+            if outcome != Outcome.DONE:
                 self._rollback(ci, undo)
             return outcome
 
         if data.count - di > 1 and self._cannot_complete(ci, data, di, start):
             self._note_failure(ci, ri, si, di)
-            return _FAIL
+            return Outcome.FAIL
         consumable = self.features.consumable_capacity
         admin = data.admin_access
         taken, allocating = self.allocated.devices, self.allocating
@@ -304,15 +324,15 @@ class _Search(SearchState):
             if undo is None:
                 continue
             outcome = self._allocate_one(ci, ri, si, di + 1, in_sub, position + 1)
-            if outcome == _DONE:
-                return _DONE
+            if outcome == Outcome.DONE:
+                return Outcome.DONE
             self._rollback(ci, undo)
-            if outcome == _TOO_MANY:
-                return _TOO_MANY
+            if outcome == Outcome.TOO_MANY:
+                return Outcome.TOO_MANY
             if self.hopeless:
-                return _FAIL
+                return Outcome.FAIL
         self._note_failure(ci, ri, si, di)
-        return _FAIL
+        return Outcome.FAIL
 
     def _allocate_device(self, ci: int, data: RequestData, position: int,
                          must: bool) -> _Undo | None:
@@ -399,7 +419,7 @@ class _Search(SearchState):
     # --- failure reporting ----------------------------------------------------------------
 
     def _note_failure(self, ci: int, ri: int, si: int, di: int) -> None:
-        point = (ci, ri, si, di)
+        point = SearchPoint(ci, ri, si, di)
         if self.deepest is None or point > self.deepest:
             self.deepest = point
 
@@ -484,7 +504,7 @@ class _Search(SearchState):
                     return False
                 # an All request under a constraint may fail with an error once reached; if
                 # claim k alone never gets that far, it never does in any branch either
-                if outcome != _DONE and not (all_constrained and alone.reached_all):
+                if outcome != Outcome.DONE and not (all_constrained and alone.reached_all):
                     self.impossible = alone
                     return True
             shared_taken_earlier |= shared_picked

@@ -18,13 +18,13 @@ from kubedra.allocation.capacity import CapacityError, Consumption, fits, static
 from kubedra.allocation.constraints import Constraint
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.funnel import FITS, Stage
-from kubedra.allocation.inventory import Inventory
 from kubedra.allocation.node_selection import NodeInfo
 from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
 from kubedra.allocation.quantities import Number
 from kubedra.allocation.requests import RequestData
 from kubedra.allocation.results import Pick
 from kubedra.allocation.selectors import SelectorError, SelectorSet
+from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
 from kubedra.api.resource import ResourceClaim
@@ -36,7 +36,7 @@ class SearchState:
     """What one search over one node knows and has picked so far, and the per-device checks.
 
     Args:
-        inventory: slices, classes and taint rules.
+        snapshot: slices, classes and taint rules.
         allocated: devices in use by allocated claims.
         available_counters: a pool's counters left after the allocated devices, and whether any
             is negative (the allocator's cache, see :meth:`Allocator.available_counters`).
@@ -44,16 +44,16 @@ class SearchState:
         claims: the claims to allocate together, in order.
     """
 
-    def __init__(self, inventory: Inventory, allocated: AllocatedState,
+    def __init__(self, snapshot: ResourceSnapshot, allocated: AllocatedState,
                  available_counters: Callable[[Pool], tuple[CounterSets, bool]],
                  node: NodeInfo, claims: Sequence[ResourceClaim]) -> None:
-        self.inventory = inventory
-        self.features = inventory.features
+        self.snapshot = snapshot
+        self.features = snapshot.features
         self.allocated = allocated
         self.available_counters = available_counters
         self.node = node
         self.claims = list(claims)
-        self.pools: NodePools = inventory.node_pools(node)
+        self.pools: NodePools = snapshot.node_pools(node)
         self.requests: list[list[list[RequestData]]] = []
         """Per claim, per request, the request or its subrequests (``firstAvailable``)."""
         self.constraints: list[list[Constraint]] = []

@@ -17,10 +17,10 @@ from kubedra.allocation.requests import RequestData
 
 def diagnose_request(search: SearchState, ci: int, data: RequestData) -> RequestDiagnosis:
     """The funnel of one request of claim ``ci`` (the search must have been prepared)."""
-    inventory = search.inventory
-    class_only = inventory.selector_set(data.selectors.expressions[:data.selectors.class_count],
+    snapshot = search.snapshot
+    class_only = snapshot.selector_set(data.selectors.expressions[:data.selectors.class_count],
                                         ())
-    request_only = inventory.selector_set(
+    request_only = snapshot.selector_set(
         (), data.selectors.expressions[data.selectors.class_count:])
     result = RequestDiagnosis(claim=data.claim_label, request=data.full_name,
                               node=search.node.name, needed=data.count)

@@ -225,7 +225,7 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
             counts.excluded_by_pods += 1
             continue
         try:
-            pools = snapshot.inventory.node_pools(node)
+            pools = snapshot.resources.node_pools(node)
         except AllocationError as err:
             explanation.candidates.append(NodeOutcome(node.name, False,
                                                       f"{node.name}: error: {err}",
@@ -270,7 +270,7 @@ def _find_device(snapshot: ClusterSnapshot, driver: str, pool: str,
                  name: str) -> DeviceEntry | None:
     found: DeviceEntry | None = None
     generation = -1
-    for entry in snapshot.inventory.slices.all:
+    for entry in snapshot.resources.slices.all:
         if entry.driver == driver and entry.pool_name == pool and entry.generation > generation:
             device = next((d for d in entry.devices if d.name == name), None)
             if device is not None:

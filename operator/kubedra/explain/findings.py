@@ -66,7 +66,7 @@ def request_specs(claim: ResourceClaim, snapshot: ClusterSnapshot) -> dict[str, 
             parts.append((request.name, request.exactly))
         parts += [(f"{request.name}/{sub.name}", sub) for sub in request.first_available or ()]
         for name, part in parts:
-            device_class = snapshot.inventory.classes.get(part.device_class_name)
+            device_class = snapshot.resources.classes.get(part.device_class_name)
             class_exprs = tuple(s.cel.expression for s in (
                 device_class.spec.selectors or () if device_class else ()) if s.cel)
             found[name] = RequestSpec(
@@ -121,7 +121,7 @@ def _first_failing(expressions: tuple[str, ...], device: DeviceEntry) -> Selecto
 
 
 def _capacity_reason(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry) -> str:
-    features = ctx.snapshot.inventory.features
+    features = ctx.snapshot.resources.features
     capacity = device.capacity or {}
     missing = [name for name in spec.capacity or {} if name not in capacity]
     if missing:

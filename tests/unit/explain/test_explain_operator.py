@@ -85,9 +85,9 @@ def test_parsed_inputs_are_reused_until_their_version_changes() -> None:
                     inventory_version=1, claims_version=1)
     first = state.snapshot(inputs)
     assert [n.name for n in first.nodes] == ["a", "demo-h200"]
-    assert state.snapshot(inputs).inventory is first.inventory
+    assert state.snapshot(inputs).resources is first.resources
     inputs.inventory_version = 2
-    assert state.snapshot(inputs).inventory is not first.inventory
+    assert state.snapshot(inputs).resources is not first.resources
 
 
 def test_every_evaluation_runs_in_the_same_thread() -> None:

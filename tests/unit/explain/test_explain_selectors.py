@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from explain_builders import h200_slices
 
-from kubedra.allocation import Inventory, NodeInfo
+from kubedra.allocation import NodeInfo, ResourceSnapshot
 from kubedra.allocation.pools import DeviceEntry
 from kubedra.api.resource import ResourceSlice
 from kubedra.cel.selector import NO_SUCH_KEY_HINT
@@ -17,7 +17,7 @@ CC = 'device.attributes["gpu.kubedra.io"].cudaComputeCapability'
 
 @pytest.fixture(scope="module")
 def gpu0() -> DeviceEntry:
-    inventory = Inventory([ResourceSlice.from_api(s) for s in h200_slices("n")], [])
+    inventory = ResourceSnapshot([ResourceSlice.from_api(s) for s in h200_slices("n")], [])
     [device] = inventory.node_pools(NodeInfo("n")).devices
     return device
 
