@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from edge_cases import CASES
-from scenario_builders import (
+
+from kubedra.allocation import AllocationFailed, Allocator
+from kubedra.allocation.scenario import load_snapshot, node_info
+from kubedra.api.resource import ResourceClaim
+from tests.support.edge_cases import CASES
+from tests.support.scenario_builders import (
     CLASSES,
     GPU,
     NIC,
@@ -19,10 +23,6 @@ from scenario_builders import (
     result,
     scenario,
 )
-
-from kubedra.allocation import AllocationFailed, Allocator
-from kubedra.allocation.scenario import load_snapshot, node_info
-from kubedra.api.resource import ResourceClaim
 
 
 def failure(case: dict[str, Any]) -> AllocationFailed:

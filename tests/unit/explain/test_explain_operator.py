@@ -6,7 +6,6 @@ import threading
 from typing import Any
 
 import pytest
-from explain_builders import gpu_claim, h200_slices, node, shipped_classes
 
 from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import (
@@ -17,6 +16,7 @@ from kubedra.controller.explain_state import (
 )
 from kubedra.controller.explanations import unschedulable_for_claims
 from kubedra.explain import explain_claim
+from tests.support.explain_builders import gpu_claim, h200_slices, node, shipped_classes
 
 SCHEDULER_MESSAGE = ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 "
                      "nodes are available: 1 Preemption is not helpful for scheduling.")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from explain_builders import h200_slices
 
 from kubedra.allocation import NodeInfo, ResourceSnapshot
 from kubedra.allocation.pools import DeviceEntry
 from kubedra.api.resource import ResourceSlice
 from kubedra.cel.selector import NO_SUCH_KEY_HINT
 from kubedra.explain.selectors import judge, judge_parts, split_conjuncts
+from tests.support.explain_builders import h200_slices
 
 MEMORY = 'device.capacity["gpu.kubedra.io"].memory'
 CC = 'device.attributes["gpu.kubedra.io"].cudaComputeCapability'
