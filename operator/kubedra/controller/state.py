@@ -45,12 +45,13 @@ class ClusterView:
     """Read-only access to the kopf indexes by meaning.
 
     ``inventories``: name → raw DeviceInventory; ``pools``: (driver, pool) → inventory names;
-    ``node_inventories``: node name → names of its node-local inventories;
-    ``slices``: inventory name → raw slices; ``claims``: (namespace, name) → raw allocated
-    claim; ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``all_slices`` (every
-    ResourceSlice, by name), ``device_classes``, ``taint_rules`` and ``nodes`` (by name),
-    ``pending_claims`` (the unallocated claims) and ``unschedulable_pods`` (pods
-    kube-scheduler gave up on because of their claims), both by (namespace, name).
+    ``node_inventories``: node name → names of its node-local inventories; ``slices``:
+    inventory name → names of its slices; ``all_slices``: every raw ResourceSlice by name
+    (each body is kept once); ``claims``: (namespace, name) → raw allocated claim;
+    ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``device_classes``,
+    ``taint_rules`` and ``nodes`` (by name), ``pending_claims`` (the unallocated claims) and
+    ``unschedulable_pods`` (pods kube-scheduler gave up on because of their claims), both by
+    (namespace, name).
     """
 
     inventories: Mapping[str, Store]
@@ -100,8 +101,10 @@ class ClusterView:
         return list(self.pools.get((driver, pool), ()))
 
     def slices_of(self, inventory_name: str) -> list[dict[str, Any]]:
-        """Raw slices labelled with ``inventory_name``."""
-        return list(self.slices.get(inventory_name, ()))
+        """Raw slices labelled with ``inventory_name`` (``slices`` holds their names, the
+        bodies are kept once, in ``all_slices``)."""
+        return [body for name in self.slices.get(inventory_name, ())
+                for body in self.all_slices.get(name, ())]
 
     def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The raw claim or None."""

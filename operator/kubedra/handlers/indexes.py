@@ -48,10 +48,10 @@ async def node_inventories(name: str, spec: kopf.Spec, **_: Any) -> dict[str, st
 
 
 @kopf.index(*SLICES, registry=registry, labels=MANAGED_BY)
-async def slices(labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
-    """Inventory name → its slices."""
+async def slices(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str]:
+    """Inventory name → the names of its slices (the bodies are in :func:`all_slices`)."""
     owner = labels.get(INVENTORY_LABEL)
-    return {owner: plain(body)} if owner else {}
+    return {owner: name} if owner else {}
 
 
 @kopf.index(*CLAIMS, registry=registry)
