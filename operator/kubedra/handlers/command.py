@@ -10,7 +10,7 @@ import kopf
 
 from kubedra.controller.runtime import Runtime
 from kubedra.handlers.operator import Memo
-from kubedra.handlers.registry import registry
+from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging
 from kubedra.options import common_options
 from kubedra.settings import settings_from_flags

@@ -14,56 +14,46 @@ import kopf
 
 from kubedra.controller.explanations import unschedulable_for_claims
 from kubedra.controller.state import ClaimUse, ClusterView, Store, allocation_results, pool_key
-from kubedra.handlers.registry import (
-    CLAIMS,
-    CLASSES,
-    INVENTORIES,
-    NODES,
-    PODS,
-    SLICES,
-    TAINT_RULES,
-    plain,
-    registry,
-)
+from kubedra.handlers import resources
 from kubedra.publishing.sync import INVENTORY_LABEL, MANAGED_BY
 
 
-@kopf.index(*INVENTORIES, registry=registry)
+@kopf.index(*resources.INVENTORIES, registry=resources.registry)
 async def inventories(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     """Inventory name → the inventory."""
-    return {name: plain(body)}
+    return {name: resources.plain(body)}
 
 
-@kopf.index(*INVENTORIES, registry=registry)
+@kopf.index(*resources.INVENTORIES, registry=resources.registry)
 async def inventory_pools(name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
     """(driver, pool) → names of the inventories that name it (normally one)."""
     return {pool_key(body): name}
 
 
-@kopf.index(*INVENTORIES, registry=registry)
+@kopf.index(*resources.INVENTORIES, registry=resources.registry)
 async def node_inventories(name: str, spec: kopf.Spec, **_: Any) -> dict[str, str]:
     """Node name → names of the node-local inventories of that node."""
     node = spec.get("nodeName")
     return {node: name} if node else {}
 
 
-@kopf.index(*SLICES, registry=registry, labels=MANAGED_BY)
+@kopf.index(*resources.SLICES, registry=resources.registry, labels=MANAGED_BY)
 async def slices(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str]:
     """Inventory name → the names of its slices (the bodies are in :func:`all_slices`)."""
     owner = labels.get(INVENTORY_LABEL)
     return {owner: name} if owner else {}
 
 
-@kopf.index(*CLAIMS, registry=registry)
+@kopf.index(*resources.CLAIMS, registry=resources.registry)
 async def claims(namespace: str | None, name: str, body: kopf.Body, **_: Any
                  ) -> dict[tuple[str, str], dict[str, Any]]:
     """(namespace, name) → allocated claim (unallocated claims are not indexed)."""
     if not (body.get("status") or {}).get("allocation"):
         return {}
-    return {(namespace or "", name): plain(body)}
+    return {(namespace or "", name): resources.plain(body)}
 
 
-@kopf.index(*CLAIMS, registry=registry)
+@kopf.index(*resources.CLAIMS, registry=resources.registry)
 async def claim_uses(namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any
                      ) -> dict[tuple[str, str], list[ClaimUse]]:
     """(driver, pool) → the allocated devices of that pool, with their claims (one list per
@@ -76,45 +66,45 @@ async def claim_uses(namespace: str | None, name: str, uid: str, body: kopf.Body
     return uses
 
 
-@kopf.index(*CLAIMS, registry=registry)
+@kopf.index(*resources.CLAIMS, registry=resources.registry)
 async def pending_claims(namespace: str | None, name: str, body: kopf.Body, **_: Any
                          ) -> dict[tuple[str, str], dict[str, Any]]:
     """(namespace, name) → unallocated claim (for explanations)."""
     if (body.get("status") or {}).get("allocation"):
         return {}
-    return {(namespace or "", name): plain(body)}
+    return {(namespace or "", name): resources.plain(body)}
 
 
-@kopf.index(*SLICES, registry=registry)
+@kopf.index(*resources.SLICES, registry=resources.registry)
 async def all_slices(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     """Slice name → every ResourceSlice of every driver (for explanations)."""
-    return {name: plain(body)}
+    return {name: resources.plain(body)}
 
 
-@kopf.index(*CLASSES, registry=registry)
+@kopf.index(*resources.CLASSES, registry=resources.registry)
 async def device_classes(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     """DeviceClass name → the class."""
-    return {name: plain(body)}
+    return {name: resources.plain(body)}
 
 
-@kopf.index(*TAINT_RULES, registry=registry)
+@kopf.index(*resources.TAINT_RULES, registry=resources.registry)
 async def taint_rules(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     """DeviceTaintRule name → the rule."""
-    return {name: plain(body)}
+    return {name: resources.plain(body)}
 
 
-@kopf.index(*NODES, registry=registry)
+@kopf.index(*resources.NODES, registry=resources.registry)
 async def nodes(name: str, labels: kopf.Labels, **_: Any) -> dict[str, dict[str, Any]]:
     """Node name → its name and labels (all an explanation reads of a node)."""
     return {name: {"metadata": {"name": name, "labels": dict(labels)}}}
 
 
-@kopf.index(*PODS, registry=registry)
+@kopf.index(*resources.PODS, registry=resources.registry)
 async def unschedulable_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any
                              ) -> dict[tuple[str, str], dict[str, Any]]:
     """(namespace, name) → pod that kube-scheduler reports unschedulable because of its
     claims (the watch sees only pods not bound to a node)."""
-    pod = plain(body)
+    pod = resources.plain(body)
     return {(namespace or "", name): pod} if unschedulable_for_claims(pod) else {}
 
 

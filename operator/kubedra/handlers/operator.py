@@ -18,17 +18,8 @@ from kubedra import kube
 from kubedra.controller.explanations import PENDING_POD_SELECTOR, unschedulable_for_claims
 from kubedra.controller.runtime import Runtime
 from kubedra.controller.state import OperatorState, allocation_results, pool_key
+from kubedra.handlers import resources
 from kubedra.handlers.indexes import cluster_view
-from kubedra.handlers.registry import (
-    CLAIMS,
-    CLASSES,
-    INVENTORIES,
-    NODES,
-    PODS,
-    SLICES,
-    TAINT_RULES,
-    registry,
-)
 from kubedra.publishing.sync import INVENTORY_LABEL, MANAGED_BY
 
 
@@ -57,7 +48,7 @@ def _runtime(memo: Any) -> Runtime:
     return cast(Memo, memo).runtime
 
 
-@kopf.on.login(registry=registry)
+@kopf.on.login(registry=resources.registry)
 async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
     """Authenticate kopf with the same credentials as kubedra's own client."""
     api = await kube.make_api_client(_runtime(memo).settings.kubeconfig)
@@ -72,7 +63,7 @@ async def login(memo: Any, **_: Any) -> kopf.ConnectionInfo:
         )
 
 
-@kopf.on.startup(registry=registry)
+@kopf.on.startup(registry=resources.registry)
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     """Configure kopf, create the API client and start the workers."""
     runtime = _runtime(memo)
@@ -83,18 +74,18 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.persistence.diffbase_storage = NoDiffBaseStorage()
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = [1, 2, 5, 10]
-    settings.watching.field_selectors[PODS] = PENDING_POD_SELECTOR
+    settings.watching.field_selectors[resources.PODS] = PENDING_POD_SELECTOR
     runtime.api = await kube.make_api_client(runtime.settings.kubeconfig)
     runtime.start()
 
 
-@kopf.on.cleanup(registry=registry)
+@kopf.on.cleanup(registry=resources.registry)
 async def cleanup(memo: Any, **_: Any) -> None:
     """Stop the workers and close the API client."""
     await _runtime(memo).stop()
 
 
-@kopf.on.probe(id="kubedra", registry=registry)
+@kopf.on.probe(id="kubedra", registry=resources.registry)
 async def probe(memo: Any, **_: Any) -> dict[str, Any]:
     """What ``/healthz`` shows about kubedra: caches filled, Leases synced, queue lengths."""
     runtime = _runtime(memo)
@@ -114,7 +105,7 @@ def _state(memo: Any, indexes: dict[str, Any]) -> OperatorState:
     return runtime.state or runtime.begin(cluster_view(indexes))
 
 
-@kopf.on.event(*INVENTORIES, registry=registry)
+@kopf.on.event(*resources.INVENTORIES, registry=resources.registry)
 async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     """An inventory changed: reconcile it, and the others naming the same pool (one of them
     may now own it)."""
@@ -124,7 +115,7 @@ async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> 
         state.inventory_queue.add(other)
 
 
-@kopf.on.event(*SLICES, registry=registry)
+@kopf.on.event(*resources.SLICES, registry=resources.registry)
 async def on_slice(labels: kopf.Labels, memo: Any, **kwargs: Any) -> None:
     """A slice changed: reconcile its inventory if it is one of ours (it may have been deleted
     by hand); explanations of pending pods may change."""
@@ -136,13 +127,13 @@ async def on_slice(labels: kopf.Labels, memo: Any, **kwargs: Any) -> None:
     _inventory_changed(state)
 
 
-@kopf.on.event(*CLASSES, registry=registry)
+@kopf.on.event(*resources.CLASSES, registry=resources.registry)
 async def on_device_class(memo: Any, **kwargs: Any) -> None:
     """A DeviceClass changed: explanations may change."""
     _inventory_changed(_state(memo, kwargs))
 
 
-@kopf.on.event(*TAINT_RULES, registry=registry)
+@kopf.on.event(*resources.TAINT_RULES, registry=resources.registry)
 async def on_taint_rule(memo: Any, **kwargs: Any) -> None:
     """A DeviceTaintRule changed: explanations may change."""
     _inventory_changed(_state(memo, kwargs))
@@ -153,7 +144,7 @@ def _inventory_changed(state: OperatorState) -> None:
     _explain_again(state)
 
 
-@kopf.on.event(*NODES, registry=registry)
+@kopf.on.event(*resources.NODES, registry=resources.registry)
 async def on_node(name: str, type: str | None, labels: kopf.Labels, memo: Any,
                   **kwargs: Any) -> None:
     """A node changed: explanations change only when its labels did (heartbeats do not)."""
@@ -162,7 +153,7 @@ async def on_node(name: str, type: str | None, labels: kopf.Labels, memo: Any,
         _explain_again(state)
 
 
-@kopf.on.event(*PODS, registry=registry)
+@kopf.on.event(*resources.PODS, registry=resources.registry)
 async def on_pod(namespace: str | None, name: str, type: str | None, body: kopf.Body,
                  memo: Any, **kwargs: Any) -> None:
     """A pending pod changed: explain its claims if the scheduler gave up on them."""
@@ -180,7 +171,7 @@ def _explain_again(state: OperatorState) -> None:
         state.explain_queue.add(key)
 
 
-@kopf.on.event(*CLAIMS, registry=registry)
+@kopf.on.event(*resources.CLAIMS, registry=resources.registry)
 async def on_claim(namespace: str | None, name: str, type: str | None, body: kopf.Body,
                    memo: Any, **kwargs: Any) -> None:
     """A claim changed: reconcile it, and the inventories whose allocations it touches;

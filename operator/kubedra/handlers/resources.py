@@ -1,4 +1,5 @@
-"""The operator's kopf registry and the resources it watches."""
+"""The operator's kopf registry and the resources it watches (imported as a namespace:
+``resources.registry``, ``resources.CLAIMS``)."""
 
 from __future__ import annotations
 
