@@ -219,17 +219,16 @@ class ClaimPlan:
         label = claim_label(claim)
         requests = [_request_alternatives(snapshot, label, request, snapshot.features)
                     for request in claim.spec.devices.requests or ()]
-        constraints: list[ConstraintSpec] | AllocationError = []
+        specs: list[ConstraintSpec] = []
         for i, constraint in enumerate(claim.spec.devices.constraints or ()):
-            assert isinstance(constraints, list)
             if constraint.match_attribute is not None:
-                constraints.append(ConstraintSpec(True, constraint.match_attribute,
-                                                  constraint.requests))
+                specs.append(ConstraintSpec(True, constraint.match_attribute,
+                                            constraint.requests))
             elif constraint.distinct_attribute is not None:
-                constraints.append(ConstraintSpec(False, constraint.distinct_attribute,
-                                                  constraint.requests))
+                specs.append(ConstraintSpec(False, constraint.distinct_attribute,
+                                            constraint.requests))
             else:
-                constraints = AllocationError(f"claim {label}, constraint #{i}: empty constraint "
-                                              "(unsupported constraint type?)")
-                break
-        return cls(claim, label, requests, constraints)
+                return cls(claim, label, requests, AllocationError(
+                    f"claim {label}, constraint #{i}: empty constraint (unsupported constraint "
+                    "type?)"))
+        return cls(claim, label, requests, specs)

@@ -66,8 +66,7 @@ def _configs(spec: DeviceClaim, chosen: list[RequestData]) -> list[DeviceAllocat
         span = by_class.get(data.class_name)
         if span is not None:
             for config in configs[span[0]:span[1]]:
-                assert config.requests is not None
-                config.requests.append(data.full_name)
+                config.requests = [*(config.requests or ()), data.full_name]
             continue
         first = len(configs)
         for class_config in data.device_class.spec.config or ():
