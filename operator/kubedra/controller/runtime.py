@@ -120,6 +120,7 @@ def inventory_step(state: OperatorState) -> Step[str]:
     turned unhealthy)."""
     async def step(name: str) -> None:
         await reconcile_inventory(state, name)
+        state.inventories_reconciled += 1
         published = state.pools.get(name)
         if published:
             for use in state.view.uses_of(published.pool.driver, published.pool.name):

@@ -212,6 +212,9 @@ class OperatorState:
     :func:`kubedra.kube.refuses_claim_status_writes`)."""
     slice_writes: int = 0
     """API writes to ResourceSlices since start (for benchmarks and tests)."""
+    inventories_reconciled: int = 0
+    """Successful inventory reconciles since start (``bench/scale.py`` waits for every
+    inventory to be verified after a restart)."""
 
     def inventory_for_pool(self, driver: str, pool: str) -> str | None:
         """The inventory that publishes pool ``(driver, pool)``: of those naming it (an index
