@@ -50,7 +50,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         state.overlay.forget(name)
         state.pools.pop(name, None)
         return  # the garbage collector deletes the slices through their owner reference
-    inputs = _inventory_inputs(state, raw)
+    inputs = await _inventory_inputs(state, raw)
     decision = decide_inventory(inputs)
     for current in decision.delete:
         await _write(state, name, "delete", current.metadata.name or "",
@@ -81,17 +81,26 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         raise Retry(decision.message)
 
 
-def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
-    """What :func:`decide_inventory` reads, from the caches."""
+async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
+    """What :func:`decide_inventory` reads, from the caches; the agent Lease of a reporting
+    node is read again from the API server when the cache says it is not live, since a
+    withdrawal must not rest on a lagging watch (:meth:`LeaseCache.confirm`).
+
+    Raises:
+        ApiException: that Lease could not be read.
+    """
     name = raw["metadata"]["name"]
     driver, pool = pool_key(raw)
     node = (raw.get("spec") or {}).get("nodeName")
     view = state.view
+    lease = state.leases.state(node, utcnow()) if node else None
+    if node and lease != "live" and (raw.get("status") or {}).get("discovered") is not None:
+        lease = await state.leases.confirm(node, utcnow())
     return InventoryInputs(
         raw=raw,
         existing=[ResourceSlice.from_api(s)
                   for s in state.overlay.merge(name, view.slices_of(name))],
-        lease=state.leases.state(node, utcnow()) if node else None,
+        lease=lease,
         namespace=state.settings.namespace,
         rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))
                 if other],
