@@ -162,7 +162,7 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
     Raises:
         ApiException: the status write failed (the caller retries with back-off).
     """
-    claim = state.view.claim(namespace, name)
+    claim = state.claim_overlay.merge((namespace, name), state.view.claim(namespace, name))
     if claim is None:  # deleted or deallocated (only allocated claims are cached)
         state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
         return
@@ -180,9 +180,9 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
     if decision.entries is None:
         return
     try:
-        await kube.apply_claim_device_status(state.api, namespace, name,
-                                             [e.to_api() for e in decision.entries],
-                                             OPERATOR_FIELD_MANAGER)
+        stored = await kube.apply_claim_device_status(state.api, namespace, name,
+                                                      [e.to_api() for e in decision.entries],
+                                                      OPERATOR_FIELD_MANAGER)
     except ApiException as err:
         if not kube.refuses_claim_status_writes(err):
             raise
@@ -191,6 +191,7 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
                     claim=f"{namespace}/{name}")
         state.refused_claims.add(refusal_key)  # no write can succeed while the claim exists
         return
+    state.claim_overlay.record((namespace, name), stored)
     key = ("ResourceClaim", f"{namespace}/{name}")
     if decision.problems and state.announced.get(key) != decision.event_message:
         state.announced[key] = decision.event_message
