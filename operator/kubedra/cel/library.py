@@ -12,6 +12,7 @@ Kubernetes libraries in Python:
 * lists (``library/lists.go``, version 1: ``isSorted``, ``sum``, ``min``, ``max``,
   ``indexOf``, ``lastIndexOf``, ``includes``);
 * regex ``find``/``findAll`` (``library/regex.go``);
+* URL, IP and CIDR in :mod:`kubedra.cel.network`;
 * the cross-type numeric ordering operators (``cel.CrossTypeNumericComparisons``), which the
   C++ runtime implements but whose checker declarations must be supplied.
 
@@ -254,7 +255,7 @@ extensions:
   - name: "optional"
 stdlib:
   exclude_functions:
-""" + "".join(f'    - name: "{op}"\n' for op in COMPARISON_OPERATORS)
+""" + "".join(f'    - name: "{op}"\n' for op in [*COMPARISON_OPERATORS, "string"])
 
 
 _COMPARABLE = {"int": _I, "uint": _U, "double": _D, "bool": _B, "duration": _DUR,
