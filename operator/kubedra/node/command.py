@@ -12,7 +12,7 @@ from kubedra.node.agent import run_agent
 from kubedra.settings import common_options, settings_from_flags
 
 
-@click.command("agent")
+@click.command("agent", short_help="Run the node agent (discovery, kubelet DRA plugin).")
 @common_options
 @click.option("--node-name", default=None, help="This node [env KUBEDRA_NODE_NAME]")
 @click.option("--driver", default=None,

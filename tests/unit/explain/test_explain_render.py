@@ -7,9 +7,8 @@ from explain_builders import gpu_claim
 from test_explain_claims import TOO_BIG, demo, trainer
 
 from kubedra.api.resource import ResourceClaim
-from kubedra.cli import main
+from kubedra.cli import kubectl_dra, main
 from kubedra.explain import PodPlacement, explain_claim, simulate_claim
-from kubedra.explain.command import kubectl_dra
 from kubedra.explain.render import render_explanation, render_simulation
 
 
@@ -83,8 +82,8 @@ def test_kubectl_plugin_help_lists_its_commands() -> None:
 
 
 def test_kubedra_has_the_same_commands() -> None:
-    assert main.commands["explain"] is kubectl_dra.commands["explain"]
-    assert main.commands["simulate"] is kubectl_dra.commands["simulate"]
+    for name in ("explain", "simulate"):
+        assert main.get_command(None, name) is kubectl_dra.get_command(None, name)  # type: ignore[arg-type]
 
 
 def test_unknown_kind_and_bad_file_are_usage_errors() -> None:
@@ -95,3 +94,4 @@ def test_unknown_kind_and_bad_file_are_usage_errors() -> None:
     result = runner.invoke(kubectl_dra, ["simulate", "-f", "-"], input="kind: Pod\n")
     assert result.exit_code == 1
     assert result.output == "Error: <stdin>: no ResourceClaim or ResourceClaimTemplate found\n"
+
