@@ -51,6 +51,9 @@ _output_option = click.option("-o", "--output", type=click.Choice(["table", "jso
                               default="table", show_default=True, help="Output format")
 _node_option = click.option("--node", "nodes", multiple=True, metavar="NODE",
                             help="Evaluate only this node (repeatable) [default: all]")
+_all_option = click.option(
+    "--all", "every_node", is_flag=True,
+    help="Show every node on its own [default: nodes that fail the same way are grouped]")
 _from_option = click.option(
     "--from", "dumps", multiple=True, metavar="PATH", type=click.Path(path_type=Path),
     help="Read the cluster from a dump instead: a file or directory of YAML/JSON as `kubectl "
@@ -150,10 +153,11 @@ def _print(data: dict[str, Any] | None, text: str | None) -> None:
 @_namespace_option
 @_output_option
 @_node_option
+@_all_option
 @_from_option
 @kubeconfig_option
 def explain_command(kind: str, name: str, namespace: str | None, output: str,
-                    nodes: tuple[str, ...], dumps: tuple[Path, ...],
+                    nodes: tuple[str, ...], every_node: bool, dumps: tuple[Path, ...],
                     kubeconfig: Path | None) -> None:
     """Why is ResourceClaim NAME pending (or what was allocated, and why it fits)?
 
@@ -170,7 +174,7 @@ def explain_command(kind: str, name: str, namespace: str | None, output: str,
     namespace = _default_namespace(namespace, kubeconfig, dumps)
     explanation = _explain(kubeconfig, dumps, namespace, name, nodes)
     _print(explanation.to_json() if output == "json" else None,
-           render_explanation(explanation))
+           render_explanation(explanation, every_node=every_node))
 
 
 @click.command("simulate", short_help="Where a claim would fit now, and how many copies fit.")
@@ -181,11 +185,12 @@ def explain_command(kind: str, name: str, namespace: str | None, output: str,
 @_node_option
 @click.option("--max-copies", type=click.IntRange(min=0), default=MAX_COPIES,
               show_default=True, help="Stop counting copies here")
+@_all_option
 @_from_option
 @kubeconfig_option
 def simulate_command(filename: Any, namespace: str | None, output: str,
-                     nodes: tuple[str, ...], max_copies: int, dumps: tuple[Path, ...],
-                     kubeconfig: Path | None) -> None:
+                     nodes: tuple[str, ...], max_copies: int, every_node: bool,
+                     dumps: tuple[Path, ...], kubeconfig: Path | None) -> None:
     """On which nodes would this claim fit now, and how many copies of it fit?
 
     Reads the cluster, explains the claim on every node (as explain does), then allocates
@@ -203,7 +208,7 @@ def simulate_command(filename: Any, namespace: str | None, output: str,
         raise click.ClickException(f"{filename.name}: {err}") from None
     simulation = _simulate(kubeconfig, dumps, claim, nodes, max_copies)
     _print(simulation.to_json() if output == "json" else None,
-           render_simulation(simulation))
+           render_simulation(simulation, every_node=every_node))
 
 
 @click.command("dump", short_help="Write what explain needs from the cluster to a file.")
