@@ -32,7 +32,7 @@ from kubedra.explain.simulate import (
 from kubedra.explain.sources import (
     ClusterObjects,
     DumpError,
-    dump_document,
+    dump_text,
     pods_using,
     read_cluster,
     read_dump,
@@ -230,7 +230,7 @@ def dump_command(path: Path | None, kubeconfig: Path | None) -> None:
     """
     objects = _run_live(kubeconfig, "reading the cluster",
                         lambda api: read_cluster(api, None))
-    text = yaml.safe_dump(dump_document(objects), sort_keys=False)
+    text = dump_text(objects)
     if path is None:
         sys.stdout.write(text)
     else:

@@ -31,6 +31,10 @@ DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8
               "Node": "v1", "Pod": "v1"}
 """The kinds explain reads, with the API version a dump writes them in."""
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's safe loader and dumper when PyYAML has them: ten times faster on a large dump."""
+
 DUMP_SUFFIXES = (".yaml", ".yml", ".json")
 """Files of a dump directory that are read (in name order); others are skipped."""
 
@@ -151,7 +155,7 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
     for path in paths:
         for source in _dump_files(path):
             try:
-                documents = list(yaml.safe_load_all(source.read_text()))
+                documents = list(yaml.load_all(source.read_text(), Loader=_LOADER))
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
                 raise DumpError(f"{source}: {err}") from None
             for document in documents:
@@ -181,6 +185,11 @@ def _trimmed(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
                 "spec": kept_spec, "status": kept_status}
     return {**head, **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")},
             "metadata": meta}
+
+
+def dump_text(objects: ClusterObjects) -> str:
+    """:func:`dump_document` as YAML."""
+    return yaml.dump(dump_document(objects), Dumper=_DUMPER, sort_keys=False)
 
 
 def dump_document(objects: ClusterObjects) -> dict[str, Any]:
