@@ -2,7 +2,8 @@
 
 When kube-scheduler marks a pod unschedulable because of its claims (condition
 ``PodScheduled=False``, reason ``Unschedulable``, a message about claims such as "cannot
-allocate all claims"), the operator explains each of the pod's unallocated claims with
+allocate all claims"), or fails on it with an error of the DRA plugin (reason
+``SchedulerError``), the operator explains each of the pod's unallocated claims with
 :func:`kubedra.explain.explain_claim` (the same code as ``kubectl dra explain``) and posts the
 short form as a Warning Event with reason ``CannotAllocate`` on the claim.
 
@@ -36,6 +37,7 @@ from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.state import OperatorState
 from kubedra.explain import ClaimExplanation, PodPlacement, explain_claim
+from kubedra.explain.claims import FILTER_ERROR
 from kubedra.logging import get_logger
 
 COMPONENT = "kubedra-operator"
@@ -47,14 +49,20 @@ log = get_logger(__name__)
 
 
 def unschedulable_for_claims(pod: Mapping[str, Any]) -> bool:
-    """Whether kube-scheduler reports the pod unschedulable because of its claims
-    (``PodScheduled=False``, reason ``Unschedulable``, a message that mentions claims)."""
+    """Whether kube-scheduler cannot schedule the pod because of its claims:
+    ``PodScheduled=False`` with reason ``Unschedulable`` and a message that mentions claims, or
+    reason ``SchedulerError`` from the DRA plugin (its allocator returned an error: a CEL
+    error, more than 32 devices, a pool being updated for an ``All`` request, a search that
+    timed out), whose message starts with :data:`kubedra.explain.claims.FILTER_ERROR`."""
     if not (pod.get("spec") or {}).get("resourceClaims"):
         return False
     for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == "Unschedulable" \
-                and "claim" in (condition.get("message") or "").lower():
+        if condition.get("type") != "PodScheduled" or condition.get("status") != "False":
+            continue
+        message = condition.get("message") or ""
+        if condition.get("reason") == "Unschedulable" and "claim" in message.lower():
+            return True
+        if condition.get("reason") == "SchedulerError" and FILTER_ERROR in message:
             return True
     return False
 

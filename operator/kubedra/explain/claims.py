@@ -193,6 +193,30 @@ def _unschedulable_message(candidates: list[NodeOutcome]) -> str:
     return "cannot be allocated: " + "; ".join(parts)
 
 
+FILTER_ERROR = 'running "DynamicResources" filter plugin: '
+"""How kube-scheduler words a plugin's error in the pod's ``PodScheduled`` condition
+(``pkg/scheduler/framework/runtime/framework.go``, ``RunFilterPlugins``)."""
+
+
+def _error_message(erred: list[NodeOutcome]) -> str:
+    """The scheduler's error for the pod: an allocator error on any node aborts the whole
+    scheduling attempt (reason ``SchedulerError``, retried with back-off), even when other
+    nodes fit (``dynamicresources.go``: "Return an error to abort scheduling of it")."""
+    first = erred[0]
+    same = [o.node for o in erred[1:] if o.error == first.error]
+    others = [o.node for o in erred[1:] if o.error != first.error]
+    text = (f"kube-scheduler reports an error, not unschedulable, on node {first.node}"
+            + (f" (the same on {_plural(len(same), 'more node')}: {_named(same)})" if same
+               else "")
+            + (f" (other errors on {_plural(len(others), 'more node')}: {_named(others)})"
+               if others else ""))
+    return f"{text}: {FILTER_ERROR}{first.error}"
+
+
+def _named(nodes: list[str]) -> str:
+    return ", ".join(nodes[:NODES_NAMED]) + (", …" if len(nodes) > NODES_NAMED else "")
+
+
 def _no_candidates_message(counts: NodeCounts, pods: Sequence[PodPlacement]) -> str:
     if counts.total == 0:
         return "cannot be allocated: the cluster has no nodes"
@@ -230,7 +254,11 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
         counts.evaluated += 1
         explanation.candidates.append(evaluate_node(snapshot, allocator, claim, node, pools))
     fitting = [c for c in explanation.candidates if c.fits]
-    if fitting:
+    erred = [c for c in explanation.candidates if c.error is not None]
+    if erred:
+        explanation.verdict = "Error"
+        explanation.message = _error_message(erred)
+    elif fitting:
         explanation.verdict = "Fits"
         names = ", ".join(c.node for c in fitting[:NODES_NAMED]) + (
             ", …" if len(fitting) > NODES_NAMED else "")

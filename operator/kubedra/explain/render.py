@@ -34,10 +34,22 @@ def table(rows: Sequence[Sequence[str]]) -> str:
                      for row in rows)
 
 
-def _wrap(text: str, indent: str) -> str:
-    return textwrap.fill(text, width=_WIDTH, initial_indent=indent,
-                         subsequent_indent=indent + "  ", break_on_hyphens=False,
-                         break_long_words=False)
+def _wrap(text: str, indent: str, first_indent: str | None = None,
+          subsequent: str | None = None) -> str:
+    """``text`` wrapped at :data:`_WIDTH` under ``indent``, line by line: the source and caret
+    lines of a CEL error (`` | …``) are kept as they are, so that the caret stays under the
+    column it points at."""
+    later = indent + "  " if subsequent is None else subsequent
+    lines = []
+    for i, line in enumerate(text.split("\n")):
+        start = (indent if first_indent is None else first_indent) if i == 0 else later
+        if line.startswith(" | "):
+            lines.append(later + line)
+            continue
+        lines.append(textwrap.fill(line, width=_WIDTH, initial_indent=start,
+                                   subsequent_indent=later, break_on_hyphens=False,
+                                   break_long_words=False))
+    return "\n".join(lines)
 
 
 def _result(node: NodeOutcome, request: RequestOutcome) -> str:
@@ -132,9 +144,7 @@ def _reasons(node: NodeOutcome) -> list[str]:
 
 def _field(label: str, value: str) -> str:
     """``Label:  value``, the value aligned and wrapped under itself."""
-    return textwrap.fill(value, width=_WIDTH, initial_indent=f"{label + ':':<16}",
-                         subsequent_indent=" " * 16, break_on_hyphens=False,
-                         break_long_words=False)
+    return _wrap(value, "", first_indent=f"{label + ':':<16}", subsequent=" " * 16)
 
 
 def _header(explanation: ClaimExplanation) -> list[str]:
@@ -168,6 +178,8 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
             lines += ["", "Why not:"]
             for group in failing:
                 reasons = _reasons(group[0])
+                if group[0].error is not None and group[0].error in explanation.message:
+                    reasons[1:] = ["  error: the one in the Message above"]
                 if len(group) > 1:
                     reasons[0] = _wrap(f"{group[0].node} {_others(group)}:", "")
                 lines.extend(reasons)
