@@ -134,6 +134,27 @@ def result_devices(allocation: AllocationResult) -> list[dict[str, str]]:
             for r in (allocation.devices.results or () if allocation.devices else ())]
 
 
+def _mark_alternatives(requests: list[RequestOutcome], picked: set[str]) -> None:
+    """On a node where the claim fits: mark which ``firstAvailable`` alternative was chosen.
+    The allocator tries them in order, so an alternative before the chosen one could not be
+    met, also when each of its checks leaves enough devices (then it failed together with the
+    claim's other requests or its constraints)."""
+    chosen_parents = {name.partition("/")[0] for name in picked if "/" in name}
+    passed: set[str] = set()
+    for request in requests:
+        parent, sub, _ = request.request.partition("/")
+        if not sub:
+            continue
+        request.chosen = request.request in picked
+        if request.chosen:
+            passed.add(parent)
+        elif parent in chosen_parents and parent not in passed and request.failed_at is None:
+            request.failed_at = "together"
+            request.message = (f"request {request.request}: cannot be met together with the "
+                               "claim's other requests and constraints; a later alternative "
+                               "was chosen")
+
+
 def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: ResourceClaim,
                   node: NodeInfo, pools: NodePools) -> NodeOutcome:
     """The claim alone on one node: the allocation it would get, or why it does not fit."""
@@ -159,6 +180,7 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
                 for d in diagnoses]
     if failed is None:
         chosen = result_devices(allocation)
+        _mark_alternatives(requests, {c["request"] for c in chosen})
         names = ", ".join(f"{c['device']} (request {c['request']})" for c in chosen)
         return NodeOutcome(node.name, True, f"{node.name}: fits with {names}", devices=chosen,
                            requests=requests)

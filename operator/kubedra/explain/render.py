@@ -57,7 +57,11 @@ def _result(node: NodeOutcome, request: RequestOutcome) -> str:
         return "error"
     if node.fits:
         picked = [d["device"] for d in node.devices if d["request"] == request.request]
-        return "fits: " + ", ".join(picked) if picked else "fits"
+        if request.chosen is False:  # another alternative of firstAvailable was chosen
+            return f"fails at {request.failed_at}" if request.failed_at is not None \
+                else "fits, not chosen"
+        mark = " (chosen)" if request.chosen else ""
+        return ("fits: " + ", ".join(picked) if picked else "fits") + mark
     if request.failed_at is None:
         return "ok"
     return f"fails at {request.failed_at}"

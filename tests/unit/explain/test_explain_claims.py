@@ -69,7 +69,8 @@ def test_demo_claim_asking_more_memory_than_the_h200_has() -> None:
                                  "conjunct": TOO_BIG},
                     "comparison": {"name": "gpu.kubedra.io/memory", "relation": ">=",
                                    "device": "150754820096", "asked": "151397597184"}}],
-                "constraints": [], "unusablePools": [], "errors": []}]}],
+                "constraints": [], "unusablePools": [], "errors": [],
+                "chosen": None}]}],
         "allocation": None}
 
 

@@ -16,7 +16,9 @@ from tests.unit.allocation.scenario_builders import (
     claim,
     device,
     exact,
+    first_available,
     resource_slice,
+    sub,
 )
 
 
@@ -151,3 +153,29 @@ a:
       (the same for 6 more devices: gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, …)
       selector of request r: device.attributes["gpu.example.com"].model == "big"
 """  # noqa: E501
+
+
+def test_each_first_available_alternative_shows_its_own_outcome() -> None:
+    roots = [device(f"gpu-{i}", attributes=attrs(pcieRoot=f"r{i}")) for i in range(2)]
+    slices = [resource_slice("a-1", roots, pool="a", node="a")]
+    wants = claim("c", first_available("r", sub("three", "gpu", count=3),
+                                       sub("pair", "gpu", count=2), sub("one", "gpu"),
+                                       sub("any", "gpu")),
+                  constraints=[{"requests": ["r"],
+                                "matchAttribute": "resource.kubernetes.io/pcieRoot"}])
+    snapshot = ClusterSnapshot.from_api(slices, CLASSES, [], [], [node("a")])
+    simulation = simulate_claim(snapshot, ResourceClaim.from_api(wants), max_copies=1)
+    table_lines = render_simulation(simulation).split("\n\n")[1]
+    assert table_lines == """\
+NODE  REQUEST  NEEDED  DEVICES  IN-CLASS  SELECTED  FREE  CAPACITY  COUNTERS  UNTAINTED  RESULT
+a     r/three  3       2        2         2         2     2         2         2          fails at devices
+a     r/pair   2       2        2         2         2     2         2         2          fails at together
+a     r/one    1       2        2         2         2     2         2         2          fits: gpu-0 (chosen)
+a     r/any    1       2        2         2         2     2         2         2          fits, not chosen"""  # noqa: E501
+    [candidate] = simulation.explanation.to_json()["candidates"]
+    assert [(r["request"], r["failedAt"], r["chosen"]) for r in candidate["requests"]] == [
+        ("r/three", "devices", False), ("r/pair", "together", False), ("r/one", None, True),
+        ("r/any", None, False)]
+    assert candidate["requests"][1]["message"] == (
+        "request r/pair: cannot be met together with the claim's other requests and "
+        "constraints; a later alternative was chosen")
