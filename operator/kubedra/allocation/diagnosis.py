@@ -40,7 +40,8 @@ class RequestDiagnosis:
         constraints: per claim constraint covering this request, the largest number of fitting
             devices that satisfy it together (``matchAttribute``: the biggest group sharing a
             value; ``distinctAttribute``: the number of distinct values).
-        unusable_pools: pools the search skips, with why (``incomplete``, ``invalid: ...``).
+        unusable_pools: pools the search skips, with why (``incomplete (1 of 2 slices
+            published)``, ``invalid: ...``, ``being updated (...)``).
         errors: selector or node selector errors seen while checking.
     """
 
@@ -117,9 +118,13 @@ def diagnose_request(search: _Search, ci: int, data: RequestData) -> RequestDiag
                               node=search.node.name, needed=data.count)
     for pool in search.pools.pools:
         if pool.incomplete:
-            result.unusable_pools[str(pool)] = "incomplete"
+            result.unusable_pools[str(pool)] = (
+                f"incomplete ({pool.published_slices} of {pool.slice_count} slices published)")
         elif pool.invalid:
             result.unusable_pools[str(pool)] = f"invalid: {pool.invalid_reason}"
+    for name, generation in search.pools.obsolete.items():
+        result.unusable_pools[name] = (f"being updated (its slices for the node are of "
+                                       f"generation {generation}, a newer one is published)")
     counts = dict.fromkeys(STAGES, 0)
     fitting = []
     for device, pool in zip(search.pools.devices, search.pools.device_pools, strict=True):

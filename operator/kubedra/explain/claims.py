@@ -25,6 +25,7 @@ from kubedra.allocation import AllocationError, AllocationFailed, Allocator, Nod
 from kubedra.allocation.diagnosis import STAGES, RequestDiagnosis
 from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
 from kubedra.api.resource import AllocationResult, ResourceClaim
+from kubedra.explain.constraints import ConstraintConflict, cross_request_conflicts
 from kubedra.explain.findings import FindingContext, RequestSpec, device_finding, request_specs
 from kubedra.explain.model import (
     FUNNEL_NAMES,
@@ -71,7 +72,8 @@ def _failed_stage(diagnosis: RequestDiagnosis) -> str | None:
 
 def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                      diagnosis: RequestDiagnosis, devices: dict[str, tuple[DeviceEntry, Pool]],
-                     deciding: bool, reason: str | None) -> RequestOutcome:
+                     deciding: bool, reason: str | None,
+                     conflicts: Sequence[ConstraintConflict] = ()) -> RequestOutcome:
     counts = diagnosis.counts
     stage = _failed_stage(diagnosis)
     class_name = spec.device_class if spec is not None else ""
@@ -87,9 +89,6 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                                               devices=_plural(counts.get(stage, 0), "device"))
         outcome.failed_at = FUNNEL_NAMES[stage]
         outcome.message = f"request {diagnosis.request}: {phrase} ({diagnosis.needed} needed)"
-        if stage == "devices" and diagnosis.unusable_pools:
-            outcome.message += ": " + "; ".join(
-                f"pool {pool} is {why}" for pool, why in sorted(diagnosis.unusable_pools.items()))
         if spec is not None:
             outcome.devices = [device_finding(ctx, spec, *devices[key], stage)
                                for key, verdict in diagnosis.verdicts.items()
@@ -105,6 +104,13 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                                            f"{name} together"
                                            for name, together in broken)
                                + f" ({diagnosis.needed} needed)")
+        elif mine := [c for c in conflicts if diagnosis.request in c.requests]:
+            outcome.failed_at = "constraints"
+            outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} on "
+                               "its own, but " + "; ".join(
+                                   f"constraint {c.constraint} over requests "
+                                   f"{', '.join(c.requests)} cannot be met: {c.reason}"
+                                   for c in mine))
         else:
             outcome.failed_at = "together"
             outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} "
@@ -116,11 +122,20 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
     return outcome
 
 
+def pool_notes(request: RequestOutcome) -> list[str]:
+    """For a request that fails: the pools of the node the search left out, and why."""
+    if request.failed_at is None:
+        return []
+    return [f"pool {pool} is {why}: its devices were not considered"
+            for pool, why in request.unusable_pools]
+
+
 def _request_message(request: RequestOutcome) -> str:
     reasons = [d.reason for d in request.devices]
     shown = reasons[:REASONS_IN_MESSAGE]
     if len(reasons) > len(shown):
         shown.append(f"and {_plural(len(reasons) - len(shown), 'more device')}")
+    shown += pool_notes(request)
     return request.message + (f": {'; '.join(shown)}" if shown else "")
 
 
@@ -174,9 +189,12 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
     if failed is not None:
         failed_request = failed.request or next(
             (d.request for d in diagnoses if _failed_stage(d) is not None), None)
+    conflicts = [] if failed is None else cross_request_conflicts(
+        claim.spec.devices.constraints or [] if claim.spec.devices else [], diagnoses,
+        {key: device for key, (device, _pool) in devices.items()})
     requests = [_request_outcome(ctx, specs.get(d.request), d, devices,
                                  d.request == failed_request,
-                                 failed.reason if failed is not None else None)
+                                 failed.reason if failed is not None else None, conflicts)
                 for d in diagnoses]
     if failed is None:
         chosen = result_devices(allocation)
@@ -270,7 +288,7 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
                                                       error=str(err)))
             counts.evaluated += 1
             continue
-        if not pools.pools:
+        if not pools.pools and not pools.obsolete:
             counts.without_devices += 1
             continue
         counts.evaluated += 1
