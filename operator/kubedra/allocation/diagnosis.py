@@ -93,7 +93,9 @@ def _verdict(search: _Search, data: RequestData, ci: int, device: DeviceEntry, p
         except AllocationError as err:
             errors.append(str(err))
             return "capacity"
-    if device.consumes_counters:
+    shared = features.consumable_capacity and device.allow_multiple
+    if device.consumes_counters and not (shared and search.allocated.has_shares(device.id)):
+        # a further share of an allocated device consumes no more counters (_allocate_device)
         if not features.partitionable_devices:
             return "counters"
         available, overdrawn = search.allocator.available_counters(pool)

@@ -26,7 +26,13 @@ from kubedra.allocation.diagnosis import STAGES, RequestDiagnosis
 from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
 from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.explain.constraints import ConstraintConflict, cross_request_conflicts
-from kubedra.explain.findings import FindingContext, RequestSpec, device_finding, request_specs
+from kubedra.explain.findings import (
+    FindingContext,
+    RequestSpec,
+    counter_competition,
+    device_finding,
+    request_specs,
+)
 from kubedra.explain.model import (
     FUNNEL_NAMES,
     ChosenDevice,
@@ -64,22 +70,46 @@ def _fit(count: int) -> str:
     return f"{count} device fits" if count == 1 else f"{count} devices fit"
 
 
-def _failed_stage(diagnosis: RequestDiagnosis) -> str | None:
-    """The first check that leaves fewer devices than the request needs."""
-    return next((stage for stage in STAGES if diagnosis.counts.get(stage, 0) < diagnosis.needed),
-                None)
+def _failed_stage(diagnosis: RequestDiagnosis, all_devices: bool = False) -> str | None:
+    """The first check that leaves fewer devices than the request needs (``allocationMode:
+    All`` needs every matching device, and at least one)."""
+    needed = max(diagnosis.needed, 1) if all_devices else diagnosis.needed
+    return next((stage for stage in STAGES if diagnosis.counts.get(stage, 0) < needed), None)
+
+
+def _needed_text(needed: int, all_devices: bool) -> str:
+    if not all_devices:
+        return f"{needed} needed"
+    return "allocationMode All needs at least one" if needed == 0 else \
+        f"all {needed} needed, allocationMode All"
+
+
+def _competing_counters(ctx: FindingContext, diagnosis: RequestDiagnosis,
+                        devices: dict[str, tuple[DeviceEntry, Pool]], all_devices: bool
+                        ) -> list[str]:
+    """When the devices the request must take together are fixed (``All``, or as many fit as
+    are needed): the shared counters they compete for."""
+    fitting = [devices[key] for key, verdict in diagnosis.verdicts.items()
+               if verdict == "fits" and key in devices]
+    if not all_devices and len(fitting) != diagnosis.needed:
+        return []
+    return counter_competition(ctx, fitting)
 
 
 def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                      diagnosis: RequestDiagnosis, devices: dict[str, tuple[DeviceEntry, Pool]],
                      deciding: bool, reason: str | None,
-                     conflicts: Sequence[ConstraintConflict] = ()) -> RequestOutcome:
+                     conflicts: Sequence[ConstraintConflict] = (),
+                     alone: bool | None = None) -> RequestOutcome:
     counts = diagnosis.counts
-    stage = _failed_stage(diagnosis)
+    all_devices = spec is not None and spec.all_devices
+    stage = _failed_stage(diagnosis, all_devices)
+    needed = _needed_text(diagnosis.needed, all_devices)
     class_name = spec.device_class if spec is not None else ""
     outcome = RequestOutcome(
         request=diagnosis.request, device_class=class_name, needed=diagnosis.needed,
         funnel={FUNNEL_NAMES[s]: counts.get(s, 0) for s in STAGES}, failed_at=None, message="",
+        all_devices=all_devices,
         constraints=sorted(diagnosis.constraints.items()),
         unusable_pools=sorted(diagnosis.unusable_pools.items()), errors=list(diagnosis.errors))
     if stage is not None:
@@ -88,7 +118,7 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                                               cls=class_name,
                                               devices=_plural(counts.get(stage, 0), "device"))
         outcome.failed_at = FUNNEL_NAMES[stage]
-        outcome.message = f"request {diagnosis.request}: {phrase} ({diagnosis.needed} needed)"
+        outcome.message = f"request {diagnosis.request}: {phrase} ({needed})"
         if spec is not None:
             outcome.devices = [device_finding(ctx, spec, *devices[key], stage)
                                for key, verdict in diagnosis.verdicts.items()
@@ -111,11 +141,16 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                                    f"constraint {c.constraint} over requests "
                                    f"{', '.join(c.requests)} cannot be met: {c.reason}"
                                    for c in mine))
+        elif competing := _competing_counters(ctx, diagnosis, devices, all_devices):
+            outcome.failed_at = "counters"
+            outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} on "
+                               "their own, but together they need more shared counters than "
+                               "are left: " + "; ".join(competing))
         else:
             outcome.failed_at = "together"
+            others = "with the claim's other requests" if alone is False else "with each other"
             outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} "
-                               f"on their own, but not together with the claim's other "
-                               f"requests: {reason}")
+                               f"on their own, but not together {others}: {reason}")
     else:
         outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} "
                            f"({diagnosis.needed} needed)")
@@ -188,13 +223,16 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
     failed_request = None
     if failed is not None:
         failed_request = failed.request or next(
-            (d.request for d in diagnoses if _failed_stage(d) is not None), None)
+            (d.request for d in diagnoses if _failed_stage(
+                d, (spec := specs.get(d.request)) is not None and spec.all_devices) is not None),
+            None)
     conflicts = [] if failed is None else cross_request_conflicts(
         claim.spec.devices.constraints or [] if claim.spec.devices else [], diagnoses,
         {key: device for key, (device, _pool) in devices.items()})
+    alone = len(claim.spec.devices.requests or ()) == 1 if claim.spec.devices else True
     requests = [_request_outcome(ctx, specs.get(d.request), d, devices,
                                  d.request == failed_request,
-                                 failed.reason if failed is not None else None, conflicts)
+                                 failed.reason if failed is not None else None, conflicts, alone)
                 for d in diagnoses]
     if failed is None:
         chosen = result_devices(allocation)

@@ -76,7 +76,8 @@ def _masked(text: str, name: str) -> str:
 def _request_cells(node: NodeOutcome) -> list[list[str]]:
     if node.error is not None:
         return [["-", "-", *(["-"] * len(_FUNNEL_COLUMNS)), "error"]]
-    return [[request.request, str(request.needed), *(str(v) for v in request.funnel.values()),
+    return [[request.request, "all" if request.all_devices else str(request.needed),
+             *(str(v) for v in request.funnel.values()),
              _result(node, request)] for request in node.requests]
 
 

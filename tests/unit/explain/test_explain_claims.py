@@ -70,7 +70,7 @@ def test_demo_claim_asking_more_memory_than_the_h200_has() -> None:
                     "comparison": {"name": "gpu.kubedra.io/memory", "relation": ">=",
                                    "device": "150754820096", "asked": "151397597184"}}],
                 "constraints": [], "unusablePools": [], "errors": [],
-                "chosen": None}]}],
+                "chosen": None, "allocationMode": "ExactCount"}]}],
         "allocation": None}
 
 
