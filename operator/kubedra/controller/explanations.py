@@ -37,6 +37,7 @@ from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.state import OperatorState
 from kubedra.explain import ClaimExplanation, PodPlacement, explain_claim
+from kubedra.explain import pods as pod_explanations
 from kubedra.explain.claims import FILTER_ERROR
 from kubedra.logging import get_logger
 
@@ -67,10 +68,21 @@ def unschedulable_for_claims(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def _explain_all(explain: ExplainState, inputs: Inputs, claims: Sequence[dict[str, Any]],
-                 pod: PodPlacement) -> list[ClaimExplanation]:
+def explain_messages(explain: ExplainState, inputs: Inputs,
+                     claims: Sequence[dict[str, Any]], pod: PodPlacement) -> list[str]:
+    """The message of each claim: its own explanation, or, when it fits on its own but the
+    pod's claims fit on no node together, the pod's explanation
+    (:func:`kubedra.explain.pods.explain_pod`)."""
     snapshot = explain.snapshot(inputs)
-    return [explain_claim(snapshot, ResourceClaim.from_api(c), [pod]) for c in claims]
+    parsed = [ResourceClaim.from_api(c) for c in claims]
+    found: list[ClaimExplanation] = [explain_claim(snapshot, c, [pod]) for c in parsed]
+    messages = [e.message for e in found]
+    if len(parsed) > 1 and any(e.verdict == "Fits" for e in found):
+        together = pod_explanations.explain_pod(snapshot, pod, parsed)
+        if together.verdict == "Unschedulable":
+            messages = [f"cannot be allocated with the pod's other claims: {together.message}"
+                        if e.verdict == "Fits" else e.message for e in found]
+    return messages
 
 
 def read_inputs(state: OperatorState) -> Inputs:
@@ -107,11 +119,11 @@ async def explain_pod(state: OperatorState, namespace: str, name: str) -> None:
     if delay:
         state.explain_queue.add_after(key, delay)
         return
-    explanations = await asyncio.get_running_loop().run_in_executor(
-        explain.executor, _explain_all, explain, read_inputs(state), claims, placement)
+    messages = await asyncio.get_running_loop().run_in_executor(
+        explain.executor, explain_messages, explain, read_inputs(state), claims, placement)
     settled = True
-    for claim, explanation in zip(claims, explanations, strict=True):
-        settled &= await _announce(state, key, claim, explanation.message)
+    for claim, message in zip(claims, messages, strict=True):
+        settled &= await _announce(state, key, claim, message)
     if settled:
         explain.evaluated[key] = versions
 

@@ -110,6 +110,7 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
         request=diagnosis.request, device_class=class_name, needed=diagnosis.needed,
         funnel={FUNNEL_NAMES[s]: counts.get(s, 0) for s in STAGES}, failed_at=None, message="",
         all_devices=all_devices,
+        fitting_devices=[key for key, verdict in diagnosis.verdicts.items() if verdict == "fits"],
         constraints=sorted(diagnosis.constraints.items()),
         unusable_pools=sorted(diagnosis.unusable_pools.items()), errors=list(diagnosis.errors))
     if stage is not None:

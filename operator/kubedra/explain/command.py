@@ -21,7 +21,8 @@ from pydantic import ValidationError
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain.claims import explain_claim
 from kubedra.explain.model import ClaimExplanation
-from kubedra.explain.render import render_explanation, render_simulation
+from kubedra.explain.pods import PodExplanation, explain_pod
+from kubedra.explain.render import render_explanation, render_pod_explanation, render_simulation
 from kubedra.explain.simulate import (
     MAX_COPIES,
     ClaimFileError,
@@ -29,6 +30,7 @@ from kubedra.explain.simulate import (
     claim_from_documents,
     simulate_claim,
 )
+from kubedra.explain.snapshot import PodPlacement
 from kubedra.explain.sources import (
     ClusterObjects,
     DumpError,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiException
 
 CLAIM_KINDS = ("resourceclaim", "resourceclaims", "claim")
+POD_KINDS = ("pod", "pods", "po")
 
 _namespace_option = click.option(
     "-n", "--namespace", default=None,
@@ -129,6 +132,22 @@ def _explain(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: str, n
                          nodes=nodes or None)
 
 
+def _explain_pod(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: str, name: str,
+                 nodes: tuple[str, ...]) -> PodExplanation:
+    what = f'pod "{name}" in namespace "{namespace}"'
+    if dumps:
+        objects = _read_dump(dumps)
+    else:
+        objects = _run_live(kubeconfig, what, lambda api: read_cluster(api, namespace))
+    pod = next((p for p in objects.pods if (p.get("metadata") or {}).get("namespace")
+                == namespace and (p.get("metadata") or {}).get("name") == name), None)
+    if pod is None:
+        raise click.ClickException(f"{what} not found")
+    placement = PodPlacement.from_api(pod)
+    claims = [c for c in (objects.claim(namespace, n) for n in placement.claims) if c is not None]
+    return explain_pod(objects.snapshot(), placement, claims, nodes=nodes or None)
+
+
 def _simulate(kubeconfig: Path | None, dumps: tuple[Path, ...], claim: ResourceClaim,
               nodes: tuple[str, ...], max_copies: int) -> Simulation:
     if dumps:
@@ -147,8 +166,8 @@ def _print(data: dict[str, Any] | None, text: str | None) -> None:
 
 
 @click.command("explain", short_help="Why a ResourceClaim is pending, or why its devices fit.")
-@click.argument("kind", type=click.Choice(CLAIM_KINDS, case_sensitive=False),
-                metavar="resourceclaim")
+@click.argument("kind", type=click.Choice(CLAIM_KINDS + POD_KINDS, case_sensitive=False),
+                metavar="resourceclaim|pod")
 @click.argument("name")
 @_namespace_option
 @_output_option
@@ -159,19 +178,25 @@ def _print(data: dict[str, Any] | None, text: str | None) -> None:
 def explain_command(kind: str, name: str, namespace: str | None, output: str,
                     nodes: tuple[str, ...], every_node: bool, dumps: tuple[Path, ...],
                     kubeconfig: Path | None) -> None:
-    """Why is ResourceClaim NAME pending (or what was allocated, and why it fits)?
+    """Why is ResourceClaim (or Pod) NAME pending (or what was allocated, and why it fits)?
 
     For each node the claim's pods may run on, and each request: how many devices are in
     the class, match the request's selectors, are free, have capacity and shared counters
     left, are not tainted; then, for the check that failed, why each device failed it.
+    For a pod: all of its claims together on each node, as the scheduler allocates them.
 
     \b
     Examples:
       kubedra explain resourceclaim too-big-gpu-x7k2p -n demo
       kubectl dra explain resourceclaim too-big-gpu-x7k2p -n demo -o json
       kubectl dra explain resourceclaim too-big-gpu-x7k2p -n demo --from dump.yaml
+      kubectl dra explain pod too-big -n demo
     """
     namespace = _default_namespace(namespace, kubeconfig, dumps)
+    if kind.lower() in POD_KINDS:
+        pod = _explain_pod(kubeconfig, dumps, namespace, name, nodes)
+        _print(pod.to_json() if output == "json" else None, render_pod_explanation(pod))
+        return
     explanation = _explain(kubeconfig, dumps, namespace, name, nodes)
     _print(explanation.to_json() if output == "json" else None,
            render_explanation(explanation, every_node=every_node))

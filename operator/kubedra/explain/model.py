@@ -118,6 +118,8 @@ class RequestOutcome:
     errors: list[str] = field(default_factory=list)
     all_devices: bool = False
     """``allocationMode: All`` (``needed`` is then the number of matching devices)."""
+    fitting_devices: list[str] = field(default_factory=list)
+    """The devices (``driver/pool/device``) that pass every check (not in the JSON)."""
     chosen: bool | None = None
     """For a subrequest (``firstAvailable``) on a node where the claim fits: whether it is
     the alternative the allocator chose (the first that can be met); else ``None``."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from kubedra.explain.claims import NODES_NAMED, pool_notes
 from kubedra.explain.model import ClaimExplanation, DeviceFinding, NodeOutcome, RequestOutcome
+from kubedra.explain.pods import PodExplanation
 from kubedra.explain.simulate import Simulation
 
 _FUNNEL_COLUMNS = ("DEVICES", "IN-CLASS", "SELECTED", "FREE", "CAPACITY", "COUNTERS",
@@ -203,3 +204,30 @@ def render_simulation(simulation: Simulation, *, every_node: bool = False) -> st
                  for i, (node, devices) in enumerate(simulation.copies)]
         lines += ["", table(rows)]
     return text + "\n".join(lines) + "\n"
+
+
+def render_pod_explanation(explanation: PodExplanation) -> str:
+    """The table form of a pod's explanation: one row per node (the claims that fit alone,
+    the result), then why the claims do not fit together on each node."""
+    claims = ", ".join(explanation.pending) or "none"
+    lines = [_field("Pod", explanation.pod),
+             _field("Claims", f"{claims} (to allocate)"
+                    + (f"; {', '.join(explanation.allocated)} (allocated)"
+                       if explanation.allocated else "")
+                    + (f"; {', '.join(explanation.missing)} (not found)"
+                       if explanation.missing else "")),
+             _field("Verdict", explanation.verdict), _field("Message", explanation.message)]
+    if explanation.nodes:
+        rows = [["NODE", "FIT-ALONE", "RESULT"]]
+        for node in explanation.nodes:
+            alone = f"{sum(o.fits for o in node.claims.values())} of {len(node.claims)}" \
+                if node.claims else "-"
+            result = "fits" if node.fits else "excluded" if node.excluded else "fails"
+            rows.append([node.node, alone, result])
+        lines += ["", table(rows)]
+        failing = [n for n in explanation.nodes if not n.fits]
+        if failing:
+            lines += ["", "Why not:"]
+            for node in failing:
+                lines += [f"{node.node}:", _wrap(node.message, "  ")]
+    return "\n".join(lines) + "\n"
