@@ -51,12 +51,15 @@ def _url(message: Any) -> URL:
     return URL(**{**fields, "user": fields["user"] if has_user else None})
 
 
-def _is_url(text: str) -> bool:
-    try:
-        parse_request_uri(text)
-    except URLParseError:
-        return False
-    return True
+def _parses(parse: Callable[[str], object], error: type[Exception]) -> Callable[[str], bool]:
+    """``isURL``/``isIP``/``isCIDR``: whether ``parse`` accepts the text."""
+    def test(text: str) -> bool:
+        try:
+            parse(text)
+        except error:
+            return False
+        return True
+    return test
 
 
 # --- ip (library/ip.go) -------------------------------------------------------------------
@@ -81,14 +84,6 @@ def _ip(message: Any) -> Addr:
 
 def _to_ip(text: str) -> Any:
     return IPMessage(octets=_parse_ip(text).octets)
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        _parse_ip(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_canonical(text: str) -> bool:
@@ -124,12 +119,9 @@ def _to_cidr(text: str) -> Any:
             from None
 
 
-def _is_cidr(text: str) -> bool:
-    try:
-        _parse_cidr(text)
-    except ValueError:
-        return False
-    return True
+_is_url = _parses(parse_request_uri, URLParseError)
+_is_ip = _parses(_parse_ip, ValueError)
+_is_cidr = _parses(_parse_cidr, ValueError)
 
 
 def _contains_ip(message: Any, other: Any) -> bool:
