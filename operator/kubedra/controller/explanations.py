@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubedra import kube
+from kubedra.api.inventory import OPERATOR_COMPONENT
 from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.state import OperatorState
@@ -41,7 +42,6 @@ from kubedra.explain import pods as pod_explanations
 from kubedra.explain.claims import FILTER_ERROR
 from kubedra.logging import get_logger
 
-COMPONENT = "kubedra-operator"
 EVENT_REASON = "CannotAllocate"
 PENDING_POD_SELECTOR = "status.phase=Pending,spec.nodeName="
 """Field selector of the operator's pod watch: pods not bound to a node."""
@@ -142,7 +142,7 @@ async def _announce(state: OperatorState, pod: tuple[str, str], claim: dict[str,
         state.explain_queue.add_after(pod, delay)
         return False
     await kube.post_event(state.api, claim, event_type="Warning", reason=EVENT_REASON,
-                          message=message, component=COMPONENT)
+                          message=message, component=OPERATOR_COMPONENT)
     explain.event_posted(key, message, now)
     log.info("claim explained", claim=f"{key[0]}/{key[1]}", pod=f"{pod[0]}/{pod[1]}",
              message=message)

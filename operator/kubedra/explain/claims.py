@@ -4,7 +4,7 @@ For an unallocated claim, every node the claim's pods may run on and that has an
 evaluated with kubedra's allocator (the same decisions as the v1.37.2 kube-scheduler, see
 :mod:`kubedra.allocation`): the claim alone is allocated on the node against what is allocated
 already; when it does not fit, the allocator's diagnosis gives per request the funnel of checks
-(:data:`kubedra.allocation.diagnosis.STAGES`) and the first check each device fails. The
+(:class:`kubedra.allocation.Stage`) and the first check each device fails. The
 request the search could not complete names the deciding check — the first whose count drops
 below what the request needs — and the devices that failed it are explained in plain words
 (:mod:`kubedra.explain.findings`). When every check leaves enough devices, the claim's
@@ -21,9 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from kubedra.allocation import AllocationError, AllocationFailed, Allocator, NodeInfo
-from kubedra.allocation.diagnosis import STAGES, RequestDiagnosis
-from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
+from kubedra.allocation import (
+    FITS,
+    STAGES,
+    AllocationError,
+    AllocationFailed,
+    Allocator,
+    DeviceEntry,
+    NodeInfo,
+    NodePools,
+    Pool,
+    RequestDiagnosis,
+)
 from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.explain.constraints import ConstraintConflict, cross_request_conflicts
 from kubedra.explain.findings import (
@@ -90,7 +99,7 @@ def _competing_counters(ctx: FindingContext, diagnosis: RequestDiagnosis,
     """When the devices the request must take together are fixed (``All``, or as many fit as
     are needed): the shared counters they compete for."""
     fitting = [devices[key] for key, verdict in diagnosis.verdicts.items()
-               if verdict == "fits" and key in devices]
+               if verdict == FITS and key in devices]
     if not all_devices and len(fitting) != diagnosis.needed:
         return []
     return counter_competition(ctx, fitting)
@@ -110,7 +119,7 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
         request=diagnosis.request, device_class=class_name, needed=diagnosis.needed,
         funnel={FUNNEL_NAMES[s]: counts.get(s, 0) for s in STAGES}, failed_at=None, message="",
         all_devices=all_devices,
-        fitting_devices=[key for key, verdict in diagnosis.verdicts.items() if verdict == "fits"],
+        fitting_devices=[key for key, verdict in diagnosis.verdicts.items() if verdict == FITS],
         constraints=sorted(diagnosis.constraints.items()),
         unusable_pools=sorted(diagnosis.unusable_pools.items()), errors=list(diagnosis.errors))
     if stage is not None:
@@ -320,7 +329,7 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
             counts.excluded_by_pods += 1
             continue
         try:
-            pools = snapshot.inventory.node_pools(node)
+            pools = snapshot.resources.node_pools(node)
         except AllocationError as err:
             explanation.candidates.append(NodeOutcome(node.name, False,
                                                       f"{node.name}: error: {err}",
@@ -369,7 +378,7 @@ def _find_device(snapshot: ClusterSnapshot, driver: str, pool: str,
                  name: str) -> DeviceEntry | None:
     found: DeviceEntry | None = None
     generation = -1
-    for entry in snapshot.inventory.slices.all:
+    for entry in snapshot.resources.slices.all:
         if entry.driver == driver and entry.pool_name == pool and entry.generation > generation:
             device = next((d for d in entry.devices if d.name == name), None)
             if device is not None:

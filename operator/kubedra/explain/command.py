@@ -39,7 +39,7 @@ from kubedra.explain.sources import (
     read_cluster,
     read_dump,
 )
-from kubedra.settings import kubeconfig_option
+from kubedra.options import kubeconfig_option
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiException

@@ -4,7 +4,7 @@ The allocator's diagnosis counts, per request, how many of its fitting devices c
 constraint together; a ``matchAttribute`` over two requests can still fail when each request
 alone is fine — the GPU's ``pcieRoot`` is ``pci-a``, the NIC's ``pci-b``. This module looks at
 the fitting devices of every request a constraint covers (semantics as in
-:mod:`kubedra.allocation.constraints`: a device without the attribute cannot be used; values
+:func:`kubedra.allocation.lookup_attribute`: a device without the attribute cannot be used; values
 compare by type and value) and says which values each request's devices have.
 
 It is an explanation, not a search: it names the values that make a constraint impossible
@@ -16,9 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kubedra.allocation.constraints import MISSING, AttributeKey, lookup_attribute
-from kubedra.allocation.diagnosis import RequestDiagnosis
-from kubedra.allocation.pools import DeviceEntry
+from kubedra.allocation import (
+    FITS,
+    MISSING,
+    AttributeKey,
+    DeviceEntry,
+    RequestDiagnosis,
+    lookup_attribute,
+)
 from kubedra.api.resource import DeviceConstraint
 
 VALUES_NAMED = 3
@@ -119,7 +124,7 @@ def cross_request_conflicts(constraints: Sequence[DeviceConstraint],
             continue
         seen_parents.add(parent)
         fitting = [devices[key] for key, verdict in diagnosis.verdicts.items()
-                   if verdict == "fits" and key in devices]
+                   if verdict == FITS and key in devices]
         groups[diagnosis.request] = (diagnosis.needed, fitting)
     found = []
     for constraint in constraints:

@@ -16,9 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedra.allocation import AllocationError, AllocationFailed, NodeInfo
-from kubedra.allocation.node_selection import compile_node_selector
-from kubedra.allocation.requests import claim_label
+from kubedra.allocation import (
+    AllocationError,
+    AllocationFailed,
+    NodeInfo,
+    claim_label,
+    compile_node_selector,
+)
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain.claims import NODES_NAMED, evaluate_node, result_devices
 from kubedra.explain.model import API_VERSION, NodeOutcome
@@ -132,7 +136,7 @@ def _evaluate(snapshot: ClusterSnapshot, pending: list[ResourceClaim], node: Nod
               ) -> PodNodeOutcome:
     allocator = snapshot.allocator()
     try:
-        pools = snapshot.inventory.node_pools(node)
+        pools = snapshot.resources.node_pools(node)
         results = allocator.allocate(node, pending)
     except AllocationFailed as failure:
         alone = {claim_label(c): evaluate_node(snapshot, allocator, c, node, pools)

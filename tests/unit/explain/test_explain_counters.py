@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from explain_builders import node
-
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain import ClusterSnapshot, explain_claim
 from kubedra.explain.render import render_explanation
-from tests.unit.allocation.scenario_builders import (
+from tests.support.explain_builders import node
+from tests.support.scenario_builders import (
     CLASSES,
     claim,
     device,

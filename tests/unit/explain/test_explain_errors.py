@@ -4,13 +4,13 @@ worded as the scheduler's condition, even when other nodes fit."""
 
 from __future__ import annotations
 
-from explain_builders import gpu_claim, node
 from test_explain_claims import demo
 
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain import ClusterSnapshot, explain_claim
 from kubedra.explain.render import render_explanation
-from tests.unit.allocation.scenario_builders import (
+from tests.support.explain_builders import gpu_claim, node
+from tests.support.scenario_builders import (
     CLASSES,
     claim,
     device,

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from explain_builders import node
 
 from kubedra.api.resource import ResourceClaim
 from kubedra.cli import main
@@ -17,7 +16,8 @@ from kubedra.controller.explanations import explain_messages
 from kubedra.explain import ClusterSnapshot, PodPlacement
 from kubedra.explain.pods import explain_pod
 from kubedra.explain.render import render_pod_explanation
-from tests.unit.allocation.scenario_builders import (
+from tests.support.explain_builders import node
+from tests.support.scenario_builders import (
     CLASSES,
     NIC,
     claim,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from click.testing import CliRunner
-from explain_builders import gpu_claim, h200_slices, node, shipped_classes
 from test_explain_claims import TOO_BIG, demo, trainer
 
 from kubedra.api.resource import ResourceClaim
 from kubedra.cli import kubectl_dra, main
 from kubedra.explain import ClusterSnapshot, PodPlacement, explain_claim, simulate_claim
 from kubedra.explain.render import render_explanation, render_simulation
-from tests.unit.allocation.scenario_builders import (
+from tests.support.explain_builders import gpu_claim, h200_slices, node, shipped_classes
+from tests.support.scenario_builders import (
     CLASSES,
     attrs,
     claim,

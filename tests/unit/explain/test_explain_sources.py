@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from explain_builders import gpu_claim, h200_slices, node, shipped_classes
 from test_explain_claims import TOO_BIG
 
 from kubedra.api.resource import ResourceClaim
 from kubedra.cli import main
 from kubedra.explain.sources import ClusterObjects, DumpError, dump_document, pods_using, read_dump
+from tests.support.explain_builders import gpu_claim, h200_slices, node, shipped_classes
 
 POD = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "too-big", "namespace": "demo", "uid": "u-1",
