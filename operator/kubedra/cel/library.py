@@ -72,12 +72,18 @@ def _to_quantity(text: str) -> Any:
         raise ValueError(str(err)) from None
 
 
-def _is_quantity(text: str) -> bool:
-    try:
-        parse_quantity(text)
-    except QuantityParseError:
-        return False
-    return True
+def accepts(parse: Callable[[str], object], error: type[Exception]) -> Callable[[str], bool]:
+    """An ``is…`` function (``isQuantity``, ``isURL``): whether ``parse`` accepts the text."""
+    def test(text: str) -> bool:
+        try:
+            parse(text)
+        except error:
+            return False
+        return True
+    return test
+
+
+_is_quantity = accepts(parse_quantity, QuantityParseError)
 
 
 def _as_integer(message: Any) -> int:

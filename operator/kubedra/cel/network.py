@@ -23,6 +23,7 @@ from typing import Any
 from cel_expr_python import cel
 
 from .gostrings import go_quote
+from .library import accepts
 from .netaddr import Addr, AddrParseError, Prefix, PrefixParseError, parse_addr, parse_prefix
 from .protos import CIDR_TYPE, IP_TYPE, URL_TYPE, CIDRMessage, IPMessage, URLMessage
 from .urls import URL, URLParseError, parse, parse_request_uri
@@ -51,15 +52,6 @@ def _url(message: Any) -> URL:
     return URL(**{**fields, "user": fields["user"] if has_user else None})
 
 
-def _parses(parse: Callable[[str], object], error: type[Exception]) -> Callable[[str], bool]:
-    """``isURL``/``isIP``/``isCIDR``: whether ``parse`` accepts the text."""
-    def test(text: str) -> bool:
-        try:
-            parse(text)
-        except error:
-            return False
-        return True
-    return test
 
 
 # --- ip (library/ip.go) -------------------------------------------------------------------
@@ -119,9 +111,9 @@ def _to_cidr(text: str) -> Any:
             from None
 
 
-_is_url = _parses(parse_request_uri, URLParseError)
-_is_ip = _parses(_parse_ip, ValueError)
-_is_cidr = _parses(_parse_cidr, ValueError)
+_is_url = accepts(parse_request_uri, URLParseError)
+_is_ip = accepts(_parse_ip, ValueError)
+_is_cidr = accepts(_parse_cidr, ValueError)
 
 
 def _contains_ip(message: Any, other: Any) -> bool:
