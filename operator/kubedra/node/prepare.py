@@ -60,6 +60,7 @@ from kubedra.node.claimspec import (
 )
 from kubedra.node.config import ConfigError, DriverConfig, driver_configs, effective_config
 from kubedra.node.edits import (
+    HOST_ROOT,
     DeviceError,
     DeviceType,
     container_edits,
@@ -97,11 +98,14 @@ class PrepareResult:
 @dataclass
 class PluginPaths:
     """Where the plugin keeps files: ``data_dir`` (checkpoint, lock; the kubelet's
-    ``<plugins dir>/<driver>``), ``cdi_dir`` (specs) and the kernel's ``boot_id`` file."""
+    ``<plugins dir>/<driver>``), ``cdi_dir`` (specs) and the kernel's ``boot_id`` file; and
+    where the host's device nodes are (``device_root``, see
+    :func:`kubedra.node.edits.host_device_node`)."""
 
     data_dir: Path
     cdi_dir: Path = cdi.DEFAULT_CDI_DIR
     boot_id: Path = DEFAULT_BOOT_ID_PATH
+    device_root: Path = HOST_ROOT
 
 
 def _now() -> str:
@@ -246,6 +250,12 @@ class ClaimPreparer:
                 d.mig = await self._create_mig(a, devices)
                 self._save()
         edits = self._edits(ref, allocated, record.devices, configs)
+        missing = [problem for e in edits for n in e.device_nodes or []
+                   if (problem := cdi.host_node_problem(n))]
+        if missing:
+            raise ClaimError("DeviceNodeMissing", f"claim {claim_key(ref.namespace, ref.name)}: "
+                             f"{'; '.join(missing)} (the container runtime would refuse the "
+                             "container)")
         try:
             cdi.write_spec(path, claim_spec(self._driver, record, edits))
         except (OSError, ValueError) as err:
@@ -308,7 +318,7 @@ class ClaimPreparer:
         except ConfigError as err:
             raise ClaimError("InvalidConfig", f"claim {claim_key(ref.namespace, ref.name)}: "
                              f"{err}") from None
-        return container_edits(resolved, merged)
+        return container_edits(resolved, merged, self._paths.device_root)
 
     async def _apply_status(self, ref: ClaimRef, devices: list[PreparedDevice]) -> None:
         """Apply our ``status.devices`` entries of the claim: ``Prepared`` for each device, or
