@@ -51,8 +51,8 @@ AGENT = "kubedra-agent"
 ROLE = "kubedra-agent-plugin-test"
 """A copy of the agent's ClusterRole under a name of its own (the e2e tests install the real
 one)."""
-NODE_GPUS = range(17)
-"""The agent's GPUs gpu-0 … gpu-16 (each test uses its own, so no test waits for another's
+NODE_GPUS = range(18)
+"""The agent's GPUs gpu-0 … gpu-17 (each test uses its own, so no test waits for another's
 claims to be deallocated; gpu-16 has no device node); the slice also publishes gpu-99, which
 the node lacks."""
 CONTROL_NODES = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
@@ -525,7 +525,7 @@ async def test_bad_claims_fail_alone(cluster: Cluster, agent: Agent, node: Plugi
         uid["foreign"]: f"claim {namespace}/foreign has no device of driver {DRIVER} "
                         f"(allocated: {OTHER_DRIVER}/{NODE}/dev-0)",
         uid["missing"]: f"device {NODE}/gpu-99 (request gpu) of claim {namespace}/missing does "
-                        "not exist on this node (17 devices: gpu-0, gpu-1, gpu-10, gpu-11, "
+                        "not exist on this node (18 devices: gpu-0, gpu-1, gpu-10, gpu-11, "
                         "gpu-12, gpu-13, gpu-14, gpu-15, ...)",
         uid["badconfig"]: f"claim {namespace}/badconfig: config[0] (FromClaim) for {DRIVER} is "
                           "invalid: GpuConfig.driverCapabilities.1: Input should be 'compute', "
@@ -580,6 +580,40 @@ async def test_missing_device_node_fails_the_claim(cluster: Cluster, agent: Agen
     assert (await agent.prepare(ref(claim)))[uid].error == ""
     assert json.loads(spec_file(node, uid).read_text()) == expected_spec(node, claim, "gpu")
     assert await agent.unprepare(ref(claim)) == {uid: ""}
+
+
+async def test_device_still_prepared_for_a_deleted_claim_is_refused(
+        cluster: Cluster, agent: Agent, node: PluginNode, namespace: str) -> None:
+    """The scheduler hands gpu-17 to a new claim as soon as the old claim is gone, before the
+    kubelet unprepared the old one (a force-deleted pod): the node refuses double use."""
+    old = (await create_claims(cluster.admin, namespace, [
+        claim_body("old", selector=by_uuid("GPU-17"))], pod="old-pod"))["old"]
+    await agent.start()
+    assert (await agent.prepare(ref(old)))[old["metadata"]["uid"]].error == ""
+    core, resource = client.CoreV1Api(cluster.admin), client.ResourceV1Api(cluster.admin)
+    await core.delete_namespaced_pod("old-pod", namespace, grace_period_seconds=0)
+    await resource.delete_namespaced_resource_claim("old", namespace)
+
+    async def old_gone() -> bool:
+        return "old" not in {c.metadata.name for c in (
+            await resource.list_namespaced_resource_claim(namespace)).items}
+    await eventually(old_gone, timeout=60, what="claim old deleted")
+    new = (await create_claims(cluster.admin, namespace, [
+        claim_body("new", selector=by_uuid("GPU-17"))], pod="new-pod"))["new"]
+    uid = new["metadata"]["uid"]
+    assert devices_of(new) == ["gpu-17"]
+    assert (await agent.prepare(ref(new)))[uid].error == (
+        f"device {NODE}/gpu-17 of claim {namespace}/new is still prepared for claim "
+        f"{namespace}/old (UID {old['metadata']['uid']}); it is prepared once that claim is "
+        "unprepared")
+    assert node.metric("kubedra_plugin_claim_errors_total", operation="prepare",
+                       reason="DeviceInUse") == 1
+    assert not spec_file(node, uid).exists()
+
+    assert await agent.unprepare(ref(old)) == {old["metadata"]["uid"]: ""}
+    assert (await agent.prepare(ref(new)))[uid].error == ""
+    assert json.loads(spec_file(node, uid).read_text()) == expected_spec(node, new, "gpu")
+    assert await agent.unprepare(ref(new)) == {uid: ""}
 
 
 async def test_concurrent_prepares_prepare_each_claim_once(cluster: Cluster, agent: Agent,

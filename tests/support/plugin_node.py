@@ -20,9 +20,9 @@ from kubedra.node.mig import MigInstance, MigPartitioner, MigPlacement
 from kubedra.node.plugin import KubeletPlugin, kubelet_plugin
 from kubedra.settings import Settings
 
-STAND_IN_NODES = [*(f"/dev/nvidia{minor}" for minor in range(16)), *NVIDIA_CONTROL_NODES,
+STAND_IN_NODES = [*(f"/dev/nvidia{minor}" for minor in (*range(16), 17)), *NVIDIA_CONTROL_NODES,
                   *(f"/dev/nvidia-caps/nvidia-cap{minor}" for minor in range(100, 132))]
-"""Device nodes every PluginNode has under its ``device_root``: 16 GPUs, the NVIDIA control
+"""Device nodes every PluginNode has under its ``device_root``: GPUs 0-15 and 17, the NVIDIA control
 nodes and the capability nodes :class:`FakeMigPartitioner` hands out."""
 
 

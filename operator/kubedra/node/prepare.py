@@ -2,6 +2,7 @@
 
 Prepare, per claim: read the claim (before taking the lock, like upstream's kubeletplugin
 helper), check it (:mod:`kubedra.node.claims`) and its opaque config (:mod:`kubedra.node.config`),
+refuse a device another claim still holds on this node (:meth:`ClaimPreparer._holder`),
 create MIG instances for MIG placement devices, write the claim's CDI spec
 (:mod:`kubedra.node.claimspec`), apply the ``Prepared`` condition to the claim's
 ``status.devices`` entries of our driver (server-side apply, field manager ``kubedra-agent``;
@@ -235,6 +236,13 @@ class ClaimPreparer:
                 and known.boot_id == self._boot_id and path.exists()
                 and [_device_key(d) for d in known.devices] == [_device_key(d) for d in wanted]):
             return known.devices, False
+        for d in wanted:
+            holder = self._holder(ref.uid, d)
+            if holder is not None:
+                raise ClaimError("DeviceInUse", f"device {d.pool_name}/{d.device_name} of claim "
+                                 f"{claim_key(ref.namespace, ref.name)} is still prepared for "
+                                 f"claim {claim_key(holder.namespace, holder.name)} (UID "
+                                 f"{holder.uid}); it is prepared once that claim is unprepared")
 
         reusable = self._mig_instances(known)
         await self._destroy_mig([m for k, m in reusable.items()
@@ -267,6 +275,19 @@ class ClaimPreparer:
         log.info("claim prepared", claim=claim_key(ref.namespace, ref.name), uid=ref.uid,
                  devices=[d.device_name for d in record.devices])
         return record.devices, True
+
+    def _holder(self, uid: str, device: PreparedDevice) -> PreparedClaim | None:
+        """Another claim this node prepared (or began to prepare) with ``device``, unless both
+        hold it with a share ID (a device that allows multiple allocations). The scheduler
+        may allocate a device again as soon as a force-deleted pod's claim is gone, while the
+        kubelet has not yet unprepared it: the node is the last line of defence against
+        double use."""
+        for claim in self._checkpoint.claims.values():
+            if claim.uid != uid and any(
+                    (d.pool_name, d.device_name) == (device.pool_name, device.device_name)
+                    and (d.share_id is None or device.share_id is None) for d in claim.devices):
+                return claim
+        return None
 
     def _mig_instances(self, known: PreparedClaim | None
                        ) -> dict[tuple[str, str, str | None], MigInstance]:
