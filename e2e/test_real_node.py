@@ -356,3 +356,49 @@ async def test_sigterm_hands_over_to_a_second_agent_instance(
             node.start_agent()
         await client.CoreV1Api(admin_api).delete_namespaced_pod(
             f"kubedra-agent-{NODE}-b", "kubedra-system")
+
+
+async def test_mig_partition_reaches_the_container(
+        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
+    """With ``discovery.mig: partitions`` the agent publishes the H200's MIG placements; a
+    claim for a 1g.18gb partition is prepared by creating the instance (a fake partitioner:
+    no GPU here) and the container gets its CDI edits: the MIG device's UUID and the
+    capability nodes of its GPU and compute instance."""
+    ns, kubedra, plane = gpu_free, node.kubedra, node.kubedra.plane
+    custom = client.CustomObjectsApi(admin_api)
+    caps = [f"/dev/nvidia-caps/nvidia-cap{minor}" for minor in range(100, 132)]
+    stand_in_devices(node.real.device_root, caps)
+    plane.stop_component(kubedra.agents.pop(NODE))
+    kubedra.start_agent(NODE, device_root=node.real.device_root, boot_id_path=node.boot_id,
+                        module="tests.support.fake_mig_agent")
+
+    async def published(count: int) -> bool:
+        status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
+        return bool(status.get("deviceCount") == count)
+    await custom.patch_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
+                                             INVENTORY, {"spec": {"discovery": {
+                                                 "mig": "partitions"}}})
+    try:
+        await eventually(lambda: published(26), timeout=TIMEOUT, what="26 devices published")
+        await create_claim_template(
+            admin_api, ns, "slice", 'device.attributes["gpu.kubedra.io"].profile == "1g.18gb"',
+            device_class="mig.gpu.kubedra.io")
+        await create_reporting_pod(admin_api, ns, "slice", NODE, template="slice")
+        pod = await eventually(lambda: running_report(admin_api, ns, "slice"),
+                               timeout=TIMEOUT, what="pod slice running")
+        assert pod["report"] == (
+            "NVIDIA_VISIBLE_DEVICES=MIG-fake-1\n/dev/nvidia-uvm\n/dev/nvidia-uvm-tools\n"
+            "/dev/nvidia0\n/dev/nvidiactl\n/dev/nvidia-caps/nvidia-cap102\n"
+            "/dev/nvidia-caps/nvidia-cap103\n")
+        claim = await pod_claim(admin_api, ns, "slice")
+        assert claim is not None
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert result["device"].startswith("gpu-0-mig-1g18gb-")
+        await _delete_pod(admin_api, ns, "slice")
+        assert not node.spec(claim["metadata"]["uid"]).exists()
+    finally:
+        await custom.patch_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
+                                                 INVENTORY, {"spec": {"discovery": None}})
+        plane.stop_component(kubedra.agents.pop(NODE))
+        node.start_agent()
+    await eventually(lambda: published(1), timeout=TIMEOUT, what="the whole GPU published")

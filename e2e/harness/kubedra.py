@@ -63,7 +63,7 @@ class Kubedra:
     def _env(self, **settings: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEDRA_")}
         env.update({f"KUBEDRA_{k.upper()}": v for k, v in settings.items()})
-        env["PYTHONPATH"] = str(REPO_ROOT / "operator")
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "operator"), str(REPO_ROOT)])
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
@@ -128,14 +128,17 @@ class Kubedra:
                     driver: str = "gpu.kubedra.io", lease_duration: int = 40,
                     rescan_interval: float = 2.0, pod: str | None = None,
                     pod_uid: str | None = None, device_root: Path | None = None,
-                    boot_id_path: Path | None = None, name: str | None = None) -> Component:
+                    boot_id_path: Path | None = None, name: str | None = None,
+                    module: str = "kubedra") -> Component:
         """Start ``kubedra agent`` for ``node`` as the kubedra-agent ServiceAccount, with a token
         bound to the stand-in agent pod ``pod`` (default ``kubedra-agent-<node>``).
 
         ``pod_uid`` gives the agent rolling-update socket names; ``device_root`` is where its
         CDI specs find the device nodes (stand-ins for the replayed capture); ``boot_id_path``
         replaces the kernel's boot ID (tests simulate a reboot with it); ``name`` is the
-        component's name (default ``kubedra-agent-<node>``; a second instance needs another).
+        component's name (default ``kubedra-agent-<node>``; a second instance needs another);
+        ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
+        agent with a fake MIG partitioner).
         """
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=pod or f"kubedra-agent-{node}")
@@ -151,7 +154,7 @@ class Kubedra:
                 settings[key] = str(value)
         agent = self.plane.spawn(
             name or f"kubedra-agent-{node}",
-            [sys.executable, "-m", "kubedra", "agent", f"--kubeconfig={config}"],
+            [sys.executable, "-m", module, "agent", f"--kubeconfig={config}"],
             env=self._env(**settings))
         self.agents[node] = agent
         return agent
