@@ -375,9 +375,10 @@ async def test_mig_partition_reaches_the_container(
     async def published(count: int) -> bool:
         status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
         return bool(status.get("deviceCount") == count)
-    await custom.patch_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
-                                             INVENTORY, {"spec": {"discovery": {
-                                                 "mig": "partitions"}}})
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
+        {"spec": {"discovery": {"mig": "partitions"}}},
+        _content_type="application/merge-patch+json")
     try:
         await eventually(lambda: published(26), timeout=TIMEOUT, what="26 devices published")
         await create_claim_template(
@@ -397,8 +398,9 @@ async def test_mig_partition_reaches_the_container(
         await _delete_pod(admin_api, ns, "slice")
         assert not node.spec(claim["metadata"]["uid"]).exists()
     finally:
-        await custom.patch_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
-                                                 INVENTORY, {"spec": {"discovery": None}})
+        await custom.patch_cluster_custom_object(
+            "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
+            {"spec": {"discovery": None}}, _content_type="application/merge-patch+json")
         plane.stop_component(kubedra.agents.pop(NODE))
         node.start_agent()
     await eventually(lambda: published(1), timeout=TIMEOUT, what="the whole GPU published")
