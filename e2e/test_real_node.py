@@ -172,6 +172,8 @@ async def test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it(
     assert spec["devices"][0]["containerEdits"]["deviceNodes"][0] == {
         "path": "/dev/nvidia0", "hostPath": f"{node.real.device_root}/dev/nvidia0"}
     assert list(node.checkpointed()) == [uid]
+    assert f'"Registered DRA plugin" logger="DRA registration handler" driverName="{DRIVER}"' in (
+        node.kubelet_log)
     assert "Calling NodePrepareResources rpc" in node.kubelet_log
     assert uid in node.kubelet_log
     assert node.prepared_count(uid) == 1
