@@ -13,7 +13,8 @@ socket paths must stay under 108 bytes, and the DRA socket of an agent with a po
 ``<root>/cdi``         the CDI spec directory containerd reads and the agent writes
 ``<root>/cni``         a loopback-only CNI config (the runtime reports NetworkReady);
                        pods use ``hostNetwork: true``, so no address leaves loopback
-``<root>/dev``         stand-in device nodes for replayed hardware (:func:`stand_in_devices`)
+``<root>/host``        the agent's device root for replayed hardware: stand-in device nodes
+                       ``<root>/host/dev/...`` (:func:`stand_in_devices`)
 =====================  ===============================================================
 
 The kubelet authenticates as ``system:node:<name>`` (group ``system:nodes``) with a client
@@ -59,8 +60,8 @@ _MNT_DETACH = 2
 
 
 class RealNodeError(RuntimeError):
-    """The node cannot start here (not root, a binary missing, a path too long) or did not
-    become Ready; the message says what and carries the log tails."""
+    """The node cannot start here (not root, a binary missing, an earlier run's leftovers) or
+    did not become Ready; the message says what and carries the log tails."""
 
 
 def stand_in_devices(root: Path, paths: list[str]) -> list[Path]:
@@ -102,7 +103,8 @@ class RealNode:
         self.containerd_dir = self.root / "containerd"
         self.socket = self.containerd_dir / "containerd.sock"
         self.cdi_dir = self.root / "cdi"
-        self.device_root = self.root / "dev"
+        self.device_root = self.root / "host"
+        """Stand-in device nodes go under ``<device_root>/dev`` (the agent's device root)."""
         self.cgroup_root = f"/{self.root.name}"
         """The cgroup (cgroupfs path) the kubelet puts its pods under: named as the root."""
         self.kubelet: Component | None = None
