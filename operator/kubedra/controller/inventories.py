@@ -35,7 +35,6 @@ from kubedra.controller.state import OperatorState, PublishedPool, timestamp, ut
 from kubedra.logging import get_logger
 from kubedra.publishing.pool import (
     DesiredPool,
-    InvalidInventory,
     build_pool,
     keep_allocated_devices,
     pool_name,
@@ -110,15 +109,12 @@ async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceI
         return _Outcome(False, "AgentLeaseExpired",
                         f"agent Lease {state.settings.namespace}/{lease} of node {node} is not "
                         f"renewed; pool {pool_name(inventory)} withdrawn until the agent returns",
-                        withdrawn=True), build_pool_or_none(inventory)
+                        withdrawn=True), build_pool(inventory)
     if node and not has_agent and not inventory.spec.devices:
         return _Outcome(False, "WaitingForAgent",
                         f"no devices declared and the node agent of {node} has not reported "
                         "yet; nothing is published"), None
-    try:
-        pool = build_pool(inventory)
-    except InvalidInventory as err:
-        return _Outcome(False, "InvalidInventory", str(err)), None
+    pool = build_pool(inventory)
     rival = _pool_owner(state, raw, pool.driver, pool.name)
     if rival != name:
         for current in existing:
@@ -217,14 +213,6 @@ def _pool_owner(state: OperatorState, raw: dict[str, Any], driver: str, pool: st
     first = min(rivals, key=lambda r: (r["metadata"].get("creationTimestamp") or "",
                                        r["metadata"]["name"]))
     return str(first["metadata"]["name"])
-
-
-def build_pool_or_none(inventory: DeviceInventory) -> DesiredPool | None:
-    """The pool, or None if the inventory does not validate."""
-    try:
-        return build_pool(inventory)
-    except InvalidInventory:
-        return None
 
 
 async def _delete(state: OperatorState, inventory: str, current: ResourceSlice) -> None:
