@@ -57,7 +57,7 @@ class PluginNode:
         settings = Settings(driver=self.driver, kubelet_registry_dir=self.registry_dir,
                             kubelet_plugins_dir=self.plugins_dir, cdi_dir=self.cdi_dir,
                             boot_id_path=self.boot_id_path, pod_uid=pod_uid)
-        return kubelet_plugin(settings, api, node_name=self.name, pool=self.name,
+        return kubelet_plugin(settings, api, node_name=self.name, pool=lambda: self.name,
                               devices=self.current_devices,
                               metrics=PluginMetrics(self.metrics_registry), mig=mig)
 

@@ -58,6 +58,7 @@ class Agent:
         self.node_name: str = settings.node_name
         self.name = inventory_name(self.node_name, settings.driver)
         self.discovered: DiscoveredState | None = None
+        self.inventory: DeviceInventory | None = None
         self.scanned = asyncio.Event()
 
     def boot_id(self) -> str | None:
@@ -68,8 +69,19 @@ class Agent:
             return None
 
     def devices(self) -> dict[str, InventoryDevice]:
-        """The devices of the last report by name (what the kubelet plugin may prepare)."""
-        return {d.name: d for d in self.discovered.devices} if self.discovered else {}
+        """Every device the node's pool may publish, by name: those the inventory declares
+        (``spec.devices``, first, as the operator merges them) and those of the last report.
+        What the kubelet plugin may prepare."""
+        declared = self.inventory.spec.devices or [] if self.inventory else []
+        found = self.discovered.devices if self.discovered else []
+        devices: dict[str, InventoryDevice] = {}
+        for device in [*declared, *found]:
+            devices.setdefault(device.name, device)
+        return devices
+
+    def pool(self) -> str:
+        """The node's pool name: the inventory's ``spec.pool``, else the node name."""
+        return self.inventory.spec.pool or self.node_name if self.inventory else self.node_name
 
     async def ensure_inventory(self) -> DeviceInventory:
         """Read the agent's inventory, creating it for this node and driver if missing."""
@@ -95,12 +107,14 @@ class Agent:
             ApiException: reading or writing the inventory failed.
         """
         inventory = await self.ensure_inventory()
+        self.inventory = inventory
         discovery: DiscoverySettings = inventory.spec.discovery
         result = await asyncio.to_thread(discover, self.settings.backend, discovery,
                                          self.settings.sysfs_root)
         current = inventory.status.discovered if inventory.status else None
         state = DiscoveredState(
             devices=result.devices, counter_sets=result.counter_sets or None,
+            rejected=result.rejected or None,
             backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
             boot_id=self.boot_id(),
             observed_time=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -109,6 +123,9 @@ class Agent:
             return False
         self.discovered = state  # the kubelet plugin uses it even if the report fails
         self.scanned.set()
+        for rejected in result.rejected:
+            log.warning("left out of the report: the API server would refuse it",
+                        device=rejected.name, field=rejected.field, error=rejected.message)
         await kube.apply_discovered(self.api, self.name, state.to_api())
         log.info("reported devices", inventory=self.name, devices=len(state.devices),
                  counter_sets=len(state.counter_sets or []))
@@ -159,7 +176,7 @@ async def run_agent(settings: Settings) -> None:
     async with api:
         agent = Agent(settings, api)
         mig = NvmlMigPartitioner() if settings.backend == "nvml" else None
-        plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.node_name,
+        plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.pool,
                                 devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig)
         metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict)
                    if settings.metrics_port else None)

@@ -119,15 +119,16 @@ class ClaimPreparer:
         api: API client of the agent's service account.
         driver: our driver name, e.g. ``gpu.kubedra.io``.
         node_name: this node (for messages).
-        pool: this node's pool name (the node name for node-local pools).
-        devices: returns the node's current devices by name (the agent's discovery state).
+        pool: returns this node's pool name (``spec.pool`` of its inventory, else the node
+            name).
+        devices: returns the node's current devices by name (declared and discovered).
         paths: data, CDI and boot ID locations.
         metrics: where to count.
         mig: creates MIG instances; ``None`` when the node has no MIG placement devices (a
             claim for one then fails with reason ``MIG``).
     """
 
-    def __init__(self, *, api: ApiClient, driver: str, node_name: str, pool: str,
+    def __init__(self, *, api: ApiClient, driver: str, node_name: str, pool: Callable[[], str],
                  devices: Callable[[], Mapping[str, InventoryDevice]], paths: PluginPaths,
                  metrics: PluginMetrics, mig: MigPartitioner | None = None) -> None:
         self._api = api
@@ -212,7 +213,7 @@ class ClaimPreparer:
                              devices: Mapping[str, InventoryDevice]
                              ) -> tuple[list[PreparedDevice], bool]:
         """Prepare one checked claim; returns its devices and whether any work was done."""
-        allocated = allocated_devices(claim, ref.uid, self._driver, self._pool, devices)
+        allocated = allocated_devices(claim, ref.uid, self._driver, self._pool(), devices)
         allocation = claim.status.allocation
         try:
             configs = driver_configs(
