@@ -3,8 +3,6 @@ with the field and why, and keeps every other device of the node (issue 16, item
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from kubedra.api.resource import (
 )
 from kubedra.discovery import discover
 from kubedra.discovery.backends import screen
+from tests.support.h200 import capture_with_second_gpu
 
 H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
 
@@ -114,25 +113,12 @@ def test_a_counter_set_named_twice_keeps_the_first() -> None:
                                          message="the name is used twice")]
 
 
-def _two_gpu_capture(tmp_path: Path, second_name: str) -> Path:
-    """The H200 capture with a second GPU (a copy of the first) named ``second_name``."""
-    folder = tmp_path / "capture"
-    shutil.copytree(H200, folder)
-    document = json.loads((folder / "nvml.json").read_text())
-    second = json.loads(json.dumps(document["devices"][0]))
-    second.update(index=1, UUID="GPU-00000000-0000-0000-0000-000000000001", MinorNumber=1,
-                  Name=second_name)
-    document["devices"].append(second)
-    (folder / "nvml.json").write_text(json.dumps(document))
-    return folder
-
-
 @pytest.mark.parametrize("mig", ["none", "partitions"])
 def test_a_70_character_product_name_costs_only_its_own_gpu(tmp_path: Path, mig: str) -> None:
     """The replayed fault: a second GPU whose product name has 70 characters. The first GPU
     (and its MIG partitions) is reported; the second and its partitions are left out, each
     naming the field."""
-    folder = _two_gpu_capture(tmp_path, "NVIDIA " + "H" * 63)
+    folder = capture_with_second_gpu(tmp_path / "capture", "NVIDIA " + "H" * 63)
     whole = discover(f"snapshot:{H200}", DiscoverySettings(mig=mig))  # type: ignore[arg-type]
     result = discover(f"snapshot:{folder}", DiscoverySettings(mig=mig))  # type: ignore[arg-type]
     assert result.devices == whole.devices
