@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,8 @@ class Kubedra:
 
     def start_agent(self, node: str, *, backend: str = f"snapshot:{H200_CAPTURE}",
                     driver: str = "gpu.kubedra.io", lease_duration: int = 40,
-                    rescan_interval: float = 2.0) -> Component:
+                    rescan_interval: float = 2.0, cdi_check_interval: float = 30.0
+                    ) -> Component:
         """Start ``kubedra agent`` for ``node`` as the kubedra-agent ServiceAccount, with a token
         bound to the node's stand-in agent pod."""
         config = self.plane.kubeconfig_for_service_account(
@@ -102,6 +104,7 @@ class Kubedra:
             env=self._env(kubeconfig=str(config), namespace=NAMESPACE, node_name=node,
                           backend=backend, driver=driver, lease_duration=str(lease_duration),
                           rescan_interval=str(rescan_interval), metrics_port="0",
+                          cdi_check_interval=str(cdi_check_interval),
                           kubelet_registry_dir=str(host / "plugins_registry"),
                           kubelet_plugins_dir=str(host / "plugins"),
                           cdi_dir=str(host / "cdi")))
@@ -113,6 +116,8 @@ class Kubedra:
         /var/run/cdi (registration and DRA sockets, checkpoint, CDI specs)."""
         return self.plane.workdir / "nodes" / node
 
-    def stop_agent(self, node: str) -> None:
-        """Stop the agent of ``node`` (its Lease then expires)."""
-        self.plane.stop_component(self.agents.pop(node))
+    def stop_agent(self, node: str, *, crash: bool = False) -> None:
+        """Stop the agent of ``node``: SIGTERM, as the kubelet stops a pod (it gives its Lease
+        up), or with ``crash`` SIGKILL (its Lease then expires)."""
+        self.plane.stop_component(self.agents.pop(node),
+                                  sig=signal.SIGKILL if crash else signal.SIGTERM)

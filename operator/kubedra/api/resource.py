@@ -119,7 +119,10 @@ class DeviceAttribute(KubeModel):
                                       json_schema_extra={"maxLength": MAX_VALUE_BYTES})
     int_values: list[int] | None = Field(default=None, alias="ints")
     bool_values: list[bool] | None = Field(default=None, alias="bools")
-    string_values: list[AttributeString] | None = Field(default=None, alias="strings")
+    string_values: list[Annotated[str, Field(json_schema_extra={"maxLength": MAX_VALUE_BYTES})]
+                        ] | None = Field(default=None, alias="strings")
+    """Each item at most 64 bytes too; the CRD checks characters only (a byte rule per item
+    would exceed the CRD's CEL cost budget), :mod:`kubedra.api.validation` checks bytes."""
     version_values: list[str] | None = Field(default=None, alias="versions")
 
     def set_fields(self) -> list[str]:
