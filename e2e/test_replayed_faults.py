@@ -6,6 +6,8 @@ crashing agent, a CDI spec deleted while its claim stays prepared."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
+from e2e.harness.webhook import AdmissionHook
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
 from tests.support.fake_kubelet import Claim, FakeKubelet
 from tests.support.h200 import H200_GPU0, capture_with_second_gpu
@@ -23,6 +26,7 @@ from tests.support.h200 import H200_GPU0, capture_with_second_gpu
 pytestmark = pytest.mark.cluster
 
 GROUP, VERSION, PLURAL = "kubedra.io", "v1alpha1", "deviceinventories"
+OPERATOR_USER = "system:serviceaccount:kubedra-system:kubedra-operator"
 
 
 async def _published(api: ApiClient, name: str, devices: int) -> dict[str, Any]:
@@ -54,6 +58,84 @@ async def _prepare(kubedra: Kubedra, node: str, claim: dict[str, Any]) -> Any:
         return answer.claims[meta["uid"]]
     finally:
         await kubelet.close()
+
+
+def _static(name: str, devices: int) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DeviceInventory",
+            "metadata": {"name": name},
+            "spec": {"driver": "pci.kubedra.io", "allNodes": True, "pool": name, "devices": [
+                {"name": f"dev-{i}", "attributes": {"lost": {"bool": True}}}
+                for i in range(devices)]}}
+
+
+def _taints(obj: dict[str, Any]) -> dict[str, list[str]]:
+    return {d["name"]: [t["key"] for t in d.get("taints") or []]
+            for d in obj["spec"].get("devices") or []}
+
+
+async def test_a_slice_deleted_right_after_the_operators_update_is_recreated(
+        kubedra: Kubedra, admin_api: ApiClient, tmp_path: Path) -> None:
+    """Item 1: an override adds a taint, the operator updates the slice, and the slice is
+    deleted before the operator sees its own update. The order is fixed by an admission
+    webhook on the operator's slice update: it pauses the operator (SIGSTOP) before admitting
+    the update, the test deletes the slice once the update is stored, then resumes the
+    operator, which gets the answer to its update and, on its watch, the update and the
+    delete together. The operator used to keep its write in its cache for good: the slice was
+    never recreated, the status claimed it, and the next change failed with 404. Now it is
+    recreated, the status names only slices that exist, and the next change is published."""
+    custom, resource = client.CustomObjectsApi(admin_api), client.ResourceV1Api(admin_api)
+    name = "lost"
+    await custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, _static(name, 2))
+    await _published(admin_api, name, 2)
+    [published] = await slices_of(admin_api, name)
+    operator = kubedra.operator
+    assert operator is not None
+    paused: list[str] = []
+
+    def pause(request: dict[str, Any]) -> None:
+        if not paused and request["userInfo"]["username"] == OPERATOR_USER:
+            os.kill(operator.pid, signal.SIGSTOP)
+            paused.append(request["name"])
+
+    async def stored() -> bool:
+        slices = await slices_of(admin_api, name)
+        return bool(paused) and [_taints(s) for s in slices] == [
+            {"dev-0": ["first"], "dev-1": []}]
+
+    rule = {"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+            "resources": ["resourceslices"]}
+    try:
+        async with AdmissionHook(kubedra.plane, tmp_path, rule, pause,
+                                 {"kubedra.io/inventory": name}):
+            await custom.patch_cluster_custom_object(GROUP, VERSION, PLURAL, name, [
+                {"op": "add", "path": "/spec/overrides", "value": [
+                    {"device": "dev-0", "taints": [{"key": "first", "effect": "NoSchedule"}]}]}])
+            await eventually(stored, timeout=30, what="the operator's update stored")
+            await resource.delete_resource_slice(published["metadata"]["name"])
+    finally:
+        os.kill(operator.pid, signal.SIGCONT)
+    assert paused == [published["metadata"]["name"]]
+
+    async def recreated() -> list[dict[str, Any]] | None:
+        slices = await slices_of(admin_api, name)
+        return slices if [_taints(s) for s in slices] == [
+            {"dev-0": ["first"], "dev-1": []}] else None
+    [again] = await eventually(recreated, timeout=30, what="the deleted slice recreated")
+    assert again["metadata"]["uid"] != published["metadata"]["uid"]
+    inventory = await read_inventory(admin_api, name)
+    assert inventory is not None
+    assert inventory["status"]["slices"] == [again["metadata"]["name"]]
+
+    await custom.patch_cluster_custom_object(GROUP, VERSION, PLURAL, name, [
+        {"op": "add", "path": "/spec/overrides/0/taints/-",
+         "value": {"key": "second", "effect": "NoSchedule"}}])
+
+    async def next_change() -> bool:
+        slices = await slices_of(admin_api, name)
+        return [_taints(s) for s in slices] == [{"dev-0": ["first", "second"], "dev-1": []}]
+    await eventually(next_change, timeout=30, what="the next change published")
+    condition_now = condition(await read_inventory(admin_api, name), "Published") or {}
+    assert condition_now.get("status") == "True", condition_now
 
 
 async def test_a_70_character_product_name_costs_only_its_gpu(
