@@ -178,6 +178,8 @@ async def test_a_70_character_product_name_costs_only_its_gpu(
 @pytest.mark.parametrize(("field", "value", "path", "message"), [
     ("attributes", {"model": {"string": "é" * 33}},
      "spec.devices[1].attributes[model].string", "may not be more than 64 bytes"),
+    ("attributes", {"tags": {"strings": []}},
+     "spec.devices[1].attributes.tags.strings", "should have at least 1 items"),
     ("consumesCounters", [{"counterSet": "cs-0", "counters": {}}],
      "spec.devices[1].consumesCounters[0].counters", "should have at least 1 properties"),
 ])

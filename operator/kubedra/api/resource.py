@@ -15,6 +15,7 @@ from pydantic.config import JsonDict
 
 from kubedra.api.base import KubeModel
 from kubedra.api.limits import DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH as MAX_VALUE_BYTES
+from kubedra.api.limits import RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE
 from kubedra.api.names import DNSLabel
 from kubedra.api.quantity import Quantity
 
@@ -32,6 +33,10 @@ AttributeString = Annotated[str, Field(json_schema_extra={
 (``validateDeviceAttributeStringValue``: Go ``len``), so "é" counts 2. The limit is in the
 schema (the CRD) and in :func:`kubedra.api.validation.device_errors`, not enforced when a model
 is built, so that discovery can report the one bad value instead of failing on it."""
+
+_LIST: JsonDict = {"minItems": 1, "maxItems": RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE}
+"""A list attribute has at least one value ("must not be empty if specified") and at most 48,
+the values of a whole device (``ResourceSliceMaxAttributeValuesPerDevice``)."""
 
 GROUP = "resource.k8s.io"
 VERSION = "v1"
@@ -117,13 +122,14 @@ class DeviceAttribute(KubeModel):
     string_value: AttributeString | None = Field(default=None, alias="string")
     version_value: str | None = Field(default=None, alias="version", pattern=SEMVER_PATTERN,
                                       json_schema_extra={"maxLength": MAX_VALUE_BYTES})
-    int_values: list[int] | None = Field(default=None, alias="ints")
-    bool_values: list[bool] | None = Field(default=None, alias="bools")
+    int_values: list[int] | None = Field(default=None, alias="ints", json_schema_extra=_LIST)
+    bool_values: list[bool] | None = Field(default=None, alias="bools", json_schema_extra=_LIST)
     string_values: list[Annotated[str, Field(json_schema_extra={"maxLength": MAX_VALUE_BYTES})]
-                        ] | None = Field(default=None, alias="strings")
+                        ] | None = Field(default=None, alias="strings", json_schema_extra=_LIST)
     """Each item at most 64 bytes too; the CRD checks characters only (a byte rule per item
     would exceed the CRD's CEL cost budget), :mod:`kubedra.api.validation` checks bytes."""
-    version_values: list[str] | None = Field(default=None, alias="versions")
+    version_values: list[str] | None = Field(default=None, alias="versions",
+                                             json_schema_extra=_LIST)
 
     def set_fields(self) -> list[str]:
         """Wire names of the value fields that are set (valid attributes have exactly one)."""
