@@ -28,7 +28,6 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient, ApiException
@@ -37,11 +36,11 @@ from pydantic import ValidationError
 from kubedra import kube
 from kubedra.api.inventory import AGENT_FIELD_MANAGER, InventoryDevice
 from kubedra.api.resource import AllocatedDeviceStatus, Condition, ResourceClaim
+from kubedra.api.time import timestamp, utcnow
 from kubedra.logging import get_logger
 from kubedra.node import cdi
 from kubedra.node.checkpoint import (
     CHECKPOINT_FILE,
-    DEFAULT_BOOT_ID_PATH,
     CheckpointData,
     CheckpointError,
     PreparedClaim,
@@ -69,6 +68,7 @@ from kubedra.node.edits import (
 )
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import MigError, MigInstance, MigPartitioner
+from kubedra.settings import DEFAULT_BOOT_ID_PATH, DEFAULT_CDI_DIR
 
 log = get_logger(__name__)
 
@@ -100,12 +100,12 @@ class PluginPaths:
     ``<plugins dir>/<driver>``), ``cdi_dir`` (specs) and the kernel's ``boot_id`` file."""
 
     data_dir: Path
-    cdi_dir: Path = cdi.DEFAULT_CDI_DIR
+    cdi_dir: Path = DEFAULT_CDI_DIR
     boot_id: Path = DEFAULT_BOOT_ID_PATH
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamp(utcnow())
 
 
 def _device_key(d: PreparedDevice) -> tuple[str, str, str | None]:

@@ -19,7 +19,7 @@ from kubedra.discovery import discover
 from kubedra.discovery.backends import screen
 from tests.support.h200 import capture_with_second_gpu
 
-H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
+H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 
 
 def _set(name: str = "gpu-0-counters", counters: int = 1) -> CounterSet:
