@@ -40,6 +40,7 @@ from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import NvmlMigPartitioner
 from kubedra.node.plugin import kubelet_plugin
 from kubedra.node.prepare import ClaimPreparer
+from kubedra.publishing.pool import pool_name
 from kubedra.settings import Settings
 
 log = get_logger(__name__)
@@ -92,8 +93,9 @@ class Agent:
         return devices
 
     def pool(self) -> str:
-        """The node's pool name: the inventory's ``spec.pool``, else the node name."""
-        return self.inventory.spec.pool or self.node_name if self.inventory else self.node_name
+        """The node's pool name: the inventory's ``spec.pool``, else the node name
+        (:func:`kubedra.publishing.pool.pool_name`, as the operator names it)."""
+        return pool_name(self.inventory) if self.inventory else self.node_name
 
     async def ensure_inventory(self) -> DeviceInventory:
         """Read the agent's inventory, creating it for this node and driver if missing."""
