@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from e2e.harness.wait import eventually
 from e2e.harness.webhook import AdmissionHook
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
 from tests.support.fake_kubelet import Claim, FakeKubelet
-from tests.support.h200 import H200_GPU0, capture_with_second_gpu
+from tests.support.h200 import H200_CAPTURE, H200_GPU0, capture_with_second_gpu
 
 pytestmark = pytest.mark.cluster
 
@@ -173,6 +174,33 @@ async def test_a_70_character_product_name_costs_only_its_gpu(
     assert answer.error == ""
     assert [d.device_name for d in answer.devices] == ["gpu-0"]
     kubedra.stop_agent("lname")
+
+
+async def test_a_capture_without_gpus_says_why_the_pool_is_empty(
+        kubedra: Kubedra, admin_api: ApiClient, tmp_path: Path) -> None:
+    """Item 7 (NVIDIA dra-driver#1008 shape): a capture with no GPUs. The pool is published
+    empty, and the Published condition (reason EmptyPool) and a Warning Event say which
+    backend found nothing with which settings."""
+    capture = tmp_path / "capture"
+    shutil.copytree(H200_CAPTURE, capture)
+    document = json.loads((capture / "nvml.json").read_text())
+    document["devices"] = []
+    (capture / "nvml.json").write_text(json.dumps(document))
+    kubedra.add_node("nogpu")
+    kubedra.start_agent("nogpu", backend=f"snapshot:{capture}")
+    name = "nogpu-gpu.kubedra.io"
+    inventory = await _published(admin_api, name, 0)
+    published = condition(inventory, "Published")
+    assert published is not None
+    assert (published["status"], published["reason"], published["message"]) == (
+        "True", "EmptyPool",
+        "0 devices in 1 ResourceSlice (pool nogpu, generation 1): the node agent's discovery "
+        "backend snapshot found no devices (discovery.mig: none), and spec.devices declares "
+        "none")
+    events = await client.CoreV1Api(admin_api).list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={name},reason=EmptyPool")
+    assert [e.type for e in events.items] == ["Warning"]
+    kubedra.stop_agent("nogpu")
 
 
 @pytest.mark.parametrize(("field", "value", "path", "message"), [
