@@ -348,6 +348,18 @@ def test_unhealthy_taint_values_are_ascii_label_values() -> None:
     assert built.taints[0].value == "temp-rature--lev-e--95-C"
 
 
+def test_an_empty_pool_as_stored_needs_no_write() -> None:
+    """The API server stores an empty pool's slice without ``devices``; it must compare equal,
+    or every reconcile of an empty pool updates it (found with issue 16, item 7)."""
+    pool = build_pool(inventory(0))
+    [create] = plan_sync("node-1-gpu", OWNER, pool, split_pool(pool), []).writes
+    assert create.body is not None
+    assert "devices" not in create.body["spec"]
+    stored = ResourceSlice.from_api({**create.body, "metadata": {
+        **create.body["metadata"], "resourceVersion": "5"}})
+    assert plan_sync("node-1-gpu", OWNER, pool, split_pool(pool), [stored]).writes == []
+
+
 def test_generation_never_goes_back_when_every_slice_was_deleted() -> None:
     pool = build_pool(inventory(2))
     result = plan_sync("node-1-gpu", OWNER, pool, split_pool(pool), [], published_generation=3)
