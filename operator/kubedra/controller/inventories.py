@@ -202,7 +202,7 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
     reason: Reason = "SlicesPublished"
     if pool.left_out:
         reason, message = "DevicesLeftOut", f"{message}; {left_out_message(pool)}"
-    elif not pool.devices and not pool.counter_sets:
+    elif not inventory_devices(inventory) and not pool.counter_sets:  # not: all disabled
         reason, message = "EmptyPool", f"{message}: {empty_pool_message(inventory)}"
     return InventoryDecision(reason, message, plan=plan, pool=pool, health=health,
                              draining=draining)

@@ -104,6 +104,9 @@ CASES: list[tuple[str, InventoryInputs, str, str]] = [
                        "the API server would refuse them: dev-1 (spec.devices[1].attributes["
                        "model].string: 66 bytes (33 characters); the API server allows at most "
                        "64 bytes)"),
+    ("every device disabled is not an empty pool", inputs(raw_inventory(
+        devices=1, overrides=[{"device": "gpu-0", "disabled": True}])),
+     "SlicesPublished", "0 devices in 1 ResourceSlice (pool node-1, generation 1)"),
     ("no devices: which backend found none, with what settings", inputs(raw_inventory(
         reported=False, status={"discovered": {"devices": [], "backend": "pci"}},
         extra_spec={"discovery": {"pci": {"vendors": ["0x10de"], "classes": ["0x0302"]}}})),
