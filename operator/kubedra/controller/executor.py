@@ -119,6 +119,8 @@ async def _publish(state: OperatorState, name: str, decision: InventoryDecision
             await _write(state, name, write.verb, write.name, write.body,
                          resource_version=write.resource_version)
         except ApiException as err:
+            if err.status in STALE:
+                state.overlay.discard(name, write.name)
             return decision.publish_failed(write, kube.api_error_message(err),
                                            retry=_retryable(err))
     state.last_published[(pool.driver, pool.name)] = pool
@@ -150,10 +152,15 @@ async def _write(state: OperatorState, inventory: str, verb: str, name: str,
     state.slice_writes += 1
 
 
+STALE = (404, 409)
+"""Answers to a slice write that mean the operator's view of the slice was stale (it is gone,
+or changed): the next reconcile, from the watched state, fixes it."""
+
+
 def _retryable(err: ApiException) -> bool:
-    """Conflicts, throttling and server errors pass; other client errors (an invalid slice)
-    need a change of the inventory, which triggers a reconcile anyway."""
-    return err.status in (409, 429) or (err.status or 500) >= 500
+    """Stale views (404, 409), throttling and server errors pass; other client errors (an
+    invalid slice) need a change of the inventory, which triggers a reconcile anyway."""
+    return err.status in (*STALE, 429) or (err.status or 500) >= 500
 
 
 async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> None:

@@ -141,7 +141,9 @@ class SliceOverlay:
     """The operator's own slice writes not yet seen through the watch, per inventory.
 
     ``written[inventory][slice name]`` is the object the API returned (None after a delete).
-    An entry is dropped once the watched copy is at least as new.
+    An entry is dropped once the watched copy is at least as new, once the watch delivers an
+    event of that slice that has gone past it (:meth:`observe`: the slice may be gone), or
+    when the API server contradicts it (:meth:`discard`).
     """
 
     written: dict[str, dict[str, dict[str, Any] | None]] = field(default_factory=dict)
@@ -166,6 +168,33 @@ class SliceOverlay:
             else:
                 result[name] = obj
         return list(result.values())
+
+    def observe(self, inventory: str, name: str, resource_version: str | None, *,
+                deleted: bool) -> None:
+        """A watch event of slice ``name`` of ``inventory`` (any type; ``deleted`` for DELETED,
+        whose ``resource_version`` is that of the delete). A recorded create or update that
+        the event is at least as new as is dropped, and a recorded delete on DELETED, so that
+        the watched state is the truth from now, even if the slice is gone.
+
+        Without this, a slice deleted before the watch showed the operator's own update (kopf
+        hands on only the latest event of an object that arrive together) stayed in the
+        overlay for good: never recreated, and the next update failed with 404 (issue 16,
+        item 1).
+        """
+        mine = self.written.get(inventory, {})
+        if name not in mine:
+            return
+        written = mine[name]
+        if written is None:
+            if deleted:
+                del mine[name]
+        elif _rv({"metadata": {"resourceVersion": resource_version}}) >= _rv(written):
+            del mine[name]
+
+    def discard(self, inventory: str, name: str) -> None:
+        """Drop what is recorded for slice ``name``: the API server refused a write to it
+        (404, 409), so the recorded state is wrong and the watched one is the truth."""
+        self.written.get(inventory, {}).pop(name, None)
 
     def forget(self, inventory: str) -> None:
         """Drop everything about a deleted inventory."""
