@@ -45,7 +45,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         ApiException: deleting a slice of a withdrawn pool, or the status write, failed.
         Retry: a slice write failed in a way worth retrying (the status says why).
     """
-    raw = state.view.inventory(name)
+    raw = state.inventory_overlay.merge(name, state.view.inventory(name))
     if raw is None:
         state.overlay.forget(name)
         state.pools.pop(name, None)
@@ -68,8 +68,8 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         else []
     status = inventory_status(inputs, decision, timestamp(utcnow()), slices_now)
     if status_changed(raw, status):
-        await kube.apply_inventory_status(state.api, name, status.to_api(),
-                                          OPERATOR_FIELD_MANAGER)
+        state.inventory_overlay.record(name, await kube.apply_inventory_status(
+            state.api, name, status.to_api(), OPERATOR_FIELD_MANAGER))
     key = ("DeviceInventory", name)
     announced, event = inventory_event(inputs, decision, state.announced.get(key))
     if announced is not None:
