@@ -18,9 +18,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness.kubedra import Kubedra
+from e2e.harness.realnode import stand_in_devices
 from e2e.harness.wait import eventually
 from e2e.harness.webhook import AdmissionHook
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+from kubedra.node.edits import NVIDIA_CONTROL_NODES
 from tests.support.fake_kubelet import Claim, FakeKubelet
 from tests.support.h200 import H200_CAPTURE, H200_GPU0, capture_with_second_gpu
 
@@ -141,6 +143,15 @@ async def test_a_slice_deleted_right_after_the_operators_update_is_recreated(
     await custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
 
 
+def stand_in_root(kubedra: Kubedra, node: str) -> Path:
+    """A device root with stand-ins for the H200's device nodes, for the agent of kwok node
+    ``node``: this machine has no /dev/nvidia0, and the agent refuses to prepare a claim whose
+    CDI device nodes do not exist (the runtime would refuse the container)."""
+    root = kubedra.node_dir(node) / "host"
+    stand_in_devices(root, ["/dev/nvidia0", *NVIDIA_CONTROL_NODES])
+    return root
+
+
 async def test_a_70_character_product_name_costs_only_its_gpu(
         kubedra: Kubedra, admin_api: ApiClient, namespace: str, tmp_path: Path) -> None:
     """Item 2: a capture whose second GPU has a 70-character product name. gpu-0 is reported,
@@ -148,7 +159,8 @@ async def test_a_70_character_product_name_costs_only_its_gpu(
     Published condition and a Warning Event) with the field; the plugin serves."""
     capture = capture_with_second_gpu(tmp_path / "capture", "NVIDIA " + "H" * 63)
     kubedra.add_node("lname")
-    kubedra.start_agent("lname", backend=f"snapshot:{capture}")
+    kubedra.start_agent("lname", backend=f"snapshot:{capture}",
+                        device_root=stand_in_root(kubedra, "lname"))
     name = "lname-gpu.kubedra.io"
     inventory = await _published(admin_api, name, 1)
     refused = ("devices[gpu-1].attributes[productName].string",
@@ -292,7 +304,7 @@ async def test_a_cdi_spec_deleted_while_prepared_is_written_again(
     prepared claim's CDI spec is gone and writes it again, the same."""
     node = "cdi-node"
     kubedra.add_node(node)
-    kubedra.start_agent(node, cdi_check_interval=1.0)
+    kubedra.start_agent(node, cdi_check_interval=1.0, device_root=stand_in_root(kubedra, node))
     await _published(admin_api, f"{node}-gpu.kubedra.io", 1)
     await create_gpu_pod(admin_api, namespace, "cdi-user", 'device.driver == "gpu.kubedra.io"',
                          node=node)
@@ -306,8 +318,11 @@ async def test_a_cdi_spec_deleted_while_prepared_is_written_again(
         return spec.exists()
     await eventually(back, timeout=30, what="the CDI spec written again")
     assert spec.read_text() == written
-    log = (kubedra.plane.logs / f"kubedra-agent-{node}.log").read_text()
-    assert "CDI spec of a prepared claim was missing; written again" in log
+    log = kubedra.plane.logs / f"kubedra-agent-{node}.log"
+
+    async def logged() -> bool:  # the agent logs just after the write
+        return "CDI spec of a prepared claim was missing; written again" in log.read_text()
+    await eventually(logged, timeout=10, what="the agent's log line of the rewrite")
     kubedra.stop_agent(node)
 
 
