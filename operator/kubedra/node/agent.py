@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import signal
+import time
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, ApiException
@@ -31,6 +32,7 @@ from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
 from kubedra.node.checkpoint import read_boot_id
+from kubedra.node.health import HealthFeed, health_timeout
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import NvmlMigPartitioner
 from kubedra.node.plugin import kubelet_plugin
@@ -48,6 +50,7 @@ class Agent:
 
     Attributes:
         discovered: the last discovery result written (None before the first scan).
+        health: every successful scan's device health, for the kubelet's health stream.
     """
 
     def __init__(self, settings: Settings, api: ApiClient) -> None:
@@ -59,6 +62,7 @@ class Agent:
         self.name = inventory_name(self.node_name, settings.driver)
         self.discovered: DiscoveredState | None = None
         self.scanned = asyncio.Event()
+        self.health = HealthFeed(self.node_name, health_timeout(settings.rescan_interval))
 
     def boot_id(self) -> str | None:
         """The node's boot ID, or None where it cannot be read."""
@@ -98,6 +102,7 @@ class Agent:
         discovery: DiscoverySettings = inventory.spec.discovery
         result = await asyncio.to_thread(discover, self.settings.backend, discovery,
                                          self.settings.sysfs_root)
+        self.health.report(result.devices, time.time())
         current = inventory.status.discovered if inventory.status else None
         state = DiscoveredState(
             devices=result.devices, counter_sets=result.counter_sets or None,
@@ -160,7 +165,8 @@ async def run_agent(settings: Settings) -> None:
         agent = Agent(settings, api)
         mig = NvmlMigPartitioner() if settings.backend == "nvml" else None
         plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.node_name,
-                                devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig)
+                                devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig,
+                                health=agent.health)
         metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict)
                    if settings.metrics_port else None)
         loops = [asyncio.create_task(agent.run_discovery()),
