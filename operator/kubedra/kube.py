@@ -214,6 +214,16 @@ async def list_nodes(api: ApiClient) -> list[dict[str, Any]]:
     return _items(await _raw(client.CoreV1Api(api).list_node(_preload_content=False)))
 
 
+async def get_pod(api: ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    """GET one Pod (needs ``get`` on ``pods``).
+
+    Raises:
+        ApiException: e.g. 404 when the pod does not exist.
+    """
+    return await _raw(client.CoreV1Api(api).read_namespaced_pod(
+        name, namespace, _preload_content=False))
+
+
 async def list_pods(api: ApiClient, namespace: str) -> list[dict[str, Any]]:
     """The Pods of ``namespace``."""
     return _items(await _raw(client.CoreV1Api(api).list_namespaced_pod(

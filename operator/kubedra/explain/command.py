@@ -1,7 +1,8 @@
 """``kubedra explain`` and ``kubedra simulate``, also the kubectl plugin ``kubectl dra``.
 
 ``kubectl-dra`` (a console script of the package) is found by kubectl on ``PATH``, so
-``kubectl dra explain resourceclaim NAME -n NS`` runs :data:`explain_command`. kubectl passes
+``kubectl dra explain resourceclaim NAME -n NS`` (or ``pod NAME``) runs
+:data:`explain_command`. kubectl passes
 no flags of its own to a plugin; the plugin reads ``$KUBECONFIG`` (or ``--kubeconfig``).
 """
 
@@ -19,8 +20,9 @@ from kubernetes_asyncio.client import ApiException
 from pydantic import ValidationError
 
 from kubedra import kube
-from kubedra.api.resource import ResourceClaim
+from kubedra.api.resource import DeviceClass, ResourceClaim
 from kubedra.explain.claims import explain_claim
+from kubedra.explain.extended import extended_resource_claim
 from kubedra.explain.model import ClaimExplanation
 from kubedra.explain.render import render_explanation, render_simulation
 from kubedra.explain.simulate import (
@@ -30,10 +32,11 @@ from kubedra.explain.simulate import (
     claim_from_documents,
     simulate_claim,
 )
-from kubedra.explain.snapshot import pods_using, read_snapshot
+from kubedra.explain.snapshot import PodPlacement, pods_using, read_snapshot
 from kubedra.settings import kubeconfig_option, settings_from_flags
 
 CLAIM_KINDS = ("resourceclaim", "resourceclaims", "claim")
+POD_KINDS = ("pod", "pods", "po")
 
 _namespace_option = click.option(
     "-n", "--namespace", default=None,
@@ -64,6 +67,26 @@ async def _explain(kubeconfig: Path | None, namespace: str, name: str,
     return explain_claim(snapshot, claim, pods, nodes=nodes or None)
 
 
+async def _explain_pod(kubeconfig: Path | None, namespace: str, name: str,
+                       nodes: tuple[str, ...]) -> list[ClaimExplanation]:
+    """Every claim of the pod, and for a pod whose extended resources (KEP-5004) have no claim
+    yet, the one kube-scheduler would make (:mod:`kubedra.explain.extended`)."""
+    api = await kube.make_api_client(kubeconfig)
+    async with api:
+        pod = await kube.get_pod(api, namespace, name)
+        placement = PodPlacement.from_api(pod)
+        claims = [await kube.get_resource_claim(api, namespace, c) for c in placement.claims]
+        if not (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+            classes = [DeviceClass.from_api(c) for c in await kube.list_device_classes(api)]
+            made = extended_resource_claim(pod, classes)
+            claims += [made] if made is not None else []
+        snapshot = await read_snapshot(api)
+    if not claims:
+        raise click.ClickException(f'pod "{name}" uses no ResourceClaim and no extended '
+                                   "resource of a DeviceClass")
+    return [explain_claim(snapshot, c, [placement], nodes=nodes or None) for c in claims]
+
+
 async def _simulate(kubeconfig: Path | None, claim: ResourceClaim, nodes: tuple[str, ...],
                     max_copies: int) -> Simulation:
     api = await kube.make_api_client(kubeconfig)
@@ -80,8 +103,8 @@ def _print(data: dict[str, Any] | None, text: str | None) -> None:
 
 
 @click.command("explain", short_help="Why a ResourceClaim is pending, or why its devices fit.")
-@click.argument("kind", type=click.Choice(CLAIM_KINDS, case_sensitive=False),
-                metavar="resourceclaim")
+@click.argument("kind", type=click.Choice(CLAIM_KINDS + POD_KINDS, case_sensitive=False),
+                metavar="resourceclaim|pod")
 @click.argument("name")
 @_namespace_option
 @_output_option
@@ -94,14 +117,27 @@ def explain_command(kind: str, name: str, namespace: str | None, output: str,
     For each node the claim's pods may run on, and each request: how many devices are in
     the class, match the request's selectors, are free, have capacity and shared counters
     left, are not tainted; then, for the check that failed, why each device failed it.
+    For a pod: each of its claims, and for extended resources such as nvidia.com/gpu that
+    kube-scheduler has not made a claim for yet, the claim it would make.
 
     \b
     Examples:
       kubedra explain resourceclaim too-big-gpu-x7k2p -n demo
       kubectl dra explain resourceclaim too-big-gpu-x7k2p -n demo -o json
+      kubectl dra explain pod legacy-cuda-app -n demo
     """
     settings = settings_from_flags(kubeconfig=kubeconfig)
     namespace = namespace or kube.context_namespace(settings.kubeconfig)
+    if kind.lower() in POD_KINDS:
+        try:
+            explanations = asyncio.run(_explain_pod(settings.kubeconfig, namespace, name, nodes))
+        except ApiException as err:
+            raise _api_error(err, f'pod "{name}" in namespace "{namespace}"') from None
+        if output == "json":
+            click.echo(json.dumps([e.to_json() for e in explanations], indent=2))
+        else:
+            click.echo("\n".join(render_explanation(e) for e in explanations), nl=False)
+        return
     try:
         explanation = asyncio.run(_explain(settings.kubeconfig, namespace, name, nodes))
     except ApiException as err:
