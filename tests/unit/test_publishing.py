@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from kubedra.api.resource import (
     ResourceSlice,
 )
 from kubedra.publishing.pool import (
+    RECOVERED_TAINT_VALUE,
     UNHEALTHY_TAINT_KEY,
     InvalidInventory,
     build_pool,
@@ -231,6 +233,29 @@ def test_unhealthy_device_is_tainted_and_taint_time_is_kept() -> None:
         {"key": UNHEALTHY_TAINT_KEY, "value": "ECC-errors", "effect": "NoSchedule"}]
     server.apply(writes)
     assert plan(inv, server.existing()) == ([], 1)
+
+
+@pytest.mark.parametrize(("health", "changed", "taint", "held_until"), [
+    ("Healthy", "2026-11-30T11:58:00Z", RECOVERED_TAINT_VALUE, "2026-11-30T12:03:00+00:00"),
+    ("Healthy", "2026-11-30T11:55:00Z", None, None),  # exactly 300 s: the hold-down is over
+    ("Healthy", None, None, None),                     # never changed
+    ("Unhealthy", "2026-11-30T11:59:00Z", "ECC-errors", None),
+])
+def test_recovered_device_stays_tainted_for_the_hold_down_time(
+        health: str, changed: str | None, taint: str | None, held_until: str | None) -> None:
+    inv = inventory(1)
+    device = inv.status.discovered.devices[0]  # type: ignore[union-attr]
+    device.health, device.health_transition_time = health, changed  # type: ignore[assignment]
+    if health == "Unhealthy":
+        device.health_message = "ECC errors"
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    pool = build_pool(inv, now=now, hold_down=300)
+    taints = pool.devices[0].taints or []
+    assert [(t.key, t.value, t.effect) for t in taints] == (
+        [(UNHEALTHY_TAINT_KEY, taint, "NoSchedule")] if taint else [])
+    assert (pool.held_until.isoformat() if pool.held_until else None) == held_until
+    assert build_pool(inv, now=now).devices[0].taints == (
+        None if health == "Healthy" else taints)  # no hold-down configured
 
 
 def test_overrides_disable_and_taint_devices() -> None:

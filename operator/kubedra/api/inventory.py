@@ -79,6 +79,10 @@ class InventoryDevice(KubeModel):
         description="Shared counters this device takes when allocated (at most 2 counter sets).")
     health: Health = Field(default="Healthy", description="Healthy, Unhealthy or Unknown.")
     health_message: str | None = Field(default=None, description="Why the device is not healthy.")
+    health_transition_time: str | None = Field(
+        default=None, description="When discovery last saw the health change (RFC 3339); unset "
+        "until it changes. The operator keeps a recovered device tainted for a hold-down time "
+        "after it.")
 
 
 class PCIDiscovery(KubeModel):

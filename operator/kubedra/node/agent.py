@@ -32,7 +32,7 @@ from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
 from kubedra.node.checkpoint import read_boot_id
-from kubedra.node.health import HealthFeed, health_timeout
+from kubedra.node.health import HealthFeed, health_timeout, stamp_health_transitions
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import NvmlMigPartitioner
 from kubedra.node.plugin import kubelet_plugin
@@ -104,11 +104,13 @@ class Agent:
                                          self.settings.sysfs_root)
         self.health.report(result.devices, time.time())
         current = inventory.status.discovered if inventory.status else None
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        devices = stamp_health_transitions(result.devices, current.devices if current else [],
+                                           now)
         state = DiscoveredState(
-            devices=result.devices, counter_sets=result.counter_sets or None,
+            devices=devices, counter_sets=result.counter_sets or None,
             backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
-            boot_id=self.boot_id(),
-            observed_time=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            boot_id=self.boot_id(), observed_time=now)
         if current is not None and _same(current, state):
             self.discovered = current
             return False

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -45,6 +45,26 @@ MIN_TIMEOUT = 30
 MESSAGE_MAX_LENGTH = 1024
 """Characters; the kubelet cuts longer messages to 1021 and ``...`` (``truncateHealthMessage``),
 and so does :func:`health_message`."""
+
+
+def stamp_health_transitions(devices: Sequence[InventoryDevice],
+                             previous: Sequence[InventoryDevice], now: str
+                             ) -> list[InventoryDevice]:
+    """``devices`` with ``health_transition_time``: ``now`` (RFC 3339) for a device whose health
+    differs from its ``previous`` report, the previous time when it did not change, unset for a
+    device never reported before (its health did not change: it is first seen)."""
+    before = {d.name: d for d in previous}
+    stamped = []
+    for device in devices:
+        old = before.get(device.name)
+        if old is None:
+            stamped.append(device)
+        elif old.health != device.health:
+            stamped.append(device.model_copy(update={"health_transition_time": now}))
+        else:
+            stamped.append(device.model_copy(update={
+                "health_transition_time": old.health_transition_time}))
+    return stamped
 
 
 def health_timeout(rescan_interval: float) -> int:

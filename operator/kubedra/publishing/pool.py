@@ -3,7 +3,10 @@
 The pool holds the admin's statically declared devices and counter sets (``spec``) and what the
 node agent discovered (``status.discovered``), with ``spec.overrides`` applied. Devices that are
 reported unhealthy are published with a ``NoSchedule`` taint (KEP-5055 device taints), so the
-scheduler stops choosing them while ``kubectl describe`` still shows them. Anything that would
+scheduler stops choosing them while ``kubectl describe`` still shows them; a device keeps the
+taint for a hold-down time after it is healthy again (``healthTransitionTime``), so that one
+transient fault does not send claims to a GPU that fails again at once, nor take it out until a
+restart (NVIDIA dra-driver#904, k8s-device-plugin#234). Anything that would
 make the API server reject a slice, or the allocator ignore the pool, raises
 :class:`InvalidInventory` naming the field.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 from kubedra.api.inventory import DeviceInventory, InventoryDevice
 from kubedra.api.limits import (
@@ -23,6 +27,8 @@ from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
 
 UNHEALTHY_TAINT_KEY = "kubedra.io/unhealthy"
 """Taint key put on devices the agent reports ``Unhealthy``; its value is the health message."""
+RECOVERED_TAINT_VALUE = "recovered-hold-down"
+"""The taint's value while a device that is healthy again waits out the hold-down time."""
 
 _TAINT_VALUE_MAX = 63
 
@@ -56,6 +62,8 @@ class DesiredPool:
     counter_sets: list[CounterSet] = field(default_factory=list)
     disabled: dict[str, Device] = field(default_factory=dict)
     """Devices of the inventory that an override disables (not in ``devices``), by name."""
+    held_until: datetime | None = None
+    """When the first hold-down of a recovered device ends (the pool changes then), or None."""
 
 
 def pool_name(inventory: DeviceInventory) -> str:
@@ -64,8 +72,23 @@ def pool_name(inventory: DeviceInventory) -> str:
     return spec.pool or spec.node_name or inventory.metadata.name or ""
 
 
-def build_pool(inventory: DeviceInventory) -> DesiredPool:
+def hold_down_end(device: InventoryDevice, now: datetime, hold_down: float) -> datetime | None:
+    """When the hold-down of ``device`` ends, if it is ``Healthy`` and its health changed less
+    than ``hold_down`` seconds before ``now``; else None."""
+    if device.health != "Healthy" or not device.health_transition_time or hold_down <= 0:
+        return None
+    changed = datetime.fromisoformat(device.health_transition_time.replace("Z", "+00:00"))
+    end = changed + timedelta(seconds=hold_down)
+    return end if end > now else None
+
+
+def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
+               hold_down: float = 0.0) -> DesiredPool:
     """Merge declared and discovered devices, apply overrides, and validate.
+
+    ``hold_down`` (seconds) keeps the unhealthy taint on a device that turned ``Healthy``
+    less than that long before ``now`` (default: the current time), with the value
+    :data:`RECOVERED_TAINT_VALUE`; ``held_until`` of the result says when to build again.
 
     Raises:
         InvalidInventory: a device name appears twice, a device consumes a counter set or
@@ -91,6 +114,8 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
                                    f"counter set {counter_set.name!r} is declared twice")
         counter_sets[counter_set.name] = counter_set
 
+    now = now or datetime.now(UTC)
+    held_until: datetime | None = None
     overrides = {o.device: o for o in spec.overrides or []}
     seen: set[str] = set()
     disabled: dict[str, Device] = {}
@@ -106,6 +131,10 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
             reason = _taint_value(device.health_message or "reported unhealthy")
             taints.append(DeviceTaint(key=UNHEALTHY_TAINT_KEY, value=reason or None,
                                       effect="NoSchedule"))
+        elif (end := hold_down_end(device, now, hold_down)) is not None:
+            taints.append(DeviceTaint(key=UNHEALTHY_TAINT_KEY, value=RECOVERED_TAINT_VALUE,
+                                      effect="NoSchedule"))
+            held_until = min(held_until or end, end)
         built = Device(
             name=device.name,
             attributes=dict(device.attributes) or None,
@@ -126,6 +155,7 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         devices=sorted(devices, key=lambda d: d.name),
         counter_sets=[counter_sets[name] for name in sorted(counter_sets)],
         disabled=disabled,
+        held_until=held_until,
     )
 
 

@@ -13,7 +13,12 @@ import pytest
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kubedra.api.inventory import InventoryDevice
-from kubedra.node.health import HealthFeed, health_message, health_timeout
+from kubedra.node.health import (
+    HealthFeed,
+    health_message,
+    health_timeout,
+    stamp_health_transitions,
+)
 from kubedra.node.proto import (
     dra_health_v1_pb2,
     dra_health_v1_pb2_grpc,
@@ -26,6 +31,9 @@ VERSIONS: dict[str, tuple[ModuleType, ModuleType]] = {
     "v1": (dra_health_v1_pb2, dra_health_v1_pb2_grpc),
     "v1alpha1": (dra_health_v1alpha1_pb2, dra_health_v1alpha1_pb2_grpc),
 }
+
+
+XID_MESSAGE = "XID 79: GPU has fallen off the bus"
 
 
 def gpu(name: str, health: str = "Healthy", message: str | None = None) -> InventoryDevice:
@@ -63,11 +71,11 @@ async def test_stream_sends_every_device_then_each_change(node: PluginNode,
             ("node-1", "gpu-0", pb2.HEALTHY, 1_700_000_000, 90, ""),
             ("node-1", "gpu-1", pb2.HEALTHY, 1_700_000_000, 90, "")]
 
-        assert feed.report([gpu("gpu-0", "Unhealthy", "XID 79: fallen off the bus"),
+        assert feed.report([gpu("gpu-0", "Unhealthy", XID_MESSAGE),
                             gpu("gpu-1")], 1_700_000_002)
         second = await asyncio.wait_for(stream.read(), 10)
         assert entries(second) == [
-            ("node-1", "gpu-0", pb2.UNHEALTHY, 1_700_000_002, 90, "XID 79: fallen off the bus"),
+            ("node-1", "gpu-0", pb2.UNHEALTHY, 1_700_000_002, 90, XID_MESSAGE),
             ("node-1", "gpu-1", pb2.HEALTHY, 1_700_000_002, 90, "")]
         await plugin.stop()
         assert await asyncio.wait_for(stream.read(), 10) == grpc.aio.EOF
@@ -112,3 +120,17 @@ def test_message_is_cut_like_the_kubelet_cuts_it() -> None:
 def test_timeout_covers_three_scans_and_at_least_the_kubelets_default(rescan: float,
                                                                        timeout: int) -> None:
     assert health_timeout(rescan) == timeout
+
+
+def test_transition_time_is_stamped_on_a_change_and_kept_otherwise() -> None:
+    before = [gpu("gpu-0"), gpu("gpu-1", "Unhealthy", XID_MESSAGE).model_copy(
+        update={"health_transition_time": "2026-11-30T10:00:00Z"})]
+    now = [gpu("gpu-0", "Unhealthy", XID_MESSAGE), gpu("gpu-1", "Unhealthy", XID_MESSAGE),
+           gpu("gpu-2")]
+    stamped = stamp_health_transitions(now, before, "2026-11-30T11:00:00Z")
+    assert [(d.name, d.health, d.health_transition_time) for d in stamped] == [
+        ("gpu-0", "Unhealthy", "2026-11-30T11:00:00Z"),  # changed now
+        ("gpu-1", "Unhealthy", "2026-11-30T10:00:00Z"),  # unchanged: kept
+        ("gpu-2", "Healthy", None)]                      # first seen: no transition
+    recovered = stamp_health_transitions([gpu("gpu-1")], stamped, "2026-11-30T12:00:00Z")
+    assert recovered[0].health_transition_time == "2026-11-30T12:00:00Z"
