@@ -258,6 +258,41 @@ def test_recovered_device_stays_tainted_for_the_hold_down_time(
         None if health == "Healthy" else taints)  # no hold-down configured
 
 
+def fabric(device: dict[str, Any], *, node_local: bool = False) -> DeviceInventory:
+    """A network-attached inventory (or, with ``node_local``, node-1's) with ``device``."""
+    where: dict[str, Any] = {"nodeName": "node-1"} if node_local else {"allNodes": True}
+    return DeviceInventory.from_api({
+        "metadata": {"name": "fabric", "uid": "uid-2"},
+        "spec": {"driver": "nic.kubedra.io", **where, "devices": [{"name": "nic-0", **device}]}})
+
+
+def test_binding_conditions_are_published_for_network_attached_devices() -> None:
+    [device] = build_pool(fabric({
+        "bindsToNode": True, "bindingConditions": ["kubedra.io/attached"],
+        "bindingFailureConditions": ["kubedra.io/attach-failed"]})).devices
+    assert device.to_api() == {
+        "name": "nic-0", "bindsToNode": True, "bindingConditions": ["kubedra.io/attached"],
+        "bindingFailureConditions": ["kubedra.io/attach-failed"]}
+
+
+@pytest.mark.parametrize(("device", "node_local", "field", "message"), [
+    ({"bindingConditions": ["a"], "bindingFailureConditions": ["f"]}, True,
+     "spec.devices[0].bindingConditions", "for network-attached pools"),
+    ({"bindingConditions": ["a"]}, False,
+     "spec.devices[0].bindingConditions", "set both or neither"),
+    ({"bindingConditions": ["a", "a"], "bindingFailureConditions": ["f"]}, False,
+     "spec.devices[0].bindingConditions", "lists a name twice"),
+    ({"bindingConditions": ["a"], "bindingFailureConditions": ["a"]}, False,
+     "spec.devices[0].bindingFailureConditions", "['a'] are also binding conditions"),
+])
+def test_bad_binding_conditions_name_the_field(device: dict[str, Any], node_local: bool,
+                                               field: str, message: str) -> None:
+    with pytest.raises(InvalidInventory) as raised:
+        build_pool(fabric(device, node_local=node_local))
+    assert raised.value.field == field
+    assert message in raised.value.message
+
+
 def test_overrides_disable_and_taint_devices() -> None:
     inv = inventory(3, overrides=[
         {"device": "dev-001", "disabled": True},

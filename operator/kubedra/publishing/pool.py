@@ -135,12 +135,16 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
             taints.append(DeviceTaint(key=UNHEALTHY_TAINT_KEY, value=RECOVERED_TAINT_VALUE,
                                       effect="NoSchedule"))
             held_until = min(held_until or end, end)
+        _check_binding(path, device, spec.node_name)
         built = Device(
             name=device.name,
             attributes=dict(device.attributes) or None,
             capacity=dict(device.capacity) or None,
             consumes_counters=device.consumes_counters or None,
             taints=taints or None,
+            binds_to_node=device.binds_to_node,
+            binding_conditions=device.binding_conditions or None,
+            binding_failure_conditions=device.binding_failure_conditions or None,
         )
         if override and override.disabled:
             disabled[device.name] = built
@@ -163,6 +167,30 @@ def _taint_value(text: str) -> str:
     """A taint value must be a label value: alphanumerics, '-', '_', '.', ≤ 63 characters."""
     cleaned = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
     return cleaned.strip("-_.")[:_TAINT_VALUE_MAX].strip("-_.")
+
+
+def _check_binding(path: str, device: InventoryDevice, node_name: str | None) -> None:
+    """Binding conditions (KEP-5007) as the API validates them (``validateDevice
+    BindingParameters``), on network-attached pools only: the operator's attach step serves
+    them (:mod:`kubedra.binding`), and a node-local device is attached by its node."""
+    conditions = device.binding_conditions or []
+    failures = device.binding_failure_conditions or []
+    if not (conditions or failures or device.binds_to_node):
+        return
+    if node_name:
+        raise InvalidInventory(f"{path}.bindingConditions", "binding conditions and "
+                               "bindsToNode are for network-attached pools (spec.nodeSelector "
+                               "or spec.allNodes), not a node's own devices")
+    if bool(conditions) != bool(failures):
+        raise InvalidInventory(f"{path}.bindingConditions", "bindingConditions and "
+                               "bindingFailureConditions go together: set both or neither")
+    for field_name, names in (("bindingConditions", conditions),
+                              ("bindingFailureConditions", failures)):
+        if len(set(names)) != len(names):
+            raise InvalidInventory(f"{path}.{field_name}", f"{names} lists a name twice")
+    if overlap := sorted(set(conditions) & set(failures)):
+        raise InvalidInventory(f"{path}.bindingFailureConditions",
+                               f"{overlap} are also binding conditions")
 
 
 def _check_device(path: str, device: InventoryDevice, counter_sets: dict[str, CounterSet]) -> None:

@@ -1,0 +1,103 @@
+"""The attach step of devices with binding conditions (KEP-5007, beta and on by default in
+1.37), and the conditions it sets.
+
+A device of a network-attached pool (an inventory with ``nodeSelector`` or ``allNodes``) may
+declare ``bindingConditions`` and ``bindingFailureConditions``. kube-scheduler copies them into
+the allocation result and, in PreBind, waits until every binding condition is ``True`` in the
+claim's ``status.devices[]`` entry of that device; a ``True`` failure condition, or
+``bindingTimeout`` (600 s by default), sends the pod back to scheduling and the claim is
+deallocated (``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``,
+``bindClaim``). The operator runs an :class:`Attacher` for every such result and turns its
+:class:`AttachResult` into conditions with :func:`binding_conditions`.
+
+Attachers: :class:`ImmediateAttacher` (the default) attaches at once; any class with the
+:class:`Attacher` shape can be named by import path in the operator's ``attacher`` setting
+(``KUBEDRA_ATTACHER=package.module:Class``), e.g. one that calls a fabric manager.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from kubedra.controller.conditions import set_condition
+
+AttachState = Literal["Attached", "Failed", "Pending"]
+ATTACHED_REASON = "Attached"
+FAILED_REASON = "AttachFailed"
+DEFAULT_ATTACHER = "immediate"
+
+
+@dataclass(frozen=True)
+class AttachRequest:
+    """One allocated device that has binding conditions: the claim and the result."""
+
+    namespace: str
+    claim: str
+    claim_uid: str
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True)
+class AttachResult:
+    """``Attached`` (binding conditions True), ``Failed`` (failure conditions True) or
+    ``Pending`` (nothing set yet: kube-scheduler keeps waiting); ``message`` says why."""
+
+    state: AttachState
+    message: str
+
+
+class Attacher(Protocol):
+    """Attaches a device to the node of the claim's pod. Called again for the same request
+    until it answers ``Attached`` or ``Failed``; must be idempotent."""
+
+    async def attach(self, request: AttachRequest) -> AttachResult:
+        """Attach (or check on) the device."""
+        ...
+
+
+class ImmediateAttacher:
+    """The default: every device is attached as soon as it is allocated."""
+
+    async def attach(self, request: AttachRequest) -> AttachResult:
+        """Always ``Attached``."""
+        return AttachResult("Attached", f"device {request.device} of pool {request.pool} "
+                            f"attached for claim {request.namespace}/{request.claim}")
+
+
+def load_attacher(spec: str) -> Attacher:
+    """The attacher the ``attacher`` setting names: ``immediate`` or ``module:Class``.
+
+    Raises:
+        ValueError: the spec is neither; ImportError, AttributeError: no such class.
+    """
+    if spec == DEFAULT_ATTACHER:
+        return ImmediateAttacher()
+    module, sep, name = spec.partition(":")
+    if not sep:
+        raise ValueError(f"attacher {spec!r}: use {DEFAULT_ATTACHER} or <module>:<class>")
+    attacher: Attacher = getattr(importlib.import_module(module), name)()
+    return attacher
+
+
+def binding_conditions(result: dict[str, Any], outcome: AttachResult,
+                       existing: list[dict[str, Any]] | None, now: str) -> list[dict[str, Any]]:
+    """The binding conditions of one allocation ``result`` after ``outcome``: each of its
+    ``bindingConditions`` ``True`` when attached; each ``bindingFailureConditions`` ``True``
+    when failed; none while pending. ``existing`` are the operator's earlier ones (their
+    transition times are kept)."""
+    if outcome.state == "Pending":
+        return []
+    attached = outcome.state == "Attached"
+    names = result.get("bindingConditions" if attached else "bindingFailureConditions") or []
+    reason = ATTACHED_REASON if attached else FAILED_REASON
+    conditions: list[dict[str, Any]] = []
+    for name in names:
+        before = [c for c in existing or [] if c.get("type") == name]
+        conditions += set_condition(before, type_=name, status=True, reason=reason,
+                                    message=outcome.message, now=now)
+    return conditions
