@@ -8,7 +8,8 @@ claim's ``status.devices[]`` entry of that device; a ``True`` failure condition,
 ``bindingTimeout`` (600 s by default), sends the pod back to scheduling and the claim is
 deallocated (``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``,
 ``bindClaim``). The operator runs an :class:`Attacher` for every such result and turns its
-:class:`AttachResult` into conditions with :func:`binding_conditions`.
+:class:`AttachResult` into conditions with :func:`binding_conditions` (all ``True``; the
+operator writes them next to its ``Ready`` condition).
 
 Attachers: :class:`ImmediateAttacher` (the default) attaches at once; any class with the
 :class:`Attacher` shape can be named by import path in the operator's ``attacher`` setting
@@ -18,10 +19,9 @@ Attachers: :class:`ImmediateAttacher` (the default) attaches at once; any class 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
-
-from kubedra.controller.conditions import set_condition
 
 AttachState = Literal["Attached", "Failed", "Pending"]
 ATTACHED_REASON = "Attached"
@@ -84,20 +84,23 @@ def load_attacher(spec: str) -> Attacher:
     return attacher
 
 
-def binding_conditions(result: dict[str, Any], outcome: AttachResult,
-                       existing: list[dict[str, Any]] | None, now: str) -> list[dict[str, Any]]:
-    """The binding conditions of one allocation ``result`` after ``outcome``: each of its
-    ``bindingConditions`` ``True`` when attached; each ``bindingFailureConditions`` ``True``
-    when failed; none while pending. ``existing`` are the operator's earlier ones (their
-    transition times are kept)."""
+@dataclass(frozen=True)
+class BindingCondition:
+    """A condition to set ``True`` on the device's ``status.devices`` entry."""
+
+    type: str
+    reason: str
+    message: str
+
+
+def binding_conditions(result: Mapping[str, Any], outcome: AttachResult
+                       ) -> list[BindingCondition]:
+    """The conditions one allocation ``result`` gets after ``outcome``: each of its
+    ``bindingConditions`` when attached; each ``bindingFailureConditions`` when failed; none
+    while pending (kube-scheduler keeps waiting)."""
     if outcome.state == "Pending":
         return []
     attached = outcome.state == "Attached"
     names = result.get("bindingConditions" if attached else "bindingFailureConditions") or []
     reason = ATTACHED_REASON if attached else FAILED_REASON
-    conditions: list[dict[str, Any]] = []
-    for name in names:
-        before = [c for c in existing or [] if c.get("type") == name]
-        conditions += set_condition(before, type_=name, status=True, reason=reason,
-                                    message=outcome.message, now=now)
-    return conditions
+    return [BindingCondition(name, reason, outcome.message) for name in names]
