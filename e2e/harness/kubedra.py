@@ -98,6 +98,12 @@ class Kubedra:
         self.create_real_agent_pod(f"kubedra-agent-{node}", node)
         return real
 
+    def real_node(self, node: str, labels: dict[str, str] | None = None) -> RealNode:
+        """Real node ``node``: the one already running (test modules share it), else a new one
+        from :meth:`add_real_node`."""
+        running = next((n for n in self.plane.real_nodes if n.name == node), None)
+        return running if running is not None else self.add_real_node(node, labels)
+
     def create_real_agent_pod(self, name: str, node: str) -> str:
         """Create a stand-in agent pod ``name`` on real node ``node`` (a container of the test
         image that sleeps, on the host network) and wait until it runs; returns its UID."""
@@ -129,7 +135,7 @@ class Kubedra:
                     rescan_interval: float = 2.0, pod: str | None = None,
                     pod_uid: str | None = None, device_root: Path | None = None,
                     boot_id_path: Path | None = None, name: str | None = None,
-                    module: str = "kubedra") -> Component:
+                    module: str = "kubedra", sysfs_root: Path | None = None) -> Component:
         """Start ``kubedra agent`` for ``node`` as the kubedra-agent ServiceAccount, with a token
         bound to the stand-in agent pod ``pod`` (default ``kubedra-agent-<node>``).
 
@@ -138,7 +144,8 @@ class Kubedra:
         replaces the kernel's boot ID (tests simulate a reboot with it); ``name`` is the
         component's name (default ``kubedra-agent-<node>``; a second instance needs another);
         ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
-        agent with a fake MIG partitioner).
+        agent with a fake MIG partitioner); ``sysfs_root`` replaces ``/sys`` (a sysfs tree a
+        test built for the ``pci`` backend).
         """
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=pod or f"kubedra-agent-{node}")
@@ -149,7 +156,7 @@ class Kubedra:
                     "kubelet_registry_dir": str(host / "plugins_registry"),
                     "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}
         for key, value in (("pod_uid", pod_uid), ("device_root", device_root),
-                           ("boot_id_path", boot_id_path)):
+                           ("boot_id_path", boot_id_path), ("sysfs_root", sysfs_root)):
             if value is not None:
                 settings[key] = str(value)
         agent = self.plane.spawn(
