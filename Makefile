@@ -26,6 +26,7 @@ binaries:
 lint: venv
 	$(VENV)/bin/ruff check operator tests e2e bench hack
 	$(VENV)/bin/mypy
+	PYTHONPATH=operator $(VENV)/bin/lint-imports
 
 ## test: everything CI runs: lint, unit, integration and end-to-end tests on a local control plane
 test: venv binaries lint

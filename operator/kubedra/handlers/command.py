@@ -8,9 +8,12 @@ import contextlib
 import click
 import kopf
 
-from kubedra.handlers.operator import Memo, Runtime, registry
+from kubedra.controller.runtime import Runtime
+from kubedra.handlers.operator import Memo
+from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging
-from kubedra.settings import common_options, settings_from_flags
+from kubedra.options import common_options
+from kubedra.settings import settings_from_flags
 
 
 @click.command("operator")

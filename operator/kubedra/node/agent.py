@@ -11,7 +11,6 @@ still backed by a live agent.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import signal
 import time
 
@@ -28,6 +27,7 @@ from kubedra.api.inventory import (
     InventoryDevice,
     agent_lease_name,
 )
+from kubedra.api.time import timestamp, utcnow
 from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
@@ -104,7 +104,7 @@ class Agent:
                                          self.settings.sysfs_root)
         self.health.report(result.devices, time.time())
         current = inventory.status.discovered if inventory.status else None
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = timestamp(utcnow())
         devices = stamp_health_transitions(result.devices, current.devices if current else [],
                                            now)
         state = DiscoveredState(
