@@ -26,6 +26,8 @@ from e2e.harness.realnode import RealNode
 NAMESPACE = "kubedra-system"
 H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
 AGENT_POD_LABELS = {"app.kubernetes.io/name": "kubedra-agent"}
+HEALTH_HOLD_DOWN = 10.0
+"""Seconds a recovered device stays tainted in tests and the demo."""
 
 
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
@@ -68,8 +70,12 @@ class Kubedra:
         return env
 
     def start_operator(self, *, lease_check_interval: float = 1.0,
-                       explain_event_interval: float = 60.0) -> Component:
-        """Start ``kubedra operator`` as the kubedra-operator ServiceAccount."""
+                       explain_event_interval: float = 60.0,
+                       health_hold_down: float = HEALTH_HOLD_DOWN,
+                       attacher: str = "immediate") -> Component:
+        """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
+        ``health_hold_down`` of seconds, not the shipped five minutes, and the ``attacher``
+        of devices with binding conditions)."""
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
@@ -77,7 +83,8 @@ class Kubedra:
              "--liveness-port=0"],
             env=self._env(namespace=NAMESPACE,
                           lease_check_interval=str(lease_check_interval),
-                          explain_event_interval=str(explain_event_interval)))
+                          explain_event_interval=str(explain_event_interval),
+                          health_hold_down=str(health_hold_down), attacher=attacher))
         return self.operator
 
     def add_node(self, node: str, labels: dict[str, str] | None = None) -> None:

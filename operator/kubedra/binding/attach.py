@@ -19,7 +19,7 @@ Attachers: :class:`ImmediateAttacher` (the default) attaches at once; any class 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -82,6 +82,19 @@ def load_attacher(spec: str) -> Attacher:
         raise ValueError(f"attacher {spec!r}: use {DEFAULT_ATTACHER} or <module>:<class>")
     attacher: Attacher = getattr(importlib.import_module(module), name)()
     return attacher
+
+
+def binding_types(result: Mapping[str, Any]) -> list[str]:
+    """The binding and failure condition types of one allocation result."""
+    return [*(result.get("bindingConditions") or []),
+            *(result.get("bindingFailureConditions") or [])]
+
+
+def attach_decided(result: Mapping[str, Any], conditions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the attach step already answered for ``result``: one of its binding or
+    failure conditions is ``True`` in the device's ``conditions`` (raw)."""
+    types = set(binding_types(result))
+    return any(c.get("type") in types and c.get("status") == "True" for c in conditions)
 
 
 @dataclass(frozen=True)

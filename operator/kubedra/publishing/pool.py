@@ -24,6 +24,7 @@ from kubedra.api.limits import (
 )
 from kubedra.api.names import qualified_name_error
 from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
+from kubedra.api.time import parse_timestamp
 
 UNHEALTHY_TAINT_KEY = "kubedra.io/unhealthy"
 """Taint key put on devices the agent reports ``Unhealthy``; its value is the health message."""
@@ -84,8 +85,7 @@ def hold_down_end(device: InventoryDevice, now: datetime, hold_down: float) -> d
     than ``hold_down`` seconds before ``now``; else None."""
     if device.health != "Healthy" or not device.health_transition_time or hold_down <= 0:
         return None
-    changed = datetime.fromisoformat(device.health_transition_time.replace("Z", "+00:00"))
-    end = changed + timedelta(seconds=hold_down)
+    end = parse_timestamp(device.health_transition_time) + timedelta(seconds=hold_down)
     return end if end > now else None
 
 

@@ -89,9 +89,10 @@ def test_kubedra_has_the_same_commands() -> None:
 
 def test_unknown_kind_and_bad_file_are_usage_errors() -> None:
     runner = CliRunner()
-    result = runner.invoke(kubectl_dra, ["explain", "pod", "x"])
+    result = runner.invoke(kubectl_dra, ["explain", "deployment", "x"])
     assert result.exit_code == 2
-    assert "'pod' is not one of 'resourceclaim', 'resourceclaims', 'claim'" in result.output
+    assert ("'deployment' is not one of 'resourceclaim', 'resourceclaims', 'claim', 'pod', "
+            "'pods', 'po'") in result.output
     result = runner.invoke(kubectl_dra, ["simulate", "-f", "-"], input="kind: Pod\n")
     assert result.exit_code == 1
     assert result.output == "Error: <stdin>: no ResourceClaim or ResourceClaimTemplate found\n"
