@@ -1,7 +1,7 @@
 """The contracts of Kubernetes 1.37 between kubedra and the rest of the cluster, proven with the
 v1.37.2 kubelet, scheduler and controller-manager: device health in the pod's status
 (KEP-4680), device metadata in the container (KEP-5304), admin access (KEP-5018), extended
-resources (KEP-5004) and the standard numaNode attribute.
+resources (KEP-5004), the standard numaNode attribute, and the hold-down of a recovered GPU.
 
 The real node ``real-h200`` (shared with e2e/test_real_node.py: the first module that needs it
 starts it) replays the H200 capture with stand-in device nodes; each test starts with the GPU
@@ -12,6 +12,7 @@ free and ends with its pods deleted.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,12 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from e2e.harness.kubedra import Kubedra, kubectl
+from e2e.harness.kubedra import HEALTH_HOLD_DOWN, Kubedra, kubectl
 from e2e.harness.wait import eventually
 from e2e.kube_objects import (
+    condition,
     create_claim_template,
+    create_gpu_pod,
     create_reporting_pod,
     gpu_claim_spec,
     pod_claim,
@@ -44,6 +47,7 @@ from e2e.test_real_node import (  # the real node's fixtures too: one node for b
     node,  # noqa: F401
     ns,  # noqa: F401
 )
+from kubedra.publishing.pool import RECOVERED_TAINT_VALUE
 from tests.support.health_agent import faults_file
 from tests.support.sysfs_tree import build_sysfs
 
@@ -282,3 +286,136 @@ async def test_match_attribute_numa_node_across_two_requests(
             ("a", "pci-0000-3b-00-0"), ("b", "pci-0000-5e-00-0")]
     finally:
         kubedra.stop_agent(kwok_node)
+
+
+async def test_recovered_gpu_is_held_out_of_scheduling_for_the_hold_down_time(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+    """An Unhealthy GPU gets the kubedra.io/unhealthy NoSchedule taint and new claims avoid it;
+    healthy again, it keeps the taint (value recovered-hold-down) for the operator's
+    hold-down time (HEALTH_HOLD_DOWN, 10 s here), then kube-scheduler allocates it."""
+    kwok_node = "flaky-h200"
+    inventory = f"{kwok_node}-{DRIVER}"
+    kubedra.add_node(kwok_node)
+    kubedra.start_agent(kwok_node, module="tests.support.health_agent")
+    faults = faults_file(kubedra.node_dir(kwok_node) / "plugins")
+    try:
+        async def taints(value: str | None) -> bool:
+            slices = await slices_of(admin_api, inventory)
+            if not slices:
+                return False
+            [device] = slices[0]["spec"]["devices"]
+            have = [(t["key"], t["value"], t["effect"]) for t in device.get("taints") or []]
+            return have == ([("kubedra.io/unhealthy", value, "NoSchedule")] if value else [])
+        await eventually(lambda: taints(None), timeout=TIMEOUT, what=f"{inventory} published")
+        faults.parent.mkdir(parents=True, exist_ok=True)
+        faults.write_text(json.dumps({"gpu-0": XID}))
+        await eventually(lambda: taints("XID-79--GPU-has-fallen-off-the-bus"), timeout=TIMEOUT,
+                         what="gpu-0 tainted unhealthy")
+        await create_gpu_pod(admin_api, namespace, "wants-gpu", "true", node=kwok_node)
+
+        async def unschedulable() -> bool:
+            pod = await client.CoreV1Api(admin_api).read_namespaced_pod("wants-gpu", namespace)
+            return any(c.type == "PodScheduled" and c.status == "False"
+                       for c in pod.status.conditions or [])
+        await eventually(unschedulable, timeout=TIMEOUT, what="pod wants-gpu unschedulable")
+
+        faults.unlink()
+        await eventually(lambda: taints(RECOVERED_TAINT_VALUE), timeout=TIMEOUT,
+                         what="gpu-0 held down after recovering")
+        recovered = time.monotonic()
+        ready = condition(await read_inventory(admin_api, inventory), "Ready") or {}
+        assert "healthy again, kept tainted NoSchedule for the hold-down time" in ready["message"]
+        assert ready["message"].endswith("): gpu-0")
+
+        async def allocated() -> str | None:
+            claim = await pod_claim(admin_api, namespace, "wants-gpu")
+            allocation = ((claim or {}).get("status") or {}).get("allocation")
+            return allocation["devices"]["results"][0]["device"] if allocation else None
+        assert await allocated() is None
+        assert await eventually(allocated, timeout=TIMEOUT, what="gpu-0 allocated") == "gpu-0"
+        held = time.monotonic() - recovered
+        assert held >= HEALTH_HOLD_DOWN / 2, f"allocated {held:.1f} s after recovering"
+        assert await taints(None)
+    finally:
+        faults.unlink(missing_ok=True)
+        kubedra.stop_agent(kwok_node)
+
+
+async def test_pod_waits_for_the_attach_step_and_a_failed_attach_sends_it_back(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+    """KEP-5007 on the real scheduler: a network-attached NIC declares binding conditions;
+    kube-scheduler allocates it and waits in PreBind; the operator's attach step (the test one:
+    ``*-flaky`` fails the first time) sets the failure condition, which sends the pod back to
+    scheduling; the second attempt attaches, the binding condition turns True and the pod is
+    bound to the node the NIC was attached to."""
+    kwok_node, driver = "fabric-node", "fabric.kubedra.io"
+    kubedra.add_node(kwok_node)
+    custom = client.CustomObjectsApi(admin_api)
+    resource = client.ResourceV1Api(admin_api)
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    # what an admin adds for a driver of their own: the operator may write its status.devices
+    await rbac.create_cluster_role({"metadata": {"name": "kubedra-operator-fabric"}, "rules": [{
+        "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/driver"],
+        "resourceNames": [driver], "verbs": ["arbitrary-node:patch"]}]})
+    await rbac.create_cluster_role_binding({
+        "metadata": {"name": "kubedra-operator-fabric"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "kubedra-operator-fabric"},
+        "subjects": [{"kind": "ServiceAccount", "name": "kubedra-operator",
+                      "namespace": "kubedra-system"}]})
+    await resource.create_device_class({"metadata": {"name": driver}, "spec": {"selectors": [
+        {"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+    await custom.create_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories", {
+        "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+        "metadata": {"name": "fabric"},
+        "spec": {"driver": driver, "allNodes": True, "devices": [{
+            "name": "nic-flaky", "bindsToNode": True,
+            "bindingConditions": ["kubedra.io/attached"],
+            "bindingFailureConditions": ["kubedra.io/attach-failed"]}]}})
+    try:
+        async def published() -> list[dict[str, Any]]:
+            slices = await slices_of(admin_api, "fabric")
+            return slices[0]["spec"]["devices"] if slices else []
+        assert await eventually(published, timeout=TIMEOUT, what="fabric published") == [{
+            "name": "nic-flaky", "bindsToNode": True,
+            "bindingConditions": ["kubedra.io/attached"],
+            "bindingFailureConditions": ["kubedra.io/attach-failed"]}]
+        await resource.create_namespaced_resource_claim(namespace, {
+            "metadata": {"name": "nic"}, "spec": {"devices": {"requests": [
+                {"name": "nic", "exactly": {"deviceClassName": driver}}]}}})
+        core = client.CoreV1Api(admin_api)
+        await core.create_namespaced_pod(namespace, {
+            "metadata": {"name": "attached"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": kwok_node},
+                     "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+                     "resourceClaims": [{"name": "nic", "resourceClaimName": "nic"}],
+                     "containers": [{"name": "main", "image": "registry.invalid/app:1",
+                                     "resources": {"claims": [{"name": "nic"}]}}]}})
+
+        async def bound() -> str | None:
+            pod = await core.read_namespaced_pod("attached", namespace)
+            return pod.spec.node_name
+        assert await eventually(bound, timeout=TIMEOUT, what="pod attached bound") == kwok_node
+        claim: dict[str, Any] = admin_api.sanitize_for_serialization(
+            await resource.read_namespaced_resource_claim("nic", namespace))
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert (result["device"], result["bindingConditions"],
+                result["bindingFailureConditions"]) == (
+            "nic-flaky", ["kubedra.io/attached"], ["kubedra.io/attach-failed"])
+        [entry] = claim["status"]["devices"]
+        assert sorted((c["type"], c["status"], c["reason"]) for c in entry["conditions"]) == [
+            ("Ready", "True", "Allocated"), ("kubedra.io/attached", "True", "Attached")]
+        [term] = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+        assert kwok_node in json.dumps(term)
+        events = await core.list_namespaced_event(
+            namespace, field_selector="involvedObject.name=attached")
+        reasons = [(e.reason, e.message) for e in events.items]
+        assert any(reason == "BindingConditionsPending" for reason, _ in reasons)
+        assert any(reason == "FailedScheduling" and "AttachFailed" in message
+                   for reason, message in reasons), reasons
+    finally:
+        await custom.delete_cluster_custom_object("kubedra.io", "v1alpha1",
+                                                  "deviceinventories", "fabric")
+        await resource.delete_device_class(driver)
+        await rbac.delete_cluster_role_binding("kubedra-operator-fabric")
+        await rbac.delete_cluster_role("kubedra-operator-fabric")
