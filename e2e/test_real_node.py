@@ -30,6 +30,7 @@ from e2e.kube_objects import (
     pod_claim,
     read_inventory,
     running_report,
+    slices_of,
 )
 from kubedra.node.checkpoint import CHECKPOINT_FILE
 from kubedra.node.claimspec import spec_path
@@ -213,12 +214,22 @@ async def test_kubelet_restart_keeps_the_pod_and_prepares_nothing_twice(
     uid = claim["metadata"]["uid"]
     before = _main_container(pod)
     registrations = node.agent_log.count("registered with the kubelet")
+    wipes = node.kubelet_log.count('"Deleted ResourceSlices"')
+    generation = ((await read_inventory(admin_api, INVENTORY) or {})["status"]["pool"]
+                  ["generation"])
 
     node.real.restart_kubelet()
 
     async def registered_again() -> bool:
         return node.agent_log.count("registered with the kubelet") > registrations
     await eventually(registered_again, timeout=TIMEOUT, what="the plugin registered again")
+
+    async def republished() -> bool:  # a starting kubelet deletes its node's ResourceSlices
+        status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
+        return (node.kubelet_log.count('"Deleted ResourceSlices"') > wipes
+                and status["pool"]["generation"] > generation
+                and len(await slices_of(admin_api, INVENTORY)) == 1)
+    await eventually(republished, timeout=TIMEOUT, what="the operator republishing the slice")
     after = _main_container(await running_report(admin_api, ns, "steady") or {})
     assert (after["containerID"], after["restartCount"]) == (before["containerID"], 0)
     assert node.prepared_count(uid) == 1
