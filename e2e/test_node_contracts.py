@@ -204,24 +204,22 @@ async def test_pod_written_for_the_device_plugin_world_gets_the_h200(
     # kubectl dra explain pod: the allocated one explains the scheduler's claim; a second such
     # pod, pending while the H200 is taken, the claim the scheduler would make for it
     plane = node.kubedra.plane
-    [allocated] = json.loads(kubectl(plane, "dra", "explain", "pod", "legacy", "-n", ns,
-                                     "-o", "json"))
-    assert (allocated["claim"]["name"], allocated["verdict"]) == (
-        extended["resourceClaimName"], "Allocated")
+    allocated = json.loads(kubectl(plane, "dra", "explain", "pod", "legacy", "-n", ns,
+                                   "-o", "json"))
+    assert (allocated["verdict"], allocated["claims"]) == ("Allocated", {
+        "allocated": [f"{ns}/{extended['resourceClaimName']}"], "pending": [], "missing": []})
     await create_reporting_pod(admin_api, ns, "waiting", NODE,
                                extended_resources={"nvidia.com/gpu": 1})
-    [pending] = json.loads(kubectl(plane, "dra", "explain", "pod", "waiting", "-n", ns,
-                                   "-o", "json"))
-    assert (pending["claim"]["name"], pending["verdict"], pending["pods"]) == (
-        "waiting-extended-resources", "Unschedulable", [f"{ns}/waiting"])
-    [candidate] = pending["candidates"]
-    [request] = candidate["requests"]
-    assert (candidate["node"], candidate["fits"], request["request"], request["failedAt"]) == (
-        NODE, False, "container-1-request-0", "free")
-    [held] = request["devices"]
-    assert (held["device"], held["check"], held["heldBy"]) == (
-        "gpu-0", "free",
-        [f"claim {ns}/{extended['resourceClaimName']} (request container-1-request-0)"])
+    pending = json.loads(kubectl(plane, "dra", "explain", "pod", "waiting", "-n", ns,
+                                 "-o", "json"))
+    assert (pending["verdict"], pending["claims"]) == ("Unschedulable", {
+        "allocated": [], "pending": [f"{ns}/waiting-extended-resources"], "missing": []})
+    [outcome] = pending["nodes"]
+    [alone] = outcome["claims"]
+    assert (outcome["node"], outcome["fits"], alone["claim"], alone["fitsAlone"]) == (
+        NODE, False, f"{ns}/waiting-extended-resources", False)
+    for named in ("container-1-request-0", "gpu-0", extended["resourceClaimName"]):
+        assert named in alone["message"], alone["message"]
 
     await _delete_pod(admin_api, ns, "legacy")
     assert not node.spec(claim["metadata"]["uid"]).exists()
