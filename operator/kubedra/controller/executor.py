@@ -157,18 +157,30 @@ def _retryable(err: ApiException) -> bool:
 async def _attach(state: OperatorState, claim: dict[str, Any],
                   results: list[dict[str, Any]]) -> dict[DeviceKey, AttachResult]:
     """Run the attach step for every result with binding conditions it has not answered yet
-    (KEP-5007)."""
+    (KEP-5007). An answer is remembered per allocation (``allocationTimestamp``): the cached
+    claim may not show the conditions just written, and asking the attacher again could then
+    replace a failure by a later success in the same write, hiding it from kube-scheduler."""
     meta = claim["metadata"]
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    allocated_at = str(allocation.get("allocationTimestamp") or "")
+    remembered = state.attach_outcomes.setdefault((meta["namespace"], meta["name"]), {})
+    for stale in [m for m in remembered if m[0] != allocated_at]:
+        del remembered[stale]  # a new allocation: attach again
     existing = {(d["driver"], d["pool"], d["device"], d.get("shareID")): d.get("conditions")
                 for d in (claim.get("status") or {}).get("devices") or []}
     attached: dict[DeviceKey, AttachResult] = {}
     for r in results:
         key: DeviceKey = (r["driver"], r["pool"], r["device"], r.get("shareID"))
+        known = remembered.get((allocated_at, *key))
+        if known is not None and known.state != "Pending":
+            attached[key] = known
+            continue
         if not r.get("bindingConditions") or attach_decided(r, existing.get(key) or []):
             continue
         attached[key] = await state.attacher.attach(AttachRequest(
             namespace=meta["namespace"], claim=meta["name"], claim_uid=meta["uid"],
             request=r["request"], driver=r["driver"], pool=r["pool"], device=r["device"]))
+        remembered[(allocated_at, *key)] = attached[key]
         log.info("attach step", claim=f"{meta['namespace']}/{meta['name']}",
                  device=f"{r['pool']}/{r['device']}", state=attached[key].state,
                  message=attached[key].message)
@@ -184,6 +196,7 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
     claim = state.view.claim(namespace, name)
     if claim is None:  # deleted or deallocated (only allocated claims are cached)
         state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
+        state.attach_outcomes.pop((namespace, name), None)
         return
     results = [r for r in allocation_results(claim)
                if state.inventory_for_pool(r["driver"], r["pool"])]

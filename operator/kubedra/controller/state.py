@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio.client import ApiClient
 
-from kubedra.binding.attach import Attacher, ImmediateAttacher
+from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
@@ -211,6 +211,10 @@ class OperatorState:
     lease_states: dict[str, str] = field(default_factory=dict)
     attacher: Attacher = field(default_factory=ImmediateAttacher)
     """The attach step of devices with binding conditions."""
+    attach_outcomes: dict[tuple[str, str], dict[tuple[str, str, str, str, str | None],
+                                                 AttachResult]] = field(default_factory=dict)
+    """Claim (namespace, name) → (allocationTimestamp, driver, pool, device, shareID) → what
+    the attach step answered for that allocation."""
     hold_downs: dict[str, datetime.datetime] = field(default_factory=dict)
     """Inventory → when the first hold-down of a recovered device ends (publish again then)."""
     refused_claims: set[tuple[str, str, str]] = field(default_factory=set)
