@@ -23,7 +23,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.client import HTTPSConnection
 from pathlib import Path
@@ -118,10 +118,13 @@ class ControlPlane:
         bin_dir: directory with the binaries (default :func:`default_bin_dir`).
         detached: keep the processes running after this Python process exits (``cluster-up``);
             otherwise they get SIGTERM when it dies, even on SIGKILL.
+        apiserver_args: more kube-apiserver flags (``bench/scale.py`` turns on an audit log).
     """
 
-    def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False):
+    def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
+                 apiserver_args: Sequence[str] = ()):
         self.workdir = workdir.resolve()
+        self.apiserver_args = list(apiserver_args)
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
         self.detached = detached
         self.components: list[Component] = []
@@ -212,6 +215,7 @@ class ControlPlane:
             "--api-audiences=https://kubernetes.default.svc.cluster.local",
             "--enable-admission-plugins=NodeRestriction",
             "--profiling=false", "--cert-dir", str(self.pki / "apiserver-generated"),
+            *self.apiserver_args,
         ])
         self.wait(deadline, "kube-apiserver", lambda: self._api_ok("/readyz"))
 
@@ -405,9 +409,11 @@ class ControlPlane:
         self._write_state_if_recorded()
         return component
 
-    def stop_component(self, component: Component, timeout: float = 10.0) -> None:
-        """SIGTERM one component (SIGKILL after ``timeout`` seconds) and forget it."""
-        _signal(component, signal.SIGTERM)
+    def stop_component(self, component: Component, timeout: float = 10.0,
+                       sig: signal.Signals = signal.SIGTERM) -> None:
+        """Send ``sig`` (SIGTERM: a clean stop; SIGKILL: a crash) to one component, SIGKILL it
+        after ``timeout`` seconds, and forget it."""
+        _signal(component, sig)
         _reap(component, time.monotonic() + timeout)
         self.components.remove(component)
         self._write_state_if_recorded()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -72,15 +73,16 @@ class Kubedra:
     def start_operator(self, *, lease_check_interval: float = 1.0,
                        explain_event_interval: float = 60.0,
                        health_hold_down: float = HEALTH_HOLD_DOWN,
-                       attacher: str = "immediate") -> Component:
+                       attacher: str = "immediate", liveness_port: int = 0) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, and the ``attacher``
-        of devices with binding conditions)."""
+        of devices with binding conditions); a non-zero ``liveness_port`` serves kopf's
+        ``/healthz`` (kubedra's probe) there."""
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
             [sys.executable, "-m", "kubedra", "operator", f"--kubeconfig={config}",
-             "--liveness-port=0"],
+             f"--liveness-port={liveness_port}"],
             env=self._env(namespace=NAMESPACE,
                           lease_check_interval=str(lease_check_interval),
                           explain_event_interval=str(explain_event_interval),
@@ -139,7 +141,8 @@ class Kubedra:
 
     def start_agent(self, node: str, *, backend: str = f"snapshot:{H200_CAPTURE}",
                     driver: str = "gpu.kubedra.io", lease_duration: int = 40,
-                    rescan_interval: float = 2.0, pod: str | None = None,
+                    rescan_interval: float = 2.0, cdi_check_interval: float = 30.0,
+                    pod: str | None = None,
                     pod_uid: str | None = None, device_root: Path | None = None,
                     boot_id_path: Path | None = None, name: str | None = None,
                     module: str = "kubedra", sysfs_root: Path | None = None) -> Component:
@@ -160,6 +163,7 @@ class Kubedra:
         settings = {"namespace": NAMESPACE, "node_name": node, "backend": backend,
                     "driver": driver, "lease_duration": str(lease_duration),
                     "rescan_interval": str(rescan_interval), "metrics_port": "0",
+                    "cdi_check_interval": str(cdi_check_interval),
                     "kubelet_registry_dir": str(host / "plugins_registry"),
                     "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}
         for key, value in (("pod_uid", pod_uid), ("device_root", device_root),
@@ -180,6 +184,8 @@ class Kubedra:
         real = next((n for n in self.plane.real_nodes if n.name == node), None)
         return real.root if real else self.plane.workdir / "nodes" / node
 
-    def stop_agent(self, node: str) -> None:
-        """Stop the agent of ``node`` (its Lease then expires)."""
-        self.plane.stop_component(self.agents.pop(node))
+    def stop_agent(self, node: str, *, crash: bool = False) -> None:
+        """Stop the agent of ``node``: SIGTERM, as the kubelet stops a pod (it gives its Lease
+        up), or with ``crash`` SIGKILL (its Lease then expires)."""
+        self.plane.stop_component(self.agents.pop(node),
+                                  sig=signal.SIGKILL if crash else signal.SIGTERM)

@@ -302,10 +302,25 @@ async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: s
 
 # --- Leases (node agent) --------------------------------------------------------------------------
 
+async def read_lease(api: ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """GET Lease ``namespace/name``; None if it does not exist.
+
+    Raises:
+        ApiException: any other error.
+    """
+    try:
+        return await _raw(client.CoordinationV1Api(api).read_namespaced_lease(
+            name, namespace, _preload_content=False))
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
 async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
-                      duration_s: int) -> None:
+                      duration_s: int) -> dict[str, Any]:
     """Create Lease ``namespace/name`` or set its ``renewTime`` to now, held by ``holder`` for
-    ``duration_s`` seconds.
+    ``duration_s`` seconds; returns the Lease as stored.
 
     Raises:
         ApiException: the Lease could not be read or written (409 when two writers race).
@@ -320,11 +335,28 @@ async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
         if err.status != 404:
             raise
         spec["acquireTime"] = now
-        await coordination.create_namespaced_lease(
-            namespace, {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
-        return
+        return await _raw(coordination.create_namespaced_lease(
+            namespace, {"metadata": {"name": name, "namespace": namespace}, "spec": spec},
+            _preload_content=False))
     current["spec"] = {**(current.get("spec") or {}), **spec}
-    await coordination.replace_namespaced_lease(name, namespace, current)
+    return await _raw(coordination.replace_namespaced_lease(
+        name, namespace, current, _preload_content=False))
+
+
+async def release_lease(api: ApiClient, lease: dict[str, Any]) -> None:
+    """Give up ``lease`` (as :func:`renew_lease` last returned it): remove its holder and
+    ``renewTime``, so that whoever watches it sees it expired at once (a Lease without
+    ``renewTime`` is expired). The write is guarded by the Lease's ``resourceVersion``: a
+    holder that renewed it since (a new agent of a rolling update) keeps it.
+
+    Raises:
+        ApiException: 409 when someone renewed the Lease since; others as the API answers.
+    """
+    spec = {k: v for k, v in (lease.get("spec") or {}).items()
+            if k not in ("holderIdentity", "renewTime")}
+    meta = lease["metadata"]
+    await _raw(client.CoordinationV1Api(api).replace_namespaced_lease(
+        meta["name"], meta["namespace"], {**lease, "spec": spec}, _preload_content=False))
 
 
 async def apply_discovered(api: ApiClient, name: str, discovered: dict[str, Any]) -> None:

@@ -51,7 +51,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         state.overlay.forget(name)
         state.pools.pop(name, None)
         return  # the garbage collector deletes the slices through their owner reference
-    inputs = _inventory_inputs(state, raw)
+    inputs = await _inventory_inputs(state, raw)
     decision = decide_inventory(inputs)
     for current in decision.delete:
         await _write(state, name, "delete", current.metadata.name or "",
@@ -87,17 +87,26 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         raise Retry(decision.message)
 
 
-def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
-    """What :func:`decide_inventory` reads, from the caches."""
+async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
+    """What :func:`decide_inventory` reads, from the caches; the agent Lease of a reporting
+    node is read again from the API server when the cache says it is not live, since a
+    withdrawal must not rest on a lagging watch (:meth:`LeaseCache.confirm`).
+
+    Raises:
+        ApiException: that Lease could not be read.
+    """
     name = raw["metadata"]["name"]
     driver, pool = pool_key(raw)
     node = (raw.get("spec") or {}).get("nodeName")
     view = state.view
+    lease = state.leases.state(node, utcnow()) if node else None
+    if node and lease != "live" and (raw.get("status") or {}).get("discovered") is not None:
+        lease = await state.leases.confirm(node, utcnow())
     return InventoryInputs(
         raw=raw,
         existing=[ResourceSlice.from_api(s)
                   for s in state.overlay.merge(name, view.slices_of(name))],
-        lease=state.leases.state(node, utcnow()) if node else None,
+        lease=lease,
         namespace=state.settings.namespace,
         rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))
                 if other],
@@ -117,6 +126,8 @@ async def _publish(state: OperatorState, name: str, decision: InventoryDecision
             await _write(state, name, write.verb, write.name, write.body,
                          resource_version=write.resource_version)
         except ApiException as err:
+            if err.status in STALE:
+                state.overlay.discard(name, write.name)
             return decision.publish_failed(write, kube.api_error_message(err),
                                            retry=_retryable(err))
     state.last_published[(pool.driver, pool.name)] = pool
@@ -148,10 +159,15 @@ async def _write(state: OperatorState, inventory: str, verb: str, name: str,
     state.slice_writes += 1
 
 
+STALE = (404, 409)
+"""Answers to a slice write that mean the operator's view of the slice was stale (it is gone,
+or changed): the next reconcile, from the watched state, fixes it."""
+
+
 def _retryable(err: ApiException) -> bool:
-    """Conflicts, throttling and server errors pass; other client errors (an invalid slice)
-    need a change of the inventory, which triggers a reconcile anyway."""
-    return err.status in (409, 429) or (err.status or 500) >= 500
+    """Stale views (404, 409), throttling and server errors pass; other client errors (an
+    invalid slice) need a change of the inventory, which triggers a reconcile anyway."""
+    return err.status in (*STALE, 429) or (err.status or 500) >= 500
 
 
 async def _attach(state: OperatorState, claim: dict[str, Any],
@@ -193,7 +209,7 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
     Raises:
         ApiException: the status write failed (the caller retries with back-off).
     """
-    claim = state.view.claim(namespace, name)
+    claim = state.claim_overlay.merge((namespace, name), state.view.claim(namespace, name))
     if claim is None:  # deleted or deallocated (only allocated claims are cached)
         state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
         state.attach_outcomes.pop((namespace, name), None)
@@ -216,9 +232,9 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
             raise Retry(f"attaching {', '.join(pending)}")
         return
     try:
-        await kube.apply_claim_device_status(state.api, namespace, name,
-                                             [e.to_api() for e in decision.entries],
-                                             OPERATOR_FIELD_MANAGER)
+        stored = await kube.apply_claim_device_status(state.api, namespace, name,
+                                                      [e.to_api() for e in decision.entries],
+                                                      OPERATOR_FIELD_MANAGER)
     except ApiException as err:
         if not kube.refuses_claim_status_writes(err):
             raise
@@ -227,6 +243,7 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
                     claim=f"{namespace}/{name}")
         state.refused_claims.add(refusal_key)  # no write can succeed while the claim exists
         return
+    state.claim_overlay.record((namespace, name), stored)
     if pending:  # check on the attach step again, with back-off
         raise Retry(f"attaching {', '.join(pending)}")
     key = ("ResourceClaim", f"{namespace}/{name}")

@@ -143,7 +143,9 @@ class SliceOverlay:
     """The operator's own slice writes not yet seen through the watch, per inventory.
 
     ``written[inventory][slice name]`` is the object the API returned (None after a delete).
-    An entry is dropped once the watched copy is at least as new.
+    An entry is dropped once the watched copy is at least as new, once the watch delivers an
+    event of that slice that has gone past it (:meth:`observe`: the slice may be gone), or
+    when the API server contradicts it (:meth:`discard`).
     """
 
     written: dict[str, dict[str, dict[str, Any] | None]] = field(default_factory=dict)
@@ -169,9 +171,63 @@ class SliceOverlay:
                 result[name] = obj
         return list(result.values())
 
+    def observe(self, inventory: str, name: str, resource_version: str | None, *,
+                deleted: bool) -> None:
+        """A watch event of slice ``name`` of ``inventory`` (any type; ``deleted`` for DELETED,
+        whose ``resource_version`` is that of the delete). A recorded create or update that
+        the event is at least as new as is dropped, and a recorded delete on DELETED, so that
+        the watched state is the truth from now, even if the slice is gone.
+
+        Without this, a slice deleted before the watch showed the operator's own update (kopf
+        hands on only the latest event of an object that arrive together) stayed in the
+        overlay for good: never recreated, and the next update failed with 404 (issue 16,
+        item 1).
+        """
+        mine = self.written.get(inventory, {})
+        if name not in mine:
+            return
+        written = mine[name]
+        if written is None:
+            if deleted:
+                del mine[name]
+        elif _rv({"metadata": {"resourceVersion": resource_version}}) >= _rv(written):
+            del mine[name]
+
+    def discard(self, inventory: str, name: str) -> None:
+        """Drop what is recorded for slice ``name``: the API server refused a write to it
+        (404, 409), so the recorded state is wrong and the watched one is the truth."""
+        self.written.get(inventory, {}).pop(name, None)
+
     def forget(self, inventory: str) -> None:
         """Drop everything about a deleted inventory."""
         self.written.pop(inventory, None)
+
+
+@dataclass
+class ClaimOverlay:
+    """The operator's own claim status writes not yet seen through the watch, by (namespace,
+    name): a reconcile right after a write (the claim's inventory changed, another event of the
+    claim) would otherwise find no ``Ready`` condition in the cached claim and write it again,
+    with a new transition time. An entry is dropped once the watched claim is at least as new,
+    is another claim (UID), or is gone."""
+
+    written: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def record(self, key: tuple[str, str], claim: dict[str, Any]) -> None:
+        """Remember the claim the status write returned."""
+        self.written[key] = claim
+
+    def merge(self, key: tuple[str, str], watched: dict[str, Any] | None
+              ) -> dict[str, Any] | None:
+        """The watched claim, or the one last written if that is newer."""
+        mine = self.written.get(key)
+        if mine is None:
+            return watched
+        if (watched is None or watched["metadata"].get("uid") != mine["metadata"].get("uid")
+                or _rv(watched) >= _rv(mine)):
+            del self.written[key]
+            return watched
+        return mine
 
 
 @dataclass
@@ -200,6 +256,7 @@ class OperatorState:
     """Pods (namespace, name) whose claims to explain."""
     explain: ExplainState = field(default_factory=ExplainState)
     overlay: SliceOverlay = field(default_factory=SliceOverlay)
+    claim_overlay: ClaimOverlay = field(default_factory=ClaimOverlay)
     pools: dict[str, PublishedPool] = field(default_factory=dict)
     """Inventory name → what it last published."""
     last_published: dict[tuple[str, str], DesiredPool] = field(default_factory=dict)
@@ -222,6 +279,9 @@ class OperatorState:
     :func:`kubedra.kube.refuses_claim_status_writes`)."""
     slice_writes: int = 0
     """API writes to ResourceSlices since start (for benchmarks and tests)."""
+    inventories_reconciled: int = 0
+    """Successful inventory reconciles since start (``bench/scale.py`` waits for every
+    inventory to be verified after a restart)."""
 
     def inventory_for_pool(self, driver: str, pool: str) -> str | None:
         """The inventory that publishes pool ``(driver, pool)``: of those naming it (an index

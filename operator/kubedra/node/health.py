@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -103,11 +103,12 @@ class HealthFeed:
     """The latest health of one pool's devices, with a notification on every change.
 
     Args:
-        pool: the pool the devices are in (the node name for node-local pools).
+        pool: returns the pool the devices are in now (the node name for node-local pools,
+            unless the inventory names another).
         timeout: ``health_check_timeout_seconds`` for every device (:func:`health_timeout`).
     """
 
-    def __init__(self, pool: str, timeout: int) -> None:
+    def __init__(self, pool: Callable[[], str], timeout: int) -> None:
         self.pool = pool
         self.timeout = timeout
         self._snapshot: HealthSnapshot | None = None
@@ -122,7 +123,7 @@ class HealthFeed:
         changed = self._snapshot is None or self._snapshot.devices != entries
         self._snapshot = HealthSnapshot(entries, int(at))
         if changed:
-            log.info("device health", pool=self.pool,
+            log.info("device health", pool=self.pool(),
                      unhealthy=[e.device for e in entries if e.health != "Healthy"])
             self._changed.set()
             self._changed = asyncio.Event()
@@ -183,15 +184,16 @@ class HealthService:
         """The ``NodeWatchResourcesResponse`` for ``snapshot``."""
         pb2 = self._pb2
         status = {"Healthy": pb2.HEALTHY, "Unhealthy": pb2.UNHEALTHY, "Unknown": pb2.UNKNOWN}
+        pool = self._feed.pool()
         return pb2.NodeWatchResourcesResponse(devices=[pb2.DeviceHealth(
-            device=pb2.DeviceIdentifier(pool_name=self._feed.pool, device_name=e.device),
+            device=pb2.DeviceIdentifier(pool_name=pool, device_name=e.device),
             health=status[e.health], last_updated_time=snapshot.updated,
             health_check_timeout_seconds=self._feed.timeout, message=e.message)
             for e in snapshot.devices])
 
     async def NodeWatchResources(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """Stream the feed's snapshots until the kubelet goes away."""
-        log.info("kubelet watches device health", pool=self._feed.pool)
+        log.info("kubelet watches device health", pool=self._feed.pool())
         async for snapshot in self._feed.watch(self._heartbeat, self._stopping):
             yield self.response(snapshot)
-        log.info("device health stream ended", pool=self._feed.pool)
+        log.info("device health stream ended", pool=self._feed.pool())

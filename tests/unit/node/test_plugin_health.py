@@ -57,7 +57,7 @@ async def node() -> AsyncIterator[PluginNode]:
 async def test_stream_sends_every_device_then_each_change(node: PluginNode,
                                                           version: str) -> None:
     pb2, pb2_grpc = VERSIONS[version]
-    feed = HealthFeed("node-1", 90)
+    feed = HealthFeed(lambda: "node-1", 90)
     api = ApiClient(Configuration(host="http://127.0.0.1:9"))
     plugin = node.plugin(api, health=feed)
     await plugin.start()
@@ -87,7 +87,7 @@ async def test_stream_sends_every_device_then_each_change(node: PluginNode,
 
 
 async def test_heartbeat_repeats_the_snapshot_with_the_newest_scan_time() -> None:
-    feed = HealthFeed("node-1", 30)
+    feed = HealthFeed(lambda: "node-1", 30)
     feed.report([gpu("gpu-0")], 100)
     watch = feed.watch(heartbeat=0.05)
     first = await anext(watch)
@@ -99,7 +99,7 @@ async def test_heartbeat_repeats_the_snapshot_with_the_newest_scan_time() -> Non
 
 
 async def test_watch_waits_for_the_first_scan() -> None:
-    feed = HealthFeed("node-1", 30)
+    feed = HealthFeed(lambda: "node-1", 30)
     watch = feed.watch(heartbeat=0.05)
     pending = asyncio.ensure_future(anext(watch))
     await asyncio.sleep(0.1)
