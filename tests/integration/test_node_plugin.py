@@ -533,7 +533,7 @@ async def test_a_deleted_cdi_spec_of_a_prepared_claim_is_written_again(
     path.unlink()
     plugin = await agent.start()
     assert await plugin.preparer.restore_missing_specs() == 1
-    assert json.loads(path.read_text()) == expected_spec(kept, "gpu")
+    assert json.loads(path.read_text()) == expected_spec(node, kept, "gpu")
 
     dropped_uid = dropped["metadata"]["uid"]
     assert await agent.unprepare(ref(dropped)) == {dropped_uid: ""}
