@@ -48,10 +48,12 @@ async def admin_api(control_plane: ControlPlane) -> AsyncIterator[ApiClient]:
 @pytest.fixture(scope="session")
 def kubedra(control_plane: ControlPlane) -> Kubedra:
     """kubedra installed from manifests/, with the operator running under its ServiceAccount
-    (agents are started per test with :meth:`Kubedra.start_agent`)."""
+    and the test attach step of :mod:`tests.support.scripted_attacher` (agents are started per
+    test with :meth:`Kubedra.start_agent`)."""
     deployment = Kubedra(control_plane)
     deployment.install()
-    deployment.start_operator(explain_event_interval=2.0)
+    deployment.start_operator(explain_event_interval=2.0,
+                              attacher="tests.support.scripted_attacher:ScriptedAttacher")
     return deployment
 
 

@@ -8,8 +8,10 @@ replays the real NVIDIA H200 capture (stand-in device nodes), and creates two po
 and its container prints the GPU it was given), ``too-big`` asks for at least 141Gi (the H200
 has 143771Mi, about 140.4Gi: it stays pending, and the operator explains why in an Event on
 its claim). Then it prints what a user would look at, ending with ``kubectl dra explain`` on
-the pending claim and ``kubectl dra simulate`` of one more whole-GPU claim. ``--keep`` leaves
-the cluster running.
+the pending claim and ``kubectl dra simulate`` of one more whole-GPU claim. Last, pod
+``legacy``, written for NVIDIA's device plugin (``nvidia.com/gpu: 1``, no claim), waits for the
+H200 and gets it through DRA once the trainer is deleted (KEP-5004). ``--keep`` leaves the
+cluster running.
 """
 
 from __future__ import annotations
@@ -112,6 +114,29 @@ async def scenario(plane: ControlPlane) -> tuple[str, str, str]:
         return name, too_big_name, str(trainer["report"])
 
 
+async def device_plugin_pod(plane: ControlPlane) -> str:
+    """Before and after in one pod: ``legacy`` is written for the device-plugin world
+    (``resources.limits: {nvidia.com/gpu: 1}``, no claim). It waits while the trainer holds the
+    H200 (``kubectl dra explain pod`` says so), then gets it through DRA once the trainer is
+    deleted; returns what its container reported."""
+    api = await make_api_client(plane.admin_kubeconfig)
+    async with api:
+        await create_reporting_pod(api, NAMESPACE, "legacy", NODE,
+                                   extended_resources={"nvidia.com/gpu": 1})
+
+        async def waiting() -> bool:
+            pod = await client.CoreV1Api(api).read_namespaced_pod("legacy", NAMESPACE)
+            return any(c.type == "PodScheduled" and c.status == "False"
+                       for c in pod.status.conditions or [])
+        await eventually(waiting, timeout=90, what="pod legacy unschedulable")
+        show(plane, "dra", "explain", "pod", "legacy", "-n", NAMESPACE)
+        step("deleting pod trainer: the H200 is free for legacy")
+        await client.CoreV1Api(api).delete_namespaced_pod("trainer", NAMESPACE)
+        legacy = await eventually(lambda: running_report(api, NAMESPACE, "legacy"),
+                                  timeout=180, what="pod legacy Running")
+        return str(legacy["report"])
+
+
 def main(argv: list[str]) -> int:
     """Run the demo; returns the exit code."""
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
@@ -151,6 +176,14 @@ def main(argv: list[str]) -> int:
         template = workdir / "any-gpu.yaml"
         template.write_text(ANY_GPU)
         show(plane, "dra", "simulate", "-f", os.path.relpath(template))
+        step("creating pod legacy, written for NVIDIA's device plugin: resources.limits "
+             "{nvidia.com/gpu: 1} and no claim (DeviceClass gpu.kubedra.io has "
+             "extendedResourceName nvidia.com/gpu)")
+        report = asyncio.run(device_plugin_pod(plane))
+        step("legacy's container was given (its termination message):")
+        print(report, flush=True)
+        show(plane, "get", "pod", "legacy", "-n", NAMESPACE, "-o",
+             "jsonpath={.status.extendedResourceClaimStatus}")
     except BaseException:
         print(plane.log_tails(), file=sys.stderr)
         for problem in plane.stop():

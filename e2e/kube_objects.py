@@ -108,24 +108,30 @@ async def claim_events(api: ApiClient, namespace: str, claim: str,
 
 
 async def create_reporting_pod(api: ApiClient, namespace: str, name: str, node: str, *,
-                               template: str | None = None, claim: str | None = None) -> None:
+                               template: str | None = None, claim: str | None = None,
+                               script: str = REPORT_SCRIPT,
+                               extended_resources: dict[str, int] | None = None) -> None:
     """A pod for real node ``node`` that uses claim ``gpu`` (from ResourceClaimTemplate
     ``template`` or the existing ResourceClaim ``claim``) in two containers of the test image:
-    init container ``report`` writes :data:`REPORT_SCRIPT`'s report as its termination message
-    and exits; ``main`` sleeps, holding the claim until the pod is deleted. Host network, no
-    ServiceAccount token, never pulled."""
+    init container ``report`` writes what ``script`` writes to ``/dev/termination-log``
+    (:data:`REPORT_SCRIPT`'s report by default) as its termination message and exits; ``main``
+    sleeps, holding the claim until the pod is deleted. Host network, no ServiceAccount token,
+    never pulled. With ``extended_resources`` (e.g. ``{"nvidia.com/gpu": 1}``) both containers
+    have those limits instead, and the pod no claim (KEP-5004: the scheduler makes one)."""
     source = {"resourceClaimTemplateName": template} if template else {
         "resourceClaimName": claim}
-    uses = {"claims": [{"name": "gpu"}]}
+    uses: dict[str, Any] = ({"limits": extended_resources} if extended_resources
+                            else {"claims": [{"name": "gpu"}]})
+    claims = [] if extended_resources else [{"name": "gpu", **source}]
     await client.CoreV1Api(api).create_namespaced_pod(namespace, {
         "metadata": {"name": name},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node},
             "hostNetwork": True, "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 1,
-            "resourceClaims": [{"name": "gpu", **source}],
+            "resourceClaims": claims,
             "initContainers": [{"name": "report", "image": TEST_IMAGE,
-                                "imagePullPolicy": "Never", "args": [REPORT_SCRIPT],
+                                "imagePullPolicy": "Never", "args": [script],
                                 "resources": uses}],
             "containers": [{"name": "main", "image": TEST_IMAGE, "imagePullPolicy": "Never",
                             "args": ["exec sleep 2147483647"], "resources": uses}],

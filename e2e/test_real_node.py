@@ -97,7 +97,7 @@ class Node:
 async def node(kubedra: Kubedra, admin_api: ApiClient) -> AsyncIterator[Node]:
     """Real node ``real-h200`` with its agent replaying the H200 capture (stand-in device
     nodes, boot ID from a file the reboot test changes)."""
-    real = kubedra.add_real_node(NODE, {"kubedra.io/gpu": "true"})
+    real = kubedra.real_node(NODE, {"kubedra.io/gpu": "true"})
     stand_in_devices(real.device_root, ["/dev/nvidia0", *NVIDIA_CONTROL_NODES])
     this = Node(kubedra, real)
     this.boot_id.write_text("boot-1\n")

@@ -27,6 +27,8 @@ from e2e.harness.realnode import RealNode
 NAMESPACE = "kubedra-system"
 H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
 AGENT_POD_LABELS = {"app.kubernetes.io/name": "kubedra-agent"}
+HEALTH_HOLD_DOWN = 10.0
+"""Seconds a recovered device stays tainted in tests and the demo."""
 
 
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
@@ -69,10 +71,13 @@ class Kubedra:
         return env
 
     def start_operator(self, *, lease_check_interval: float = 1.0,
-                       explain_event_interval: float = 60.0, liveness_port: int = 0
-                       ) -> Component:
-        """Start ``kubedra operator`` as the kubedra-operator ServiceAccount; a non-zero
-        ``liveness_port`` serves kopf's ``/healthz`` (kubedra's probe) there."""
+                       explain_event_interval: float = 60.0,
+                       health_hold_down: float = HEALTH_HOLD_DOWN,
+                       attacher: str = "immediate", liveness_port: int = 0) -> Component:
+        """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
+        ``health_hold_down`` of seconds, not the shipped five minutes, and the ``attacher``
+        of devices with binding conditions); a non-zero ``liveness_port`` serves kopf's
+        ``/healthz`` (kubedra's probe) there."""
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
@@ -80,7 +85,8 @@ class Kubedra:
              f"--liveness-port={liveness_port}"],
             env=self._env(namespace=NAMESPACE,
                           lease_check_interval=str(lease_check_interval),
-                          explain_event_interval=str(explain_event_interval)))
+                          explain_event_interval=str(explain_event_interval),
+                          health_hold_down=str(health_hold_down), attacher=attacher))
         return self.operator
 
     def add_node(self, node: str, labels: dict[str, str] | None = None) -> None:
@@ -100,6 +106,12 @@ class Kubedra:
         real = self.plane.add_real_node(node, labels)
         self.create_real_agent_pod(f"kubedra-agent-{node}", node)
         return real
+
+    def real_node(self, node: str, labels: dict[str, str] | None = None) -> RealNode:
+        """Real node ``node``: the one already running (test modules share it), else a new one
+        from :meth:`add_real_node`."""
+        running = next((n for n in self.plane.real_nodes if n.name == node), None)
+        return running if running is not None else self.add_real_node(node, labels)
 
     def create_real_agent_pod(self, name: str, node: str) -> str:
         """Create a stand-in agent pod ``name`` on real node ``node`` (a container of the test
@@ -133,7 +145,7 @@ class Kubedra:
                     pod: str | None = None,
                     pod_uid: str | None = None, device_root: Path | None = None,
                     boot_id_path: Path | None = None, name: str | None = None,
-                    module: str = "kubedra") -> Component:
+                    module: str = "kubedra", sysfs_root: Path | None = None) -> Component:
         """Start ``kubedra agent`` for ``node`` as the kubedra-agent ServiceAccount, with a token
         bound to the stand-in agent pod ``pod`` (default ``kubedra-agent-<node>``).
 
@@ -142,7 +154,8 @@ class Kubedra:
         replaces the kernel's boot ID (tests simulate a reboot with it); ``name`` is the
         component's name (default ``kubedra-agent-<node>``; a second instance needs another);
         ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
-        agent with a fake MIG partitioner).
+        agent with a fake MIG partitioner); ``sysfs_root`` replaces ``/sys`` (a sysfs tree a
+        test built for the ``pci`` backend).
         """
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=pod or f"kubedra-agent-{node}")
@@ -154,7 +167,7 @@ class Kubedra:
                     "kubelet_registry_dir": str(host / "plugins_registry"),
                     "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}
         for key, value in (("pod_uid", pod_uid), ("device_root", device_root),
-                           ("boot_id_path", boot_id_path)):
+                           ("boot_id_path", boot_id_path), ("sysfs_root", sysfs_root)):
             if value is not None:
                 settings[key] = str(value)
         agent = self.plane.spawn(

@@ -82,6 +82,13 @@ class Settings(BaseSettings):
     """How often the operator checks agent Leases for expiry."""
     explain_event_interval: float = 60.0
     """Seconds between two explaining Events (``CannotAllocate``) on the same claim, at least."""
+    attacher: str = "immediate"
+    """The attach step for devices with binding conditions (KEP-5007): ``immediate`` or
+    ``<module>:<class>`` (see :mod:`kubedra.binding.attach`)."""
+    health_hold_down: float = 300.0
+    """Seconds a device that is healthy again keeps its ``kubedra.io/unhealthy`` NoSchedule
+    taint (value ``recovered-hold-down``), so that one transient fault neither takes it out
+    until a restart nor puts new claims on a device that fails again at once; 0: none."""
 
 
 def settings_from_flags(**flags: Any) -> Settings:

@@ -327,6 +327,17 @@ def without_times(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
+def cdi_ids(uid: str, device: str, request: str = "gpu", first: bool = True) -> list[str]:
+    """The CDI IDs the answer gives ``device``: its own, and on the first device of a request
+    the request's device metadata (KEP-5304)."""
+    return [f"{DRIVER}/claim={uid}-{device}", *([f"{DRIVER}/metadata={uid}_{request}"]
+                                                 if first else [])]
+
+
+def metadata_spec_names(uid: str, *requests: str) -> list[str]:
+    return [f"{DRIVER}_metadata_{uid}_{r}.json" for r in requests]
+
+
 def response_devices(answer: Any) -> list[tuple[list[str], str, str, list[str]]]:
     return [(list(d.request_names), d.pool_name, d.device_name, list(d.cdi_device_ids))
             for d in answer.devices]
@@ -348,12 +359,40 @@ async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
         uid = claim["metadata"]["uid"]
         assert answer[uid].error == ""
         assert response_devices(answer[uid]) == [
-            ([request], NODE, g, [f"{DRIVER}/claim={uid}-{g}"]) for g in devices_of(claim)]
+            ([request], NODE, g, cdi_ids(uid, g, request, i == 0))
+            for i, g in enumerate(devices_of(claim))]
         document = json.loads(spec_file(node, uid).read_text())
         assert schema_errors(document) == []
         assert document == expected_spec(node, claim, request)
-    assert sorted(p.name for p in node.cdi_dir.iterdir()) == sorted(
-        spec_file(node, c["metadata"]["uid"]).name for c in (single, pair))
+    assert sorted(p.name for p in node.cdi_dir.iterdir()) == sorted([
+        *(spec_file(node, c["metadata"]["uid"]).name for c in (single, pair)),
+        *metadata_spec_names(single["metadata"]["uid"], "gpu"),
+        *metadata_spec_names(pair["metadata"]["uid"], "gpus")])
+
+    # device metadata (KEP-5304): one file per request, mounted by a CDI spec of its own
+    pair_uid = pair["metadata"]["uid"]
+    host = node.data_dir / "dra-device-metadata" / f"{namespace}_pair" / "gpus" / "metadata.json"
+    streamed = [json.loads(line) for line in host.read_text().splitlines()]
+    assert [d.pop("apiVersion") for d in streamed] == [
+        "metadata.resource.k8s.io/v1beta1", "metadata.resource.k8s.io/v1alpha1"]
+    assert streamed[0] == streamed[1] == {
+        "kind": "DeviceMetadata",
+        "metadata": {"name": "pair", "namespace": namespace, "uid": pair_uid, "generation": 1},
+        "requests": [{"name": "gpus", "devices": [
+            {"driver": DRIVER, "pool": NODE, "name": g, "attributes": {
+                "minor": {"int": int(g.removeprefix("gpu-"))}, "type": {"string": "gpu"},
+                "uuid": {"string": f"GPU-{g.removeprefix('gpu-')}"}}}
+            for g in devices_of(pair)]}]}
+    mount_spec = json.loads((node.cdi_dir / f"{DRIVER}_metadata_{pair_uid}_gpus.json").read_text())
+    assert schema_errors(mount_spec) == []
+    assert mount_spec == {
+        "cdiVersion": mount_spec["cdiVersion"], "kind": f"{DRIVER}/metadata",
+        "devices": [{"name": f"{pair_uid}_gpus", "containerEdits": {"mounts": [{
+            "hostPath": str(host),
+            "containerPath": "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/"
+                             f"pair/gpus/{DRIVER}-metadata.json",
+            "options": ["ro", "bind"]}]}}]}
+    assert mount_spec["cdiVersion"] in ("0.3.0", "0.5.0")
 
     # status.devices: the agent's Prepared condition on each device of our driver
     single_now = await read_claim(cluster.admin, namespace, "single")
@@ -408,6 +447,7 @@ async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
     assert await agent.unprepare(ref(single), ref(pair)) == {
         single["metadata"]["uid"]: "", pair["metadata"]["uid"]: ""}
     assert list(node.cdi_dir.iterdir()) == []
+    assert list((node.data_dir / "dra-device-metadata").iterdir()) == []
     after = await read_claim(cluster.admin, namespace, "single")
     assert without_times(after["status"]["devices"]) == [
         {"driver": DRIVER, "pool": NODE, "device": "gpu-0", "conditions": [{
@@ -439,8 +479,7 @@ async def test_unprepare_after_agent_restart(cluster: Cluster, agent: Agent, nod
 
     await agent.start()
     answer = await agent.prepare(ref(claim))
-    assert response_devices(answer[uid]) == [
-        (["gpu"], NODE, "gpu-3", [f"{DRIVER}/claim={uid}-gpu-3"])]
+    assert response_devices(answer[uid]) == [(["gpu"], NODE, "gpu-3", cdi_ids(uid, "gpu-3"))]
     assert node.metric("kubedra_plugin_claims_total", operation="prepare", result="cached") == 1
     assert await agent.unprepare(ref(claim)) == {uid: ""}
     assert not spec_file(node, uid).exists()
@@ -571,7 +610,8 @@ async def test_bad_claims_fail_alone(cluster: Cluster, agent: Agent, node: Plugi
     }
     assert json.loads(spec_file(node, uid["good"]).read_text()) == expected_spec(
         node, good, "gpu", GOOD_CONFIG_ENV)
-    assert sorted(p.name for p in node.cdi_dir.iterdir()) == [spec_file(node, uid["good"]).name]
+    assert sorted(p.name for p in node.cdi_dir.iterdir()) == sorted([
+        spec_file(node, uid["good"]).name, *metadata_spec_names(uid["good"], "gpu")])
     now = await read_claim(cluster.admin, namespace, "good")
     assert without_times(now["status"]["devices"]) == [prepared_entry(good, "gpu-11")]
     for reason, count in (("NoDeviceOfDriver", 1), ("UnknownDevice", 1), ("InvalidConfig", 1),
@@ -667,10 +707,10 @@ async def test_concurrent_prepares_prepare_each_claim_once(cluster: Cluster, age
             assert answer.claims[uid].error == ""
             device = f"gpu-{n[1:]}"
             assert response_devices(answer.claims[uid]) == [
-                (["gpu"], NODE, device, [f"{DRIVER}/claim={uid}-{device}"])]
+                (["gpu"], NODE, device, cdi_ids(uid, device))]
     assert node.metric("kubedra_plugin_claims_total", operation="prepare", result="done") == 3
     assert node.metric("kubedra_plugin_claims_total", operation="prepare", result="cached") == 21
-    assert len(list(node.cdi_dir.iterdir())) == 3
+    assert len(list(node.cdi_dir.iterdir())) == 6  # a claim spec and a metadata spec each
     assert await agent.unprepare(*(ref(c) for c in claims.values())) == {
         c["metadata"]["uid"]: "" for c in claims.values()}
 
@@ -734,7 +774,7 @@ async def test_mig_placement_is_created_at_prepare_and_destroyed_at_unprepare(
     await agent.start(mig=mig)
     answer = await agent.prepare(ref(claim))
     assert response_devices(answer[uid]) == [
-        (["gpu"], NODE, MIG_DEVICE.name, [f"{DRIVER}/claim={uid}-{MIG_DEVICE.name}"])]
+        (["gpu"], NODE, MIG_DEVICE.name, cdi_ids(uid, MIG_DEVICE.name))]
     instance = mig.live["MIG-fake-1"]
     assert (instance.placement.parent_uuid, instance.placement.parent_minor,
             instance.placement.profile_id, instance.placement.start,

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from e2e.harness.realnode import stand_in_devices
 from kubedra.api.inventory import InventoryDevice
 from kubedra.node.edits import NVIDIA_CONTROL_NODES
+from kubedra.node.health import HealthFeed
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import MigInstance, MigPartitioner, MigPlacement
 from kubedra.node.plugin import KubeletPlugin, kubelet_plugin
@@ -60,7 +61,8 @@ class PluginNode:
         return dict(self.devices)
 
     def plugin(self, api: ApiClient, pod_uid: str | None = None,
-               mig: MigPartitioner | None = None) -> KubeletPlugin:
+               mig: MigPartitioner | None = None,
+               health: HealthFeed | None = None) -> KubeletPlugin:
         """A new plugin (not started) talking to the API as ``api``, built from settings as
         the agent builds it."""
         self.metrics_registry = CollectorRegistry()
@@ -70,7 +72,8 @@ class PluginNode:
                             pod_uid=pod_uid)
         return kubelet_plugin(settings, api, node_name=self.name, pool=lambda: self.name,
                               devices=self.current_devices,
-                              metrics=PluginMetrics(self.metrics_registry), mig=mig)
+                              metrics=PluginMetrics(self.metrics_registry), mig=mig,
+                              health=health)
 
     def metric(self, name: str, **labels: str) -> float:
         """A sample of the newest plugin's metrics (0 when never set)."""

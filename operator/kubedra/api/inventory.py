@@ -17,9 +17,20 @@ from pydantic.config import JsonDict
 
 from kubedra.api.base import KubeModel
 from kubedra.api.limits import (
+    BINDING_CONDITIONS_MAX_SIZE,
+    BINDING_FAILURE_CONDITIONS_MAX_SIZE,
+)
+from kubedra.api.limits import (
     RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE as MAX_ENTRIES,
 )
-from kubedra.api.names import DNSLabel, DNSSubdomain, DriverName, PoolName, QualifiedName
+from kubedra.api.names import (
+    DNSLabel,
+    DNSSubdomain,
+    DriverName,
+    LabelName,
+    PoolName,
+    QualifiedName,
+)
 from kubedra.api.resource import (
     Condition,
     CounterSet,
@@ -81,6 +92,20 @@ class InventoryDevice(KubeModel):
         description="Shared counters this device takes when allocated (at most 2 counter sets).")
     health: Health = Field(default="Healthy", description="Healthy, Unhealthy or Unknown.")
     health_message: str | None = Field(default=None, description="Why the device is not healthy.")
+    binds_to_node: bool | None = Field(
+        default=None, description="Network-attached pools: the allocation is pinned to the node "
+        "the scheduler chose (KEP-5007).")
+    binding_conditions: list[LabelName] | None = Field(
+        default=None, max_length=BINDING_CONDITIONS_MAX_SIZE,
+        description="Network-attached pools: conditions the operator's attach step sets on the "
+        "claim's status.devices before kube-scheduler binds the pod (KEP-5007).")
+    binding_failure_conditions: list[LabelName] | None = Field(
+        default=None, max_length=BINDING_FAILURE_CONDITIONS_MAX_SIZE,
+        description="Network-attached pools: a True one sends the pod back to scheduling.")
+    health_transition_time: str | None = Field(
+        default=None, description="When discovery last saw the health change (RFC 3339); unset "
+        "until it changes. The operator keeps a recovered device tainted for a hold-down time "
+        "after it.")
 
 
 class PCIDiscovery(KubeModel):

@@ -33,6 +33,10 @@ DNSSubdomain = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, m
 PoolName = Annotated[str, StringConstraints(pattern=POOL_NAME_PATTERN, max_length=253)]
 """A pool name: DNS subdomains separated by '/', at most 253 characters (``PoolNameMaxLength``)."""
 
+LABEL_NAME_PATTERN = rf"^({_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
+LabelName = Annotated[str, StringConstraints(pattern=LABEL_NAME_PATTERN, max_length=253 + 1 + 63)]
+"""A label (or condition type) name: ``name`` or ``prefix/name``, name at most 63 characters;
+what the API allows for binding conditions (``ValidateLabelName``)."""
 DriverName = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, max_length=63)]
 """A driver name: a DNS subdomain of at most 63 characters (``DriverNameMaxLength``)."""
 

@@ -10,10 +10,13 @@ For each allocated device of a pool that a DeviceInventory publishes, the operat
 * ``False``, reason ``DeviceDisabled``: an override disables the device;
 * ``False``, reason ``DeviceUnhealthy``: the agent reports the device unhealthy.
 
-A ``False`` condition also gets a Warning Event on the claim. The node agent writes its own
-``Prepared`` condition on the same entries with another field manager; neither touches the
-other's fields. kube-scheduler and kube-controller-manager own ``allocation`` and
-``reservedFor``; kubedra never writes them.
+A device with binding conditions (KEP-5007; network-attached pools) also gets, after the
+operator's attach step (:mod:`kubedra.binding.attach`), its ``bindingConditions`` ``True``
+(attached) or its ``bindingFailureConditions`` ``True`` (failed), which kube-scheduler waits
+for in PreBind. A ``False`` ``Ready`` condition also gets a Warning Event on the claim. The
+node agent writes its own ``Prepared`` condition on the same entries with another field
+manager; neither touches the other's fields. kube-scheduler and kube-controller-manager own
+``allocation`` and ``reservedFor``; kubedra never writes them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubedra.api.resource import AllocatedDeviceStatus, Condition
+from kubedra.binding.attach import (
+    AttachResult,
+    BindingCondition,
+    binding_conditions,
+    binding_types,
+)
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.state import PublishedPool
 
@@ -31,6 +40,9 @@ DeviceReason = Literal["Allocated", "DeviceNotFound", "DeviceDisabled", "DeviceU
 
 EVENT_REASON = "DeviceNotReady"
 """Reason of the Warning Event posted when a device of the claim is not ready."""
+
+DeviceKey = tuple[str, str, str, str | None]
+"""(driver, pool, device, shareID) of an allocated device."""
 
 PoolLookup = Callable[[str, str], tuple[str | None, PublishedPool | None]]
 """(driver, pool) → the inventory that publishes it and what it last published."""
@@ -92,9 +104,12 @@ def device_condition(result: Mapping[str, Any], inventory: str | None,
 
 
 def decide_claim(claim: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
-                 lookup: PoolLookup, now: str) -> ClaimDecision:
+                 lookup: PoolLookup, now: str,
+                 attached: Mapping[DeviceKey, AttachResult] | None = None) -> ClaimDecision:
     """The ``Ready`` condition of every allocation result in ``results`` (those of kubedra's
-    pools) of ``claim`` (raw), written only when one changed status, reason or message.
+    pools) of ``claim`` (raw), and the binding conditions of the results the attach step
+    answered (``attached``, by device key), written only when one changed status, reason or
+    message. Binding conditions set before stay.
 
     ``now`` is a ``metav1.Time`` string.
     """
@@ -104,14 +119,22 @@ def decide_claim(claim: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     for result in results:
         key = (result["driver"], result["pool"], result["device"], result.get("shareID"))
         condition = device_condition(result, *lookup(result["driver"], result["pool"]))
+        types = {"Ready", *binding_types(result)}
         ours = [Condition.from_api(c) for c in existing.get(key, {}).get("conditions") or []
-                if c["type"] == "Ready"]
-        before = get_condition(ours, "Ready")
-        conditions = set_condition(ours, type_="Ready", status=condition.ok,
-                                   reason=condition.reason, message=condition.message, now=now)
-        if before is None or (before.status, before.reason, before.message) != (
-                conditions[-1].status, condition.reason, condition.message):
-            changed = True
+                if c["type"] in types]
+        wanted = [BindingCondition("Ready", condition.reason, condition.message)]
+        outcome = (attached or {}).get(key)
+        if outcome is not None:
+            wanted += binding_conditions(result, outcome)
+        conditions = ours
+        for want in wanted:
+            ok = condition.ok if want.type == "Ready" else True
+            before = get_condition(conditions, want.type)
+            conditions = set_condition(conditions, type_=want.type, status=ok,
+                                       reason=want.reason, message=want.message, now=now)
+            if before is None or (before.status, before.reason, before.message) != (
+                    "True" if ok else "False", want.reason, want.message):
+                changed = True
         entries.append(AllocatedDeviceStatus(driver=key[0], pool=key[1], device=key[2],
                                              share_id=key[3] or None, conditions=conditions))
         if not condition.ok:

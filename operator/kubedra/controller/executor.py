@@ -17,7 +17,8 @@ from kubedra import kube
 from kubedra.api.inventory import OPERATOR_COMPONENT, OPERATOR_FIELD_MANAGER
 from kubedra.api.resource import ResourceSlice
 from kubedra.api.time import timestamp, utcnow
-from kubedra.controller.claims import EVENT_REASON, decide_claim
+from kubedra.binding.attach import AttachRequest, AttachResult, attach_decided
+from kubedra.controller.claims import EVENT_REASON, DeviceKey, decide_claim
 from kubedra.controller.inventories import (
     InventoryDecision,
     InventoryInputs,
@@ -63,6 +64,11 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         state.pools[name] = PublishedPool(pool=decision.pool, health=decision.health,
                                           withdrawn=decision.withdrawn,
                                           draining=decision.draining)
+    held_until = decision.pool.held_until if decision.ok and decision.pool else None
+    if held_until is not None:
+        state.hold_downs[name] = held_until  # the tick queues the inventory again then
+    else:
+        state.hold_downs.pop(name, None)
     reports_existing = not decision.ok and not decision.withdrawn
     slices_now = state.overlay.merge(name, state.view.slices_of(name)) if reports_existing \
         else []
@@ -105,7 +111,8 @@ async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> Invent
         rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))
                 if other],
         uses=view.uses_of(driver, pool),
-        remembered=state.last_published.get((driver, pool)))
+        remembered=state.last_published.get((driver, pool)),
+        now=utcnow(), hold_down=state.settings.health_hold_down)
 
 
 async def _publish(state: OperatorState, name: str, decision: InventoryDecision
@@ -163,6 +170,39 @@ def _retryable(err: ApiException) -> bool:
     return err.status in (*STALE, 429) or (err.status or 500) >= 500
 
 
+async def _attach(state: OperatorState, claim: dict[str, Any],
+                  results: list[dict[str, Any]]) -> dict[DeviceKey, AttachResult]:
+    """Run the attach step for every result with binding conditions it has not answered yet
+    (KEP-5007). An answer is remembered per allocation (``allocationTimestamp``): the cached
+    claim may not show the conditions just written, and asking the attacher again could then
+    replace a failure by a later success in the same write, hiding it from kube-scheduler."""
+    meta = claim["metadata"]
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    allocated_at = str(allocation.get("allocationTimestamp") or "")
+    remembered = state.attach_outcomes.setdefault((meta["namespace"], meta["name"]), {})
+    for stale in [m for m in remembered if m[0] != allocated_at]:
+        del remembered[stale]  # a new allocation: attach again
+    existing = {(d["driver"], d["pool"], d["device"], d.get("shareID")): d.get("conditions")
+                for d in (claim.get("status") or {}).get("devices") or []}
+    attached: dict[DeviceKey, AttachResult] = {}
+    for r in results:
+        key: DeviceKey = (r["driver"], r["pool"], r["device"], r.get("shareID"))
+        known = remembered.get((allocated_at, *key))
+        if known is not None and known.state != "Pending":
+            attached[key] = known
+            continue
+        if not r.get("bindingConditions") or attach_decided(r, existing.get(key) or []):
+            continue
+        attached[key] = await state.attacher.attach(AttachRequest(
+            namespace=meta["namespace"], claim=meta["name"], claim_uid=meta["uid"],
+            request=r["request"], driver=r["driver"], pool=r["pool"], device=r["device"]))
+        remembered[(allocated_at, *key)] = attached[key]
+        log.info("attach step", claim=f"{meta['namespace']}/{meta['name']}",
+                 device=f"{r['pool']}/{r['device']}", state=attached[key].state,
+                 message=attached[key].message)
+    return attached
+
+
 async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> None:
     """Write the ``Ready`` condition of every kubedra device in the claim's allocation.
 
@@ -172,6 +212,7 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
     claim = state.claim_overlay.merge((namespace, name), state.view.claim(namespace, name))
     if claim is None:  # deleted or deallocated (only allocated claims are cached)
         state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
+        state.attach_outcomes.pop((namespace, name), None)
         return
     results = [r for r in allocation_results(claim)
                if state.inventory_for_pool(r["driver"], r["pool"])]
@@ -183,8 +224,12 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
         inventory = state.inventory_for_pool(driver, pool)
         return inventory, state.pools[inventory] if inventory else None
 
-    decision = decide_claim(claim, results, lookup, timestamp(utcnow()))
+    attached = await _attach(state, claim, results)
+    decision = decide_claim(claim, results, lookup, timestamp(utcnow()), attached)
+    pending = [f"{k[1]}/{k[2]}" for k, outcome in attached.items() if outcome.state == "Pending"]
     if decision.entries is None:
+        if pending:
+            raise Retry(f"attaching {', '.join(pending)}")
         return
     try:
         stored = await kube.apply_claim_device_status(state.api, namespace, name,
@@ -199,6 +244,8 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
         state.refused_claims.add(refusal_key)  # no write can succeed while the claim exists
         return
     state.claim_overlay.record((namespace, name), stored)
+    if pending:  # check on the attach step again, with back-off
+        raise Retry(f"attaching {', '.join(pending)}")
     key = ("ResourceClaim", f"{namespace}/{name}")
     if decision.problems and state.announced.get(key) != decision.event_message:
         state.announced[key] = decision.event_message

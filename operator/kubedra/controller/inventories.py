@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -44,10 +45,12 @@ from kubedra.api.inventory import (
     agent_lease_name,
 )
 from kubedra.api.resource import Condition, OwnerReference, ResourcePool, ResourceSlice
+from kubedra.api.time import timestamp
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.leases import LeaseState
 from kubedra.controller.state import ClaimUse
 from kubedra.publishing.pool import (
+    RECOVERED_TAINT_VALUE,
     DesiredPool,
     build_pool,
     keep_allocated_devices,
@@ -86,6 +89,8 @@ class InventoryInputs:
         rivals: the raw inventories that name the same pool (this one may be among them).
         uses: the allocated devices of the pool, with their claims.
         remembered: the pool as last published under this (driver, pool), or None.
+        now: the current time (for hold-downs; None: the clock's).
+        hold_down: seconds a recovered device stays tainted (``health_hold_down``).
     """
 
     raw: Mapping[str, Any]
@@ -95,6 +100,8 @@ class InventoryInputs:
     rivals: Sequence[Mapping[str, Any]] = ()
     uses: Sequence[ClaimUse] = ()
     remembered: DesiredPool | None = None
+    now: datetime | None = None
+    hold_down: float = 0.0
 
     @property
     def name(self) -> str:
@@ -187,7 +194,7 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
         return InventoryDecision(
             "WaitingForAgent", f"no devices declared and the node agent of {node} has not "
                                "reported yet; nothing is published")
-    pool = build_pool(inventory)
+    pool = build_pool(inventory, now=inputs.now, hold_down=inputs.hold_down)
     owner = pool_owner(inputs)
     if owner != name:
         return InventoryDecision(
@@ -276,6 +283,11 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
     unhealthy = [d.name for d in inventory_devices(inventory) if d.health == "Unhealthy"]
     if unhealthy:
         message += f"; unhealthy, tainted NoSchedule: {', '.join(sorted(unhealthy))}"
+    recovered = [d.name for d in pool.devices
+                 if any(t.value == RECOVERED_TAINT_VALUE for t in d.taints or [])]
+    if recovered and pool.held_until is not None:
+        message += (f"; healthy again, kept tainted NoSchedule for the hold-down time (the "
+                    f"first until {timestamp(pool.held_until)}): {', '.join(recovered)}")
     if draining:
         message += ("; still allocated, so kept published with a NoSchedule taint until "
                     f"released: {', '.join(f'{d} ({why})' for d, why in draining.items())}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kubedra.api.time import utcnow
+from kubedra.binding.attach import load_attacher
 from kubedra.controller.executor import reconcile_claim, reconcile_inventory
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.explanations import explain_pod
@@ -64,7 +65,8 @@ class Runtime:
             raise RuntimeError("the Lease cache is created before the first event")
         self.state = OperatorState(
             api=self.api, settings=self.settings, view=view, leases=self.leases,
-            explain=ExplainState(event_interval=self.settings.explain_event_interval))
+            explain=ExplainState(event_interval=self.settings.explain_event_interval),
+            attacher=load_attacher(self.settings.attacher))
         self.ready.set()
         return self.state
 
@@ -172,14 +174,18 @@ def check_lease(state: OperatorState, node: str, now: datetime.datetime) -> None
 
 
 async def tick(state: OperatorState) -> None:
-    """Notice Lease expiry (a time event, not a watch event) and resync everything now and
-    then."""
+    """Notice Lease expiry and the end of health hold-downs (time events, not watch events)
+    and resync everything now and then."""
     since_resync = 0.0
     interval = state.settings.lease_check_interval
     while True:
         now = utcnow()
         for node in state.view.nodes_with_inventories():
             check_lease(state, node, now)
+        for name, until in list(state.hold_downs.items()):
+            if until <= now:
+                del state.hold_downs[name]
+                state.inventory_queue.add(name)
         since_resync += interval
         if since_resync >= RESYNC_INTERVAL:
             since_resync = 0.0

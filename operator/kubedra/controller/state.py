@@ -9,12 +9,14 @@ and :class:`StatusOverlay`, the same for its status writes to claims and invento
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
 
+from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
@@ -267,6 +269,14 @@ class OperatorState:
     announced: dict[tuple[str, str], str] = field(default_factory=dict)
     """(kind, key) → last Event reason+message posted, so Events mark transitions only."""
     lease_states: dict[str, str] = field(default_factory=dict)
+    attacher: Attacher = field(default_factory=ImmediateAttacher)
+    """The attach step of devices with binding conditions."""
+    attach_outcomes: dict[tuple[str, str], dict[tuple[str, str, str, str, str | None],
+                                                 AttachResult]] = field(default_factory=dict)
+    """Claim (namespace, name) → (allocationTimestamp, driver, pool, device, shareID) → what
+    the attach step answered for that allocation."""
+    hold_downs: dict[str, datetime.datetime] = field(default_factory=dict)
+    """Inventory → when the first hold-down of a recovered device ends (publish again then)."""
     refused_claims: set[tuple[str, str, str]] = field(default_factory=set)
     """(namespace, name, uid) of claims whose status the API server refuses to update (see
     :func:`kubedra.kube.refuses_claim_status_writes`)."""

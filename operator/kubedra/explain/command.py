@@ -18,8 +18,9 @@ import click
 import yaml
 from pydantic import ValidationError
 
-from kubedra.api.resource import ResourceClaim
+from kubedra.api.resource import DeviceClass, ResourceClaim
 from kubedra.explain.claims import explain_claim
+from kubedra.explain.extended import extended_resource_claim
 from kubedra.explain.model import ClaimExplanation
 from kubedra.explain.pods import PodExplanation, explain_pod
 from kubedra.explain.render import render_explanation, render_pod_explanation, render_simulation
@@ -145,6 +146,10 @@ def _explain_pod(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: st
         raise click.ClickException(f"{what} not found")
     placement = PodPlacement.from_api(pod)
     claims = [c for c in (objects.claim(namespace, n) for n in placement.claims) if c is not None]
+    if not (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+        # extended resources (KEP-5004): the claim kube-scheduler would make for the pod
+        made = extended_resource_claim(pod, [DeviceClass.from_api(c) for c in objects.classes])
+        claims += [made] if made is not None else []
     return explain_pod(objects.snapshot(), placement, claims, nodes=nodes or None)
 
 

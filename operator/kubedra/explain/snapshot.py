@@ -133,7 +133,9 @@ class PodPlacement:
 
     Attributes:
         claims: names of the ResourceClaims the pod uses (``spec.resourceClaims[].
-            resourceClaimName`` and the generated ones in ``status.resourceClaimStatuses``).
+            resourceClaimName``, the generated ones in ``status.resourceClaimStatuses`` and
+            the one kube-scheduler made for its extended resources,
+            ``status.extendedResourceClaimStatus``).
     """
 
     namespace: str
@@ -151,9 +153,11 @@ class PodPlacement:
                     .get("requiredDuringSchedulingIgnoredDuringExecution"))
         claims = [c["resourceClaimName"] for c in spec.get("resourceClaims") or ()
                   if c.get("resourceClaimName")]
-        claims += [s["resourceClaimName"]
-                   for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()
+        status = pod.get("status") or {}
+        claims += [s["resourceClaimName"] for s in status.get("resourceClaimStatuses") or ()
                    if s.get("resourceClaimName")]
+        extended = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        claims += [extended] if extended else []
         return cls(namespace=meta.get("namespace") or "", name=meta.get("name") or "",
                    node_name=spec.get("nodeName") or None,
                    node_selector=dict(spec.get("nodeSelector") or {}),

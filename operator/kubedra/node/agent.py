@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from typing import Any
 
 import aiohttp
@@ -36,6 +37,7 @@ from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
 from kubedra.node.checkpoint import read_boot_id
+from kubedra.node.health import HealthFeed, health_timeout, stamp_health_transitions
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import NvmlMigPartitioner
 from kubedra.node.plugin import kubelet_plugin
@@ -59,6 +61,7 @@ class Agent:
 
     Attributes:
         discovered: the last discovery result written (None before the first scan).
+        health: every successful scan's device health, for the kubelet's health stream.
     """
 
     def __init__(self, settings: Settings, api: ApiClient) -> None:
@@ -73,6 +76,7 @@ class Agent:
         self.lease: dict[str, Any] | None = None
         """The agent Lease as last renewed (None before the first renewal)."""
         self.scanned = asyncio.Event()
+        self.health = HealthFeed(self.pool, health_timeout(settings.rescan_interval))
 
     def boot_id(self) -> str | None:
         """The node's boot ID, or None where it cannot be read."""
@@ -125,13 +129,16 @@ class Agent:
         discovery: DiscoverySettings = inventory.spec.discovery
         result = await asyncio.to_thread(discover, self.settings.backend, discovery,
                                          self.settings.sysfs_root)
+        self.health.report(result.devices, time.time())
         current = inventory.status.discovered if inventory.status else None
+        now = timestamp(utcnow())
+        devices = stamp_health_transitions(result.devices, current.devices if current else [],
+                                           now)
         state = DiscoveredState(
-            devices=result.devices, counter_sets=result.counter_sets or None,
+            devices=devices, counter_sets=result.counter_sets or None,
             rejected=result.rejected or None,
             backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
-            boot_id=self.boot_id(),
-            observed_time=timestamp(utcnow()))
+            boot_id=self.boot_id(), observed_time=now)
         if current is not None and _same(current, state):
             self.discovered = current
             return False
@@ -222,7 +229,8 @@ async def run_agent(settings: Settings) -> None:
         agent = Agent(settings, api)
         mig = NvmlMigPartitioner() if settings.backend == "nvml" else None
         plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.pool,
-                                devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig)
+                                devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig,
+                                health=agent.health)
         metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict)
                    if settings.metrics_port else None)
         loops = [asyncio.create_task(agent.run_discovery()),

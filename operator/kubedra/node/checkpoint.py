@@ -43,13 +43,15 @@ class CheckpointError(Exception):
 
 
 class PreparedDevice(KubeModel):
-    """One device prepared for a claim, as returned to the kubelet, plus its MIG instance."""
+    """One device prepared for a claim, as returned to the kubelet, plus its MIG instance and
+    whether it was allocated with admin access."""
 
     request_names: list[str]
     pool_name: str
     device_name: str
     cdi_device_ids: list[str] = Field(alias="cdiDeviceIDs")
     share_id: str | None = Field(default=None, alias="shareID")
+    admin_access: bool | None = Field(default=None, description="Allocated with adminAccess.")
     mig: MigInstance | None = None
 
 

@@ -4,8 +4,8 @@ Spec file ``<cdi dir>/<driver>-claim_<claim UID>.json``, kind ``<driver>/claim``
 device per allocation result named ``<claim UID>-<device>`` (``-<shareID>`` appended for a
 shared device), so the kubelet gets ``<driver>/claim=<claim UID>-<device>`` back. Annotations
 on the spec (claim namespace, name, UID) and on each device (pool, device, requests, share ID,
-MIG instance) make the spec self-describing: when the checkpoint is lost the agent rebuilds it
-from the specs on disk (:func:`prepared_claim_from_spec`).
+admin access, MIG instance) make the spec self-describing: when the checkpoint is lost the
+agent rebuilds it from the specs on disk (:func:`prepared_claim_from_spec`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ DEVICE = ANNOTATION_PREFIX + "device"
 REQUESTS = ANNOTATION_PREFIX + "requests"
 SHARE_ID = ANNOTATION_PREFIX + "share-id"
 MIG_INSTANCE = ANNOTATION_PREFIX + "mig-instance"
+ADMIN_ACCESS = ANNOTATION_PREFIX + "admin-access"
 
 
 def cdi_kind(driver: str) -> str:
@@ -65,6 +66,8 @@ def claim_spec(driver: str, claim: PreparedClaim, edits: list[ContainerEdits]) -
                        REQUESTS: ",".join(device.request_names)}
         if device.share_id:
             annotations[SHARE_ID] = device.share_id
+        if device.admin_access:
+            annotations[ADMIN_ACCESS] = "true"
         if device.mig is not None:
             annotations[MIG_INSTANCE] = device.mig.model_dump_json(by_alias=True)
         devices.append(CDIDevice(
@@ -91,7 +94,7 @@ def prepared_claim_from_spec(driver: str, spec: CDISpec, boot_id: str) -> Prepar
         devices.append(with_cdi_ids(driver, notes[CLAIM_UID], PreparedDevice(
             request_names=[r for r in ann[REQUESTS].split(",") if r],
             pool_name=ann[POOL], device_name=ann[DEVICE], cdi_device_ids=[],
-            share_id=ann.get(SHARE_ID),
+            share_id=ann.get(SHARE_ID), admin_access=(ann.get(ADMIN_ACCESS) == "true") or None,
             mig=MigInstance.model_validate_json(mig) if mig else None)))
     return PreparedClaim(uid=notes[CLAIM_UID], namespace=notes[CLAIM_NAMESPACE],
                          name=notes[CLAIM_NAME], state="PrepareStarted", boot_id=boot_id,

@@ -3,12 +3,15 @@
 - Registration socket (:func:`kubedra.node.sockets.registration_socket`), service
   ``pluginregistration.Registration``: GetInfo answers type ``DRAPlugin``, the driver name,
   the DRA socket path and the services served there (``v1.DRAPlugin``,
-  ``v1beta1.DRAPlugin``; the kubelet prefers v1). NotifyRegistrationStatus is the kubelet's
-  verdict; it is logged and kept in :class:`PluginHealth`.
+  ``v1beta1.DRAPlugin``; the kubelet prefers v1; and the device health stream
+  ``v1.DRAResourceHealth``, ``v1alpha1.DRAResourceHealth``, :mod:`kubedra.node.health`).
+  NotifyRegistrationStatus is the kubelet's verdict; it is logged and kept in
+  :class:`PluginHealth`.
 - DRA socket (:func:`kubedra.node.sockets.dra_socket`), service ``DRAPlugin`` in both API
   versions: NodePrepareResources and NodeUnprepareResources, answered by
   :class:`kubedra.node.prepare.ClaimPreparer`. Request names in the answer are base request
-  names (upstream's helper strips ``/<subrequest>`` too).
+  names (upstream's helper strips ``/<subrequest>`` too). ``DRAResourceHealth`` in v1 and
+  v1alpha1: NodeWatchResources streams the agent's :class:`kubedra.node.health.HealthFeed`.
 
 Usage (the agent)::
 
@@ -36,10 +39,15 @@ from kubernetes_asyncio.client import ApiClient
 
 from kubedra.api.inventory import InventoryDevice
 from kubedra.logging import get_logger
+from kubedra.node.health import HEALTH_SERVICES, HealthFeed, HealthService, health_timeout
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import MigPartitioner
 from kubedra.node.prepare import ClaimPreparer, ClaimRef, PluginPaths
 from kubedra.node.proto import (
+    dra_health_v1_pb2,
+    dra_health_v1_pb2_grpc,
+    dra_health_v1alpha1_pb2,
+    dra_health_v1alpha1_pb2_grpc,
     dra_v1_pb2,
     dra_v1_pb2_grpc,
     dra_v1beta1_pb2,
@@ -53,8 +61,9 @@ from kubedra.settings import Settings
 log = get_logger(__name__)
 
 PLUGIN_TYPE = "DRAPlugin"
-SUPPORTED_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-"""GetInfo's ``supported_versions`` (k8s.io/kubelet pkg/apis/dra ``DRAPluginService``)."""
+SUPPORTED_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin", *HEALTH_SERVICES)
+"""GetInfo's ``supported_versions`` (k8s.io/kubelet pkg/apis/dra ``DRAPluginService``,
+pkg/apis/dra-health ``DRAResourceHealthService``)."""
 STOP_GRACE = 5.0
 """Seconds running calls get to finish when the plugin stops."""
 
@@ -175,17 +184,21 @@ class KubeletPlugin:
         plugins_dir: the kubelet's plugins directory (the DRA socket goes in ``<driver>/``).
         metrics: the plugin's metrics.
         pod_uid: the agent pod's UID to use rolling-update socket names, or None.
+        health: the device health the DRAResourceHealth stream sends.
     """
 
     def __init__(self, preparer: ClaimPreparer, *, driver: str, registry_dir: Path,
-                 plugins_dir: Path, metrics: PluginMetrics, pod_uid: str | None = None) -> None:
+                 plugins_dir: Path, metrics: PluginMetrics, health: HealthFeed,
+                 pod_uid: str | None = None) -> None:
         self.preparer = preparer
+        self.device_health = health
         self.health = PluginHealth()
         self.registration_socket = registration_socket(registry_dir, driver, pod_uid)
         self.dra_socket = dra_socket(plugins_dir, driver, pod_uid)
         self._driver = driver
         self._metrics = metrics
         self._servers: list[tuple[grpc.aio.Server, Path]] = []
+        self._health_services: list[HealthService] = []
 
     async def start(self) -> None:
         """Load the preparer's state, then serve the DRA socket, then the registration socket
@@ -201,6 +214,11 @@ class KubeletPlugin:
                                    (dra_v1beta1_pb2, dra_v1beta1_pb2_grpc, "v1beta1")):
             pb2_grpc.add_DRAPluginServicer_to_server(
                 DRAService(self.preparer, pb2, api, self._metrics), dra)
+        for pb2, pb2_grpc in ((dra_health_v1_pb2, dra_health_v1_pb2_grpc),
+                              (dra_health_v1alpha1_pb2, dra_health_v1alpha1_pb2_grpc)):
+            service = HealthService(self.device_health, pb2)
+            pb2_grpc.add_DRAResourceHealthServicer_to_server(service, dra)
+            self._health_services.append(service)
         await self._serve(dra, self.dra_socket)
         registration = grpc.aio.server()
         pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(
@@ -219,9 +237,12 @@ class KubeletPlugin:
         self._servers.append((server, path))
 
     async def stop(self) -> None:
-        """Stop serving (registration first, so the kubelet stops calling) and remove the
-        socket files. Idempotent."""
+        """End the health streams, stop serving (registration first, so the kubelet stops
+        calling) and remove the socket files. Idempotent."""
         self.health.serving = False
+        for service in self._health_services:
+            service.stop()
+        self._health_services.clear()
         for server, path in reversed(self._servers):
             await server.stop(STOP_GRACE)
             _remove_socket(path)
@@ -231,7 +252,8 @@ class KubeletPlugin:
 
 def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str,
                    pool: Callable[[], str], devices: Callable[[], Mapping[str, InventoryDevice]],
-                   metrics: PluginMetrics, mig: MigPartitioner | None = None) -> KubeletPlugin:
+                   metrics: PluginMetrics, mig: MigPartitioner | None = None,
+                   health: HealthFeed | None = None) -> KubeletPlugin:
     """The agent's plugin as ``settings`` place it: driver, kubelet registry and plugins
     directories, CDI directory, boot ID file and (rolling updates) the pod UID.
 
@@ -245,6 +267,8 @@ def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str,
         metrics: e.g. ``PluginMetrics(kubedra.metrics.REGISTRY)``.
         mig: creates MIG instances; give :class:`kubedra.node.mig.NvmlMigPartitioner` when the
             inventory publishes MIG placements (``discovery.mig: partitions``).
+        health: the feed discovery reports device health to (:class:`HealthFeed`); a new,
+            empty one if None (the stream then waits for a first report).
     """
     preparer = ClaimPreparer(
         api=api, driver=settings.driver, node_name=node_name, pool=pool, devices=devices,
@@ -256,4 +280,6 @@ def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str,
     return KubeletPlugin(preparer, driver=settings.driver,
                          registry_dir=settings.kubelet_registry_dir,
                          plugins_dir=settings.kubelet_plugins_dir, metrics=metrics,
+                         health=health or HealthFeed(pool, health_timeout(
+                             settings.rescan_interval)),
                          pod_uid=settings.pod_uid)

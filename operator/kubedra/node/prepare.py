@@ -2,17 +2,19 @@
 
 Prepare, per claim: read the claim (before taking the lock, like upstream's kubeletplugin
 helper), check it (:mod:`kubedra.node.claims`) and its opaque config (:mod:`kubedra.node.config`),
-refuse a device another claim still holds on this node (:meth:`ClaimPreparer._holder`),
-create MIG instances for MIG placement devices, write the claim's CDI spec
-(:mod:`kubedra.node.claimspec`), apply the ``Prepared`` condition to the claim's
-``status.devices`` entries of our driver (server-side apply, field manager ``kubedra-agent``;
-the operator's ``Ready`` condition on the same entries is its own), and answer with the CDI
-device IDs per device. A claim already prepared in this boot, with its spec on disk and the
-same devices, is answered from the checkpoint without any write.
+refuse a device another claim still holds on this node (:meth:`ClaimPreparer._holder`; a
+request with ``adminAccess`` is exempt, KEP-5018), create MIG instances for MIG placement
+devices, write the claim's CDI spec (:mod:`kubedra.node.claimspec`) and each request's device
+metadata file with its CDI spec (:mod:`kubedra.node.metadata`, KEP-5304), apply the
+``Prepared`` condition to the claim's ``status.devices`` entries of our driver (server-side
+apply, field manager ``kubedra-agent``; the operator's ``Ready`` condition on the same entries
+is its own), and answer with the CDI device IDs per device. A claim already prepared in this
+boot, with its spec on disk and the same devices, is answered from the checkpoint without any
+write.
 
 Unprepare, per claim: withdraw the status entries (if the claim still exists with that UID),
-destroy MIG instances made in this boot, delete the spec, forget the claim. A claim this node
-does not know is already unprepared.
+destroy MIG instances made in this boot, delete the metadata and the spec, forget the claim. A
+claim this node does not know is already unprepared.
 
 Both are idempotent, run one call at a time (an asyncio lock plus ``flock`` on
 ``<plugin data dir>/serialize.lock``, which also serializes a second agent instance during a
@@ -39,7 +41,7 @@ from kubedra.api.inventory import AGENT_FIELD_MANAGER, InventoryDevice
 from kubedra.api.resource import AllocatedDeviceStatus, Condition, ResourceClaim
 from kubedra.api.time import timestamp, utcnow
 from kubedra.logging import get_logger
-from kubedra.node import cdi
+from kubedra.node import cdi, metadata
 from kubedra.node.checkpoint import (
     CHECKPOINT_FILE,
     CheckpointData,
@@ -272,7 +274,8 @@ class ClaimPreparer:
                              f"{err}") from None
         wanted = [with_cdi_ids(self._driver, ref.uid, PreparedDevice(
             request_names=[a.result.request.split("/", 1)[0]], pool_name=a.result.pool,
-            device_name=a.result.device, cdi_device_ids=[], share_id=a.result.share_id))
+            device_name=a.result.device, cdi_device_ids=[], share_id=a.result.share_id,
+            admin_access=a.result.admin_access or None))
             for a in allocated]
         known = self._checkpoint.claims.get(ref.uid)
         path = spec_path(self._paths.cdi_dir, self._driver, ref.uid)
@@ -299,6 +302,11 @@ class ClaimPreparer:
         self._save()
         for a, d in zip(allocated, record.devices, strict=True):
             if d.mig is None and self._device_type(a) == "mig":
+                if d.admin_access:
+                    raise ClaimError("AdminAccess", f"device {a.result.device} of claim "
+                                     f"{claim_key(ref.namespace, ref.name)} is a MIG "
+                                     "placement: admin access to it is not supported (its "
+                                     "instance belongs to the claim that uses it)")
                 d.mig = await self._create_mig(a, devices)
                 self._save()
         edits = self._edits(ref, allocated, record.devices, configs)
@@ -312,6 +320,7 @@ class ClaimPreparer:
             cdi.write_spec(path, claim_spec(self._driver, record, edits))
         except (OSError, ValueError) as err:
             raise ClaimError("CDIWrite", f"writing CDI spec {path}: {err}") from err
+        self._write_metadata(claim, ref, allocated, record.devices)
         await self._apply_status(ref, record.devices)
         record.state = "PrepareCompleted"
         record.prepared_at = _now()
@@ -322,16 +331,42 @@ class ClaimPreparer:
 
     def _holder(self, uid: str, device: PreparedDevice) -> PreparedClaim | None:
         """Another claim this node prepared (or began to prepare) with ``device``, unless both
-        hold it with a share ID (a device that allows multiple allocations). The scheduler
-        may allocate a device again as soon as a force-deleted pod's claim is gone, while the
-        kubelet has not yet unprepared it: the node is the last line of defence against
-        double use."""
+        hold it with a share ID (a device that allows multiple allocations), or either holds
+        it with admin access. The scheduler may allocate a device again as soon as a
+        force-deleted pod's claim is gone, while the kubelet has not yet unprepared it: the
+        node is the last line of defence against double use. Admin access (KEP-5018, GA) is
+        the exception by design: the scheduler allocates devices in use to such a request
+        and does not count its results as allocated (``foreachAllocatedDevice`` in
+        pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go), so neither
+        does this check."""
+        if device.admin_access:
+            return None
         for claim in self._checkpoint.claims.values():
             if claim.uid != uid and any(
                     (d.pool_name, d.device_name) == (device.pool_name, device.device_name)
+                    and not d.admin_access
                     and (d.share_id is None or device.share_id is None) for d in claim.devices):
                 return claim
         return None
+
+    def _write_metadata(self, claim: ResourceClaim, ref: ClaimRef,
+                        allocated: list[AllocatedDevice], devices: list[PreparedDevice]) -> None:
+        """Write each request's device metadata file and CDI spec and add the spec's CDI ID to
+        the first device of the request, as upstream's helper does."""
+        pod_claim = (claim.metadata.annotations or {}).get(metadata.POD_CLAIM_NAME_ANNOTATION)
+        target = metadata.MetadataClaim(ref.namespace, ref.name, ref.uid, pod_claim)
+        try:
+            ids = metadata.write_claim_metadata(
+                self._driver, self._paths.data_dir, self._paths.cdi_dir, target,
+                [metadata.MetadataDevice(a.result.request, a.result.pool, a.device)
+                 for a in allocated])
+        except (OSError, ValueError) as err:
+            raise ClaimError("MetadataWrite", f"writing device metadata of claim "
+                             f"{claim_key(ref.namespace, ref.name)}: {err}") from err
+        for d in devices:
+            cdi_id = ids.pop(d.request_names[0], None)
+            if cdi_id is not None:
+                d.cdi_device_ids = [*d.cdi_device_ids, cdi_id]
 
     def _mig_instances(self, known: PreparedClaim | None
                        ) -> dict[tuple[str, str, str | None], MigInstance]:
@@ -393,8 +428,7 @@ class ClaimPreparer:
             driver=self._driver, pool=d.pool_name, device=d.device_name, share_id=d.share_id,
             conditions=[Condition(
                 type=PREPARED_CONDITION, status="True", reason=PREPARED_REASON,
-                message=f"prepared on node {self._node} as CDI device "
-                        f"{', '.join(d.cdi_device_ids)}",
+                message=f"prepared on node {self._node} as CDI device {d.cdi_device_ids[0]}",
                 last_transition_time=now)])
             for d in devices]
         try:
@@ -423,6 +457,8 @@ class ClaimPreparer:
             return False
         await self._withdraw_status(ref)
         await self._destroy_mig(list(self._mig_instances(known).values()))
+        metadata.remove_claim_metadata(self._driver, self._paths.data_dir, self._paths.cdi_dir,
+                                       ref.namespace, ref.name, ref.uid)
         cdi.remove_spec(path)
         self._checkpoint.claims.pop(ref.uid, None)
         self._save()

@@ -3,7 +3,10 @@
 The pool holds the admin's statically declared devices and counter sets (``spec``) and what the
 node agent discovered (``status.discovered``), with ``spec.overrides`` applied. Devices that are
 reported unhealthy are published with a ``NoSchedule`` taint (KEP-5055 device taints), so the
-scheduler stops choosing them while ``kubectl describe`` still shows them. A device or counter
+scheduler stops choosing them while ``kubectl describe`` still shows them; a device keeps the
+taint for a hold-down time after it is healthy again (``healthTransitionTime``), so that one
+transient fault does not send claims to a GPU that fails again at once, nor take it out until a
+restart (NVIDIA dra-driver#904, k8s-device-plugin#234). A device or counter
 set that would make the API server reject a slice, or the allocator ignore the pool, is left
 out (``DesiredPool.left_out`` names the field and why); the others are published.
 """
@@ -12,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 from kubedra.api.inventory import DeviceInventory, InventoryDevice, Rejection
 from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
+from kubedra.api.time import parse_timestamp
 from kubedra.api.validation import (
     FieldError,
     consumption_errors,
@@ -25,6 +30,8 @@ from kubedra.api.validation import (
 
 UNHEALTHY_TAINT_KEY = "kubedra.io/unhealthy"
 """Taint key put on devices the agent reports ``Unhealthy``; its value is the health message."""
+RECOVERED_TAINT_VALUE = "recovered-hold-down"
+"""The taint's value while a device that is healthy again waits out the hold-down time."""
 
 _TAINT_VALUE_MAX = 63
 
@@ -48,6 +55,8 @@ class DesiredPool:
     """Devices and counter sets left out because the API server would refuse them (or the
     allocator would ignore the pool for them), each with the field and why; those the agent
     left out of its report come first."""
+    held_until: datetime | None = None
+    """When the first hold-down of a recovered device ends (the pool changes then), or None."""
 
 
 def pool_name(inventory: DeviceInventory) -> str:
@@ -63,9 +72,49 @@ def name_pool(pool: str | None, node_name: str | None, inventory_name: str) -> s
     return pool or node_name or inventory_name
 
 
-def build_pool(inventory: DeviceInventory) -> DesiredPool:
+def hold_down_end(device: InventoryDevice, now: datetime, hold_down: float) -> datetime | None:
+    """When the hold-down of ``device`` ends, if it is ``Healthy`` and its health changed less
+    than ``hold_down`` seconds before ``now``; else None."""
+    if device.health != "Healthy" or not device.health_transition_time or hold_down <= 0:
+        return None
+    end = parse_timestamp(device.health_transition_time) + timedelta(seconds=hold_down)
+    return end if end > now else None
+
+
+def binding_errors(device: InventoryDevice, node_name: str | None) -> list[FieldError]:
+    """Binding conditions (KEP-5007) as the API validates them (``validateDevice
+    BindingParameters``), on network-attached pools only: the operator's attach step serves
+    them (:mod:`kubedra.binding`), and a node-local device is attached by its node."""
+    conditions = device.binding_conditions or []
+    failures = device.binding_failure_conditions or []
+    if not (conditions or failures or device.binds_to_node):
+        return []
+    if node_name:
+        return [FieldError("bindingConditions", "binding conditions and bindsToNode are for "
+                           "network-attached pools (spec.nodeSelector or spec.allNodes), not a "
+                           "node's own devices")]
+    if bool(conditions) != bool(failures):
+        return [FieldError("bindingConditions", "bindingConditions and "
+                           "bindingFailureConditions go together: set both or neither")]
+    errors = [FieldError(name, f"{names} lists a name twice")
+              for name, names in (("bindingConditions", conditions),
+                                  ("bindingFailureConditions", failures))
+              if len(set(names)) != len(names)]
+    if overlap := sorted(set(conditions) & set(failures)):
+        errors.append(FieldError("bindingFailureConditions",
+                                 f"{overlap} are also binding conditions"))
+    return errors
+
+
+def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
+               hold_down: float = 0.0) -> DesiredPool:
     """Merge declared and discovered devices, apply overrides, and leave out what cannot be
     published.
+
+    ``hold_down`` (seconds) keeps the unhealthy taint on a device that turned ``Healthy``
+    less than that long before ``now`` (default: the current time), with the value
+    :data:`RECOVERED_TAINT_VALUE`; ``held_until`` of the result says when to build again.
+    Binding conditions that break a rule of :func:`binding_errors` leave the device out too.
 
     A value the API server refuses in a slice must not cost the devices that do not depend on
     it, so nothing here raises: a counter set whose name is taken already or that breaks a
@@ -97,6 +146,8 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         if not errors:
             counter_sets[counter_set.name] = counter_set
 
+    now = now or datetime.now(UTC)
+    held_until: datetime | None = None
     overrides = {o.device: (i, o) for i, o in enumerate(spec.overrides or [])}
     seen: set[str] = set()
     disabled: dict[str, Device] = {}
@@ -109,7 +160,8 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         seen.add(device.name)
         index, override = overrides.get(device.name, (0, None))
         taints = list(override.taints or []) if override else []
-        errors = device_errors(device) + consumption_errors(device, counter_sets)
+        errors = (device_errors(device) + consumption_errors(device, counter_sets)
+                  + binding_errors(device, spec.node_name))
         left_out += _rejections(device.name, path, errors)
         taint_problems = [FieldError(f"taints[{i}].{e.field}", e.message)
                           for i, t in enumerate(taints) for e in taint_errors(t)]
@@ -120,12 +172,19 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
             reason = _taint_value(device.health_message or "reported unhealthy")
             taints.append(DeviceTaint(key=UNHEALTHY_TAINT_KEY, value=reason or None,
                                       effect="NoSchedule"))
+        elif (end := hold_down_end(device, now, hold_down)) is not None:
+            taints.append(DeviceTaint(key=UNHEALTHY_TAINT_KEY, value=RECOVERED_TAINT_VALUE,
+                                      effect="NoSchedule"))
+            held_until = min(held_until or end, end)
         built = Device(
             name=device.name,
             attributes=dict(device.attributes) or None,
             capacity=dict(device.capacity) or None,
             consumes_counters=device.consumes_counters or None,
             taints=taints or None,
+            binds_to_node=device.binds_to_node,
+            binding_conditions=device.binding_conditions or None,
+            binding_failure_conditions=device.binding_failure_conditions or None,
         )
         if override and override.disabled:
             disabled[device.name] = built
@@ -141,6 +200,7 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         counter_sets=[counter_sets[name] for name in sorted(counter_sets)],
         disabled=disabled,
         left_out=left_out,
+        held_until=held_until,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kubedra.api.inventory import DeviceInventory
+from kubedra.binding.attach import AttachResult
 from kubedra.controller.claims import PoolLookup, decide_claim, device_condition
 from kubedra.controller.state import PublishedPool
 from kubedra.publishing.pool import build_pool
@@ -116,3 +117,47 @@ def test_a_changed_reason_is_written_with_a_new_transition_time_and_others_left_
     assert same_status.entries is not None
     [condition] = same_status.entries[0].conditions or []
     assert (condition.reason, condition.last_transition_time) == ("Allocated", EARLIER)
+
+
+BINDING = {"bindingConditions": ["kubedra.io/attached"],
+           "bindingFailureConditions": ["kubedra.io/attach-failed"]}
+KEY = ("gpu.kubedra.io", "node-1", "gpu-0", None)
+
+
+def conditions_of(decision: Any) -> list[tuple[str, str, str, str]]:
+    assert decision.entries is not None
+    return [(c.type, c.status, c.reason, c.message) for c in decision.entries[0].conditions]
+
+
+def test_attached_device_gets_its_binding_conditions_next_to_ready() -> None:
+    claim: dict[str, Any] = {"metadata": {"name": "c"}, "status": {}}
+    decision = decide_claim(claim, [result(**BINDING)], lookup_of(published()), NOW,
+                            {KEY: AttachResult("Attached", "on port 7")})
+    assert conditions_of(decision) == [
+        ("Ready", "True", "Allocated", "device gpu-0 of pool node-1 (DeviceInventory "
+                                       "node-1-gpu) is allocated to request gpu"),
+        ("kubedra.io/attached", "True", "Attached", "on port 7")]
+
+
+def test_failed_attach_sets_the_failure_condition_and_later_writes_keep_it() -> None:
+    claim: dict[str, Any] = {"metadata": {"name": "c"}, "status": {}}
+    failed = decide_claim(claim, [result(**BINDING)], lookup_of(published()), NOW,
+                          {KEY: AttachResult("Failed", "port down")})
+    assert conditions_of(failed)[1:] == [
+        ("kubedra.io/attach-failed", "True", "AttachFailed", "port down")]
+    assert failed.entries is not None
+    claim["status"]["devices"] = [e.to_api() for e in failed.entries]
+    # the attach step is not asked again (it answered): nothing changes, nothing is written
+    again = decide_claim(claim, [result(**BINDING)], lookup_of(published()), NOW, {})
+    assert again.entries is None
+    # a change of Ready keeps the failure condition
+    sick = decide_claim(claim, [result(**BINDING)], lookup_of(published(health={
+        "gpu-0": ("Unhealthy", "ECC errors")})), NOW, {})
+    assert sorted(c[0] for c in conditions_of(sick)) == ["Ready", "kubedra.io/attach-failed"]
+
+
+def test_pending_attach_writes_no_binding_condition() -> None:
+    claim: dict[str, Any] = {"metadata": {"name": "c"}, "status": {}}
+    decision = decide_claim(claim, [result(**BINDING)], lookup_of(published()), NOW,
+                            {KEY: AttachResult("Pending", "waiting for the fabric")})
+    assert [c[0] for c in conditions_of(decision)] == ["Ready"]

@@ -3,6 +3,7 @@ that follow (pure functions: no cluster, milliseconds)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -140,6 +141,23 @@ def test_each_reason(inputs_: InventoryInputs, reason: str, message: str) -> Non
     decision = decide_inventory(inputs_)
     assert (decision.reason, decision.message) == (reason, message)
     assert decision.ok is (reason in ("SlicesPublished", "DevicesLeftOut", "EmptyPool"))
+
+
+def test_a_recovered_device_is_held_down_and_named() -> None:
+    raw = raw_inventory()
+    raw["status"]["discovered"]["devices"][1]["healthTransitionTime"] = "2026-11-30T11:58:00Z"
+    decision = decide_inventory(inputs(raw, now=datetime(2026, 11, 30, 12, 0, tzinfo=UTC),
+                                       hold_down=300))
+    assert decision.message == (
+        "2 devices in 1 ResourceSlice (pool node-1, generation 1); healthy again, kept tainted "
+        "NoSchedule for the hold-down time (the first until 2026-11-30T12:03:00Z): gpu-1")
+    assert decision.pool is not None
+    assert decision.pool.held_until == datetime(2026, 11, 30, 12, 3, tzinfo=UTC)
+    later = decide_inventory(inputs(raw, now=datetime(2026, 11, 30, 12, 3, tzinfo=UTC),
+                                    hold_down=300))
+    assert later.message == "2 devices in 1 ResourceSlice (pool node-1, generation 1)"
+    assert later.pool is not None
+    assert later.pool.held_until is None
 
 
 def test_publish_plans_one_create_per_slice() -> None:

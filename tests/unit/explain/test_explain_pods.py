@@ -115,3 +115,30 @@ def test_the_operator_tells_each_claim_that_fits_alone_the_pods_reason() -> None
     messages = explain_messages(ExplainState(), inputs, CLAIMS, POD)
     together = _explain(CLAIMS).message
     assert messages == [f"cannot be allocated with the pod's other claims: {together}"] * 3
+
+
+def test_a_pod_with_extended_resources_and_no_claim_yet(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """KEP-5004: ``nvidia.com/gpu: 5`` on a pod, the class ``gpu`` backing that name; node a
+    has 4 GPUs, b has 8: the claim kube-scheduler would make fits on b only."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    classes = [{**c, "spec": {**c["spec"], "extendedResourceName": "nvidia.com/gpu"}}
+               if c["metadata"]["name"] == "gpu" else c for c in CLASSES]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy",
+                                                           "namespace": "default"},
+           "spec": {"containers": [{"name": "main", "resources": {
+               "limits": {"nvidia.com/gpu": "5"}, "requests": {"nvidia.com/gpu": "5"}}}]}}
+    kinds = [("ResourceSlice", "resource.k8s.io/v1", SLICES),
+             ("DeviceClass", "resource.k8s.io/v1", classes), ("Node", "v1", [node("a"),
+                                                                          node("b")])]
+    items = [{"kind": k, "apiVersion": v, **o} for k, v, objs in kinds for o in objs]
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*items, pod]}))
+    result = CliRunner().invoke(main, ["explain", "pod", "legacy", "--from", str(dump),
+                                       "-o", "json"])
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(result.output)
+    assert (data["verdict"], data["claims"]) == ("Fits", {
+        "allocated": [], "pending": ["default/legacy-extended-resources"], "missing": []})
+    assert [(n["node"], n["fits"]) for n in data["nodes"]] == [("a", False), ("b", True)]
+    assert "request container-0-request-0" in data["nodes"][0]["claims"][0]["message"]

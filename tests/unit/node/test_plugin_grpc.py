@@ -45,7 +45,8 @@ async def test_register_serve_and_stop(node: PluginNode, api: ApiClient, version
         info = await kubelet.register()
         assert (info.type, info.name, info.endpoint, list(info.supported_versions)) == (
             "DRAPlugin", DRIVER, str(node.plugins_dir / DRIVER / "dra.sock"),
-            ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
+            ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth",
+             "v1alpha1.DRAResourceHealth"])
         assert plugin.health.to_dict() == {"ok": True, "serving": True, "registered": True,
                                            "registrationError": None,
                                            "checkpointProblem": None}

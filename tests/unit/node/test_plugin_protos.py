@@ -18,7 +18,13 @@ import pytest
 from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
-from kubedra.node.proto import dra_v1_pb2, dra_v1beta1_pb2, pluginregistration_v1_pb2
+from kubedra.node.proto import (
+    dra_health_v1_pb2,
+    dra_health_v1alpha1_pb2,
+    dra_v1_pb2,
+    dra_v1beta1_pb2,
+    pluginregistration_v1_pb2,
+)
 
 KUBELET_MODULE = "k8s.io/kubelet@v0.37.2"
 
@@ -90,6 +96,12 @@ def file_shape(proto: Any) -> dict[str, Any]:
     ("pkg/apis/pluginregistration/v1/api.proto", pluginregistration_v1_pb2,
      "pluginregistration",
      {"PluginInfo", "RegistrationStatus", "RegistrationStatusResponse", "InfoRequest"}),
+    ("pkg/apis/dra-health/v1/api.proto", dra_health_v1_pb2, "v1",
+     {"NodeWatchResourcesRequest", "DeviceIdentifier", "DeviceHealth",
+      "NodeWatchResourcesResponse"}),
+    ("pkg/apis/dra-health/v1alpha1/api.proto", dra_health_v1alpha1_pb2, "v1alpha1",
+     {"NodeWatchResourcesRequest", "DeviceIdentifier", "DeviceHealth",
+      "NodeWatchResourcesResponse"}),
 ])
 def test_descriptor_matches_upstream(kubelet_module: Path, tmp_path: Path, relative: str,
                                      module: ModuleType, package: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kubedra.api.resource import (
     ResourceSlice,
 )
 from kubedra.publishing.pool import (
+    RECOVERED_TAINT_VALUE,
     UNHEALTHY_TAINT_KEY,
     build_pool,
     keep_allocated_devices,
@@ -231,6 +233,65 @@ def test_unhealthy_device_is_tainted_and_taint_time_is_kept() -> None:
         {"key": UNHEALTHY_TAINT_KEY, "value": "ECC-errors", "effect": "NoSchedule"}]
     server.apply(writes)
     assert plan(inv, server.existing()) == ([], 1)
+
+
+@pytest.mark.parametrize(("health", "changed", "taint", "held_until"), [
+    ("Healthy", "2026-11-30T11:58:00Z", RECOVERED_TAINT_VALUE, "2026-11-30T12:03:00+00:00"),
+    ("Healthy", "2026-11-30T11:55:00Z", None, None),  # exactly 300 s: the hold-down is over
+    ("Healthy", None, None, None),                     # never changed
+    ("Unhealthy", "2026-11-30T11:59:00Z", "ECC-errors", None),
+])
+def test_recovered_device_stays_tainted_for_the_hold_down_time(
+        health: str, changed: str | None, taint: str | None, held_until: str | None) -> None:
+    inv = inventory(1)
+    device = inv.status.discovered.devices[0]  # type: ignore[union-attr]
+    device.health, device.health_transition_time = health, changed  # type: ignore[assignment]
+    if health == "Unhealthy":
+        device.health_message = "ECC errors"
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    pool = build_pool(inv, now=now, hold_down=300)
+    taints = pool.devices[0].taints or []
+    assert [(t.key, t.value, t.effect) for t in taints] == (
+        [(UNHEALTHY_TAINT_KEY, taint, "NoSchedule")] if taint else [])
+    assert (pool.held_until.isoformat() if pool.held_until else None) == held_until
+    assert build_pool(inv, now=now).devices[0].taints == (
+        None if health == "Healthy" else taints)  # no hold-down configured
+
+
+def fabric(device: dict[str, Any], *, node_local: bool = False) -> DeviceInventory:
+    """A network-attached inventory (or, with ``node_local``, node-1's) with ``device``."""
+    where: dict[str, Any] = {"nodeName": "node-1"} if node_local else {"allNodes": True}
+    return DeviceInventory.from_api({
+        "metadata": {"name": "fabric", "uid": "uid-2"},
+        "spec": {"driver": "nic.kubedra.io", **where, "devices": [{"name": "nic-0", **device}]}})
+
+
+def test_binding_conditions_are_published_for_network_attached_devices() -> None:
+    [device] = build_pool(fabric({
+        "bindsToNode": True, "bindingConditions": ["kubedra.io/attached"],
+        "bindingFailureConditions": ["kubedra.io/attach-failed"]})).devices
+    assert device.to_api() == {
+        "name": "nic-0", "bindsToNode": True, "bindingConditions": ["kubedra.io/attached"],
+        "bindingFailureConditions": ["kubedra.io/attach-failed"]}
+
+
+@pytest.mark.parametrize(("device", "node_local", "field", "message"), [
+    ({"bindingConditions": ["a"], "bindingFailureConditions": ["f"]}, True,
+     "spec.devices[0].bindingConditions", "for network-attached pools"),
+    ({"bindingConditions": ["a"]}, False,
+     "spec.devices[0].bindingConditions", "set both or neither"),
+    ({"bindingConditions": ["a", "a"], "bindingFailureConditions": ["f"]}, False,
+     "spec.devices[0].bindingConditions", "lists a name twice"),
+    ({"bindingConditions": ["a"], "bindingFailureConditions": ["a"]}, False,
+     "spec.devices[0].bindingFailureConditions", "['a'] are also binding conditions"),
+])
+def test_bad_binding_conditions_leave_the_device_out_naming_the_field(
+        device: dict[str, Any], node_local: bool, field: str, message: str) -> None:
+    pool = build_pool(fabric(device, node_local=node_local))
+    assert pool.devices == []
+    [rejected] = pool.left_out
+    assert (rejected.name, rejected.field) == ("nic-0", field)
+    assert message in rejected.message
 
 
 def test_overrides_disable_and_taint_devices() -> None:
