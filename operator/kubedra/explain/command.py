@@ -83,15 +83,9 @@ def _read(kubeconfig: Path | None, dumps: tuple[Path, ...], what: str,
         except DumpError as err:
             raise click.ClickException(str(err)) from None
     try:
-        return read_cluster(_kubectl(kubeconfig), pods_namespace, with_pods=with_pods)
+        return read_cluster(Kubectl(kubeconfig), pods_namespace, with_pods=with_pods)
     except KubectlError as err:
         raise _kubectl_error(err, what) from None
-
-
-def _kubectl(kubeconfig: Path | None) -> Kubectl:
-    """kubectl with ``--kubeconfig``, else ``$KUBEDRA_KUBECONFIG``, else kubectl's default."""
-    from kubedra.settings import settings_from_flags
-    return Kubectl(settings_from_flags(kubeconfig=kubeconfig).kubeconfig)
 
 
 def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tuple[Path, ...]
@@ -101,7 +95,7 @@ def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tu
     if dumps:
         return "default"
     try:
-        return _kubectl(kubeconfig).context_namespace()
+        return Kubectl(kubeconfig).context_namespace()
     except KubectlError as err:
         raise click.ClickException(err.message) from None
 
