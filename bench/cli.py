@@ -9,8 +9,14 @@ Rows (each run is a fresh process, as a user's shell starts it):
   the demo's objects (one node with one H200-like GPU, the ``too-big`` claim asking 141Gi),
   and with 300 such nodes; the same from a dump of that cluster (``--from``).
 
-Usage: ``PYTHONPATH=.:operator .venv/bin/python bench/cli.py [--runs 20]``. Prints a Markdown
-table: min, median and max seconds, and the ratio of medians to the row's baseline.
+With ``--before DIR`` (the ``operator/`` directory of another version, e.g. ``git archive main
+operator | tar -x -C /tmp/before``) each live explain is also timed with that version's
+``kubectl-dra``, run for run alternately with this one's on the same cluster, so both see the
+same load.
+
+Usage: ``PYTHONPATH=.:operator .venv/bin/python bench/cli.py [--runs 20] [--before DIR]``.
+Prints a Markdown table: min, median and max seconds, and the ratio of medians to the row's
+baseline.
 """
 
 from __future__ import annotations
@@ -48,6 +54,28 @@ def timed(command: list[str], runs: int, env: dict[str, str]) -> list[float]:
     return seconds
 
 
+def timed_alternately(commands: list[tuple[list[str], dict[str, str]]], runs: int
+                      ) -> list[list[float]]:
+    """Wall seconds of ``runs`` runs of each ``(command, env)``, one of each in turn."""
+    seconds: list[list[float]] = [[] for _ in commands]
+    for _ in range(runs):
+        for (command, env), found in zip(commands, seconds, strict=True):
+            found.extend(timed(command, 1, env))
+    return seconds
+
+
+def before_env(before: Path, workdir: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with a ``kubectl-dra`` of the version in ``before`` first on ``PATH`` (a script
+    as pip writes for a console script, importing kubedra from ``before``)."""
+    bin_dir = workdir / "before-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "kubectl-dra"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(before)!r})\n"
+                      "from kubedra.cli import kubectl_plugin\nsys.exit(kubectl_plugin())\n")
+    script.chmod(0o755)
+    return {**env, "PATH": f"{bin_dir}:{env['PATH']}", "PYTHONPATH": ""}
+
+
 def populate(plane: ControlPlane, nodes: int) -> None:
     """``nodes`` nodes ``node-NNN`` with one H200-like GPU each, the class, the claim."""
     plane.request("POST", "/apis/resource.k8s.io/v1/deviceclasses", GPU_CLASS)
@@ -80,6 +108,8 @@ def main() -> None:
     """Run every row and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--before", type=Path, default=None,
+                        help="operator/ directory of the version to compare live explain with")
     args = parser.parse_args()
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
     python = [sys.executable]
@@ -100,9 +130,16 @@ def main() -> None:
             cluster_env = {**env, "KUBECONFIG": str(plane.admin_kubeconfig)}
             explain = [str(BIN / "kubectl"), "dra", "explain", "resourceclaim", "too-big",
                        "-n", "default"]
-            live = timed(explain, args.runs, cluster_env)
-            rows.append(row(f"`kubectl dra explain`, {nodes} node(s), live", live, floor,
-                            "floor"))
+            title = f"`kubectl dra explain`, {nodes} node(s), live"
+            if args.before is None:
+                live = timed(explain, args.runs, cluster_env)
+                rows.append(row(title, live, floor, "floor"))
+            else:
+                before, live = timed_alternately(
+                    [(explain, before_env(args.before.resolve(), Path(workdir), cluster_env)),
+                     (explain, cluster_env)], args.runs)
+                rows.append(row(f"{title}, before", before, floor, "floor"))
+                rows.append(row(title, live, before, "before"))
             rows.extend(_from_dump_rows(explain, nodes, Path(workdir), cluster_env, args.runs,
                                         live))
     print("| command | min s | median s | max s | ratio | ratio to |")

@@ -1,4 +1,6 @@
-"""The one place where kubedra talks to the Kubernetes API (kubernetes-asyncio).
+"""The one place where kubedra's operator and node agent talk to the Kubernetes API
+(kubernetes-asyncio); the command line's explain, simulate and dump read the cluster through
+kubectl instead (:mod:`kubedra.explain.kubectl`).
 
 Every call kubedra makes goes through a function here, so that handlers and domain logic stay
 free of API plumbing and tests can count writes. Functions take an ``ApiClient`` and plain
@@ -55,25 +57,9 @@ def api_error_message(err: ApiException) -> str:
     return f"{err.status} {err.reason}" + (f": {message}" if message else "")
 
 
-def context_namespace(kubeconfig: Path | None = None) -> str:
-    """The namespace of the kubeconfig's current context (``kubeconfig``, else
-    ``$KUBECONFIG``, else ``~/.kube/config``), or ``default`` when it names none or there is
-    no readable kubeconfig (as kubectl does)."""
-    path = str(kubeconfig) if kubeconfig is not None else os.environ.get(
-        "KUBECONFIG", str(Path.home() / ".kube" / "config"))
-    try:
-        _contexts, current = config.list_kube_config_contexts(path)
-    except (OSError, config.ConfigException):
-        return "default"
-    namespace = ((current or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else "default"
-
-
 def is_not_found(err: BaseException) -> bool:
     """True for an ``ApiException`` with HTTP status 404."""
     return isinstance(err, ApiException) and err.status == 404
-
-
 
 
 async def _raw(call: Awaitable[Any]) -> dict[str, Any]:
@@ -122,20 +108,6 @@ async def delete_resource_slice(api: ApiClient, name: str, resource_version: str
             raise
 
 
-async def list_resource_slices(api: ApiClient, label_selector: str | None = None
-                               ) -> list[dict[str, Any]]:
-    """All ResourceSlices matching ``label_selector`` (e.g. ``kubedra.io/inventory=node-1``;
-    ``None``: every slice of every driver)."""
-    data = await _raw(client.ResourceV1Api(api).list_resource_slice(
-        label_selector=label_selector or "", _preload_content=False))
-    return _items(data)
-
-
-def _items(data: dict[str, Any]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = data.get("items") or []
-    return items
-
-
 # --- DeviceInventories ---------------------------------------------------------------------------
 
 async def get_inventory(api: ApiClient, name: str) -> dict[str, Any] | None:
@@ -177,49 +149,6 @@ async def get_resource_claim(api: ApiClient, namespace: str, name: str) -> resou
     return resource.ResourceClaim.from_api(await _raw(
         client.ResourceV1Api(api).read_namespaced_resource_claim(
             name, namespace, _preload_content=False)))
-
-
-async def list_resource_claims(api: ApiClient, namespace: str | None = None
-                               ) -> list[dict[str, Any]]:
-    """The ResourceClaims of ``namespace`` (``None``: of all namespaces)."""
-    resource_api = client.ResourceV1Api(api)
-    if namespace is None:
-        return _items(await _raw(resource_api.list_resource_claim_for_all_namespaces(
-            _preload_content=False)))
-    return _items(await _raw(resource_api.list_namespaced_resource_claim(
-        namespace, _preload_content=False)))
-
-
-async def list_device_classes(api: ApiClient) -> list[dict[str, Any]]:
-    """Every DeviceClass."""
-    return _items(await _raw(client.ResourceV1Api(api).list_device_class(
-        _preload_content=False)))
-
-
-async def list_device_taint_rules(api: ApiClient) -> list[dict[str, Any]]:
-    """Every DeviceTaintRule (``resource.k8s.io/v1``, GA in 1.37; kubernetes-asyncio 36 has no
-    typed API for it, so this is a plain custom-object list). An API server that does not
-    serve it (before 1.37) has none: ``[]``."""
-    try:
-        return _items(await client.CustomObjectsApi(api).list_cluster_custom_object(
-            "resource.k8s.io", "v1", "devicetaintrules"))
-    except ApiException as err:
-        if err.status == 404:
-            return []
-        raise
-
-
-async def list_nodes(api: ApiClient) -> list[dict[str, Any]]:
-    """Every Node."""
-    return _items(await _raw(client.CoreV1Api(api).list_node(_preload_content=False)))
-
-
-async def list_pods(api: ApiClient, namespace: str | None) -> list[dict[str, Any]]:
-    """The Pods of ``namespace`` (``None``: of all namespaces)."""
-    core = client.CoreV1Api(api)
-    if namespace is None:
-        return _items(await _raw(core.list_pod_for_all_namespaces(_preload_content=False)))
-    return _items(await _raw(core.list_namespaced_pod(namespace, _preload_content=False)))
 
 
 async def apply_claim_device_status(api: ApiClient, namespace: str, name: str,

@@ -11,10 +11,12 @@ from typing import Any
 import click
 
 kubeconfig_option = click.option(
-    "--kubeconfig", type=click.Path(path_type=Path), default=None,
+    "--kubeconfig", type=click.Path(path_type=Path), default=None, envvar="KUBEDRA_KUBECONFIG",
     help="Kubeconfig file [env KUBEDRA_KUBECONFIG; default in-cluster, then $KUBECONFIG or "
          "~/.kube/config]")
-"""The ``--kubeconfig`` option of every command that talks to the API server."""
+"""The ``--kubeconfig`` option of every command that talks to the API server; click reads
+``$KUBEDRA_KUBECONFIG`` when it is not given, as :class:`kubedra.settings.Settings` would (so the
+command line's explain need not import the settings)."""
 
 
 def common_options(command: Callable[..., Any]) -> Callable[..., Any]:

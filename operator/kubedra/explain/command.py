@@ -2,17 +2,17 @@
 
 ``kubectl-dra`` (a console script of the package, :func:`kubedra.cli.kubectl_plugin`) is found
 by kubectl on ``PATH``, so ``kubectl dra explain resourceclaim NAME -n NS`` runs
-:data:`explain_command`. kubectl passes no flags of its own to a plugin; the plugin reads
-``$KUBECONFIG`` (or ``--kubeconfig``).
+:data:`explain_command`. kubectl passes no flags of its own to a plugin; the plugin reads the
+cluster by running kubectl (:mod:`kubedra.explain.kubectl`), which reads ``$KUBECONFIG`` (or the
+plugin's ``--kubeconfig``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import yaml
@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from kubedra.api.resource import DeviceClass, ResourceClaim
 from kubedra.explain.claims import explain_claim
 from kubedra.explain.extended import extended_resource_claim
+from kubedra.explain.kubectl import Kubectl, KubectlError, KubectlMissing
 from kubedra.explain.model import ClaimExplanation
 from kubedra.explain.pods import PodExplanation, explain_pod
 from kubedra.explain.render import render_explanation, render_pod_explanation, render_simulation
@@ -42,9 +43,6 @@ from kubedra.explain.sources import (
 )
 from kubedra.options import kubeconfig_option
 
-if TYPE_CHECKING:
-    from kubernetes_asyncio.client import ApiException
-
 CLAIM_KINDS = ("resourceclaim", "resourceclaims", "claim")
 POD_KINDS = ("pod", "pods", "po")
 
@@ -65,35 +63,30 @@ _from_option = click.option(
          "yaml` or `kubedra dump` writes (repeatable)")
 
 
-def _api_error(err: ApiException, what: str) -> click.ClickException:
-    if err.status == 404:
-        return click.ClickException(f"{what} not found")
-    if err.status == 403:
-        return click.ClickException(f"forbidden: {what} (explain needs get on the claim and list "
-                                    "on resourceslices, deviceclasses, devicetaintrules, "
-                                    "resourceclaims, nodes and pods)")
-    return click.ClickException(f"{what}: {err.status} {err.reason}")
+def _kubectl_error(err: KubectlError, what: str) -> click.ClickException:
+    if err.reason == "Forbidden":
+        return click.ClickException(f"forbidden: {what} (explain needs list on "
+                                    "resourceslices, deviceclasses, devicetaintrules, "
+                                    f"resourceclaims, nodes and pods): {err.message}")
+    if isinstance(err, KubectlMissing):
+        return click.ClickException(err.message)
+    return click.ClickException(f"{what}: {err.message}")
 
 
-def _run_live(kubeconfig: Path | None, what: str, read: Any) -> Any:
-    """Run ``read(api)`` against the cluster; API errors become a message naming ``what``.
-
-    The Kubernetes client is imported here, so that a dump is explained without it.
-    """
-    from kubernetes_asyncio.client import ApiException
-
-    from kubedra import kube
-    from kubedra.settings import settings_from_flags
-
-    async def run() -> Any:
-        api = await kube.make_api_client(settings_from_flags(kubeconfig=kubeconfig).kubeconfig)
-        async with api:
-            return await read(api)
-
+def _read(kubeconfig: Path | None, dumps: tuple[Path, ...], what: str,
+          pods_namespace: str | None, *, with_pods: bool = True) -> ClusterObjects:
+    """The objects explain reads: from ``dumps`` when given, else from the live cluster
+    (:func:`read_cluster`, pods of ``pods_namespace``); errors become a message naming
+    ``what``."""
+    if dumps:
+        try:
+            return read_dump(dumps)
+        except DumpError as err:
+            raise click.ClickException(str(err)) from None
     try:
-        return asyncio.run(run())
-    except ApiException as err:
-        raise _api_error(err, what) from None
+        return read_cluster(Kubectl(kubeconfig), pods_namespace, with_pods=with_pods)
+    except KubectlError as err:
+        raise _kubectl_error(err, what) from None
 
 
 def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tuple[Path, ...]
@@ -102,33 +95,19 @@ def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tu
         return namespace
     if dumps:
         return "default"
-    from kubedra import kube
-    from kubedra.settings import settings_from_flags
-    return kube.context_namespace(settings_from_flags(kubeconfig=kubeconfig).kubeconfig)
-
-
-def _read_dump(dumps: tuple[Path, ...]) -> ClusterObjects:
     try:
-        return read_dump(dumps)
-    except DumpError as err:
-        raise click.ClickException(str(err)) from None
+        return Kubectl(kubeconfig).context_namespace()
+    except KubectlError as err:
+        raise click.ClickException(err.message) from None
 
 
 def _explain(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: str, name: str,
              nodes: tuple[str, ...]) -> ClaimExplanation:
     what = f'resourceclaim "{name}" in namespace "{namespace}"'
-    if dumps:
-        objects = _read_dump(dumps)
-        found = objects.claim(namespace, name)
-        if found is None:
-            raise click.ClickException(f"{what} not found")
-        claim = found
-    else:
-        async def read(api: Any) -> tuple[ResourceClaim, ClusterObjects]:
-            from kubedra import kube
-            return (await kube.get_resource_claim(api, namespace, name),
-                    await read_cluster(api, namespace))
-        claim, objects = _run_live(kubeconfig, what, read)
+    objects = _read(kubeconfig, dumps, what, namespace)
+    claim = objects.claim(namespace, name)
+    if claim is None:
+        raise click.ClickException(f"{what} not found")
     return explain_claim(objects.snapshot(), claim, pods_using(claim, objects.pods),
                          nodes=nodes or None)
 
@@ -136,10 +115,7 @@ def _explain(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: str, n
 def _explain_pod(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: str, name: str,
                  nodes: tuple[str, ...]) -> PodExplanation:
     what = f'pod "{name}" in namespace "{namespace}"'
-    if dumps:
-        objects = _read_dump(dumps)
-    else:
-        objects = _run_live(kubeconfig, what, lambda api: read_cluster(api, namespace))
+    objects = _read(kubeconfig, dumps, what, namespace)
     pod = next((p for p in objects.pods if (p.get("metadata") or {}).get("namespace")
                 == namespace and (p.get("metadata") or {}).get("name") == name), None)
     if pod is None:
@@ -155,11 +131,7 @@ def _explain_pod(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: st
 
 def _simulate(kubeconfig: Path | None, dumps: tuple[Path, ...], claim: ResourceClaim,
               nodes: tuple[str, ...], max_copies: int) -> Simulation:
-    if dumps:
-        objects = _read_dump(dumps)
-    else:
-        objects = _run_live(kubeconfig, "reading the cluster",
-                            lambda api: read_cluster(api, None, with_pods=False))
+    objects = _read(kubeconfig, dumps, "reading the cluster", None, with_pods=False)
     return simulate_claim(objects.snapshot(), claim, nodes=nodes or None, max_copies=max_copies)
 
 
@@ -258,8 +230,7 @@ def dump_command(path: Path | None, kubeconfig: Path | None) -> None:
       kubectl dra dump -o cluster.yaml
       kubectl dra explain resourceclaim my-claim -n my-namespace --from cluster.yaml
     """
-    objects = _run_live(kubeconfig, "reading the cluster",
-                        lambda api: read_cluster(api, None))
+    objects = _read(kubeconfig, (), "reading the cluster", None)
     text = dump_text(objects)
     if path is None:
         sys.stdout.write(text)

@@ -7,8 +7,8 @@ resourceslices,deviceclasses,devicetaintrules,resourceclaims,nodes,pods -A -o ya
 what ``kubedra dump`` writes: the same kinds, with only the fields explain reads (a pod's
 containers, and anything in them, never leave the cluster; Secrets are never read).
 
-The Kubernetes client is imported only to read a live cluster, so that explaining from a dump
-starts fast and needs no kubeconfig.
+A live cluster is read through kubectl (:mod:`kubedra.explain.kubectl`), which prints the API
+server's lists as JSON; those objects are then read as a dump's are.
 """
 
 from __future__ import annotations
@@ -16,20 +16,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from kubedra.api.resource import ResourceClaim
+from kubedra.explain.kubectl import Kubectl
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
-
-if TYPE_CHECKING:
-    from kubernetes_asyncio.client import ApiClient
 
 DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8s.io/v1",
               "DeviceTaintRule": "resource.k8s.io/v1", "ResourceClaim": "resource.k8s.io/v1",
               "Node": "v1", "Pod": "v1"}
 """The kinds explain reads, with the API version a dump writes them in."""
+
+_LIST_PATHS = {"ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+               "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+               "DeviceTaintRule": "/apis/resource.k8s.io/v1/devicetaintrules",
+               "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
+               "Node": "/api/v1/nodes"}
+"""Where the API server lists each kind but Pod, of all namespaces, in the field order of
+:class:`ClusterObjects`."""
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -95,24 +101,24 @@ def pods_using(claim: ResourceClaim, pods: Iterable[Mapping[str, Any]]) -> list[
     return sorted(found, key=lambda p: p.name)
 
 
-async def read_cluster(api: ApiClient, pods_namespace: str | None, *, with_pods: bool = True
-                       ) -> ClusterObjects:
-    """Read every object explain needs (one list per kind); pods only of ``pods_namespace``
-    (``None``: of all namespaces), and none unless ``with_pods``.
+def read_cluster(kubectl: Kubectl, pods_namespace: str | None, *, with_pods: bool = True
+                 ) -> ClusterObjects:
+    """Read every object explain needs (one list per kind, all at once, through kubectl); pods
+    only of ``pods_namespace`` (``None``: of all namespaces), and none unless ``with_pods``.
+    A kind the API server does not serve (DeviceTaintRule before 1.37) has no objects.
 
     Needs ``list`` on resourceslices, deviceclasses, devicetaintrules, resourceclaims (all
     namespaces), nodes and pods.
 
     Raises:
-        ApiException: a list failed.
+        KubectlError: kubectl is missing, or a list failed.
     """
-    from kubedra import kube  # the Kubernetes client loads only for a live cluster
-
-    return ClusterObjects(
-        slices=await kube.list_resource_slices(api), classes=await kube.list_device_classes(api),
-        taint_rules=await kube.list_device_taint_rules(api),
-        claims=await kube.list_resource_claims(api), nodes=await kube.list_nodes(api),
-        pods=await kube.list_pods(api, pods_namespace) if with_pods else [])
+    paths = [*_LIST_PATHS.values()]
+    if with_pods:
+        paths.append(f"/api/v1/namespaces/{pods_namespace}/pods" if pods_namespace
+                     else "/api/v1/pods")
+    lists = [(found or {}).get("items") or [] for found in kubectl.get(paths)]
+    return ClusterObjects(*lists)
 
 
 # --- dumps ---------------------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""Explain reading a live v1.37.2 cluster through kubectl: the claim found through the
+kubeconfig's context, and the errors a user meets (no kubectl, no access, no such claim)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+
+from e2e.harness import ControlPlane
+from kubedra.explain.command import explain_command
+
+pytestmark = pytest.mark.cluster
+
+CLAIM = {"metadata": {"name": "one-gpu"},
+         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+             "deviceClassName": "no-such-class.kubedra.io"}}]}}}
+
+
+@pytest.fixture(autouse=True)
+def kubectl_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kubectl (from the test extras) on ``PATH``, as for ``kubectl dra``."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}"
+                               f"{os.environ.get('PATH', '')}")
+
+
+def explain(kubeconfig: Path, *args: str) -> Result:
+    return CliRunner().invoke(explain_command, ["resourceclaim", *args,
+                                                "--kubeconfig", str(kubeconfig)])
+
+
+async def test_a_claim_in_the_contexts_namespace_is_explained(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str,
+        tmp_path: Path) -> None:
+    await client.ResourceV1Api(admin_api).create_namespaced_resource_claim(namespace, CLAIM)
+    config = yaml.safe_load(control_plane.admin_kubeconfig.read_text())
+    for context in config["contexts"]:
+        context["context"]["namespace"] = namespace
+    in_namespace = tmp_path / "in-namespace.kubeconfig"
+    in_namespace.write_text(yaml.safe_dump(config))
+
+    result = explain(in_namespace, "one-gpu")
+
+    assert result.exit_code == 0, result.output
+    # the verdict and what follows depend on what other tests of the session left
+    assert result.output.startswith(f"ResourceClaim:  {namespace}/one-gpu\n"
+                                    "Pods:           none\n"
+                                    "Verdict:        ")
+
+
+def test_a_missing_claim_is_not_found(control_plane: ControlPlane, namespace: str) -> None:
+    result = explain(control_plane.admin_kubeconfig, "nope", "-n", namespace)
+    assert (result.exit_code, result.output) == (
+        1, f'Error: resourceclaim "nope" in namespace "{namespace}" not found\n')
+
+
+async def test_no_access_names_what_explain_needs(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
+    await client.CoreV1Api(admin_api).create_namespaced_service_account(
+        namespace, {"metadata": {"name": "nobody"}})
+    nobody = control_plane.kubeconfig_for_service_account(namespace, "nobody")
+
+    result = explain(nobody, "one-gpu", "-n", namespace)
+
+    assert result.exit_code == 1
+    assert result.output.startswith(
+        f'Error: forbidden: resourceclaim "one-gpu" in namespace "{namespace}" (explain needs '
+        "list on resourceslices, deviceclasses, devicetaintrules, resourceclaims, nodes and "
+        "pods): Error from server (Forbidden): ")
+    assert f'"system:serviceaccount:{namespace}:nobody" cannot list resource' in result.output
+
+
+def test_without_kubectl_the_error_says_so(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    result = explain(tmp_path / "unused.kubeconfig", "one-gpu", "-n", "default")
+    assert (result.exit_code, result.output) == (
+        1, "Error: kubectl not found on PATH (reading a live cluster needs it; explain from a "
+           "dump with --from does not)\n")
