@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     real node."""
     pod_uid: str | None = None
     """The agent pod's UID (downward API); when set, sockets get rolling-update names."""
+    pod_name: str | None = None
+    """This process's pod (downward API): the operator's leader-election identity (default
+    ``<hostname>-<pid>``)."""
 
     @model_validator(mode="after")
     def _driver_for_backend(self) -> Settings:

@@ -1,28 +1,67 @@
-"""``kubedra operator``: run the kopf operator (publishing and claim reconciliation)."""
+"""``kubedra operator``: run the kopf operator (publishing and claim reconciliation) on the
+replica that holds the leader-election Lease (:mod:`kubedra.controller.leadership`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 
 import click
 import kopf
 
+from kubedra import kube
+from kubedra.controller.leadership import Leadership, LostLeadership
 from kubedra.handlers.operator import Memo, Runtime, registry
-from kubedra.logging import configure_logging
-from kubedra.settings import common_options, settings_from_flags
+from kubedra.logging import configure_logging, get_logger
+from kubedra.metrics import start_metrics_server
+from kubedra.settings import Settings, common_options, settings_from_flags
+
+log = get_logger(__name__)
 
 
 @click.command("operator")
 @common_options
 @click.option("--liveness-port", type=int, default=8080, show_default=True,
-              help="Port of /healthz (0 disables it)")
-def operator_command(liveness_port: int, **flags: object) -> None:
+              help="Port of /healthz and /metrics (0 disables it)")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Reconcile only while holding the Lease kubedra-operator (run several "
+                   "replicas); --no-leader-elect reconciles at once (one replica only)")
+def operator_command(liveness_port: int, leader_elect: bool, **flags: object) -> None:
     """Run the operator: publish DeviceInventories as ResourceSlices, reconcile claims."""
     settings = settings_from_flags(**flags)
     configure_logging(settings.log_format, settings.log_level)
-    liveness = f"http://0.0.0.0:{liveness_port}/healthz" if liveness_port else None
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True,
-                                  memo=Memo(runtime=Runtime(settings)),
-                                  liveness_endpoint=liveness))
+        asyncio.run(run_operator(settings, liveness_port, leader_elect))
+
+
+async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool) -> None:
+    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}``) and
+    run kopf while leading. A replica that loses its Lease exits at once (status 1): the
+    kubelet restarts it as a standby."""
+    memo = Memo(runtime=Runtime(settings))
+
+    async def lead() -> None:
+        await kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo)
+
+    api = await kube.make_api_client(settings.kubeconfig)
+    identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
+    leadership = Leadership(api, settings.namespace, identity)
+    if not leader_elect:
+        leadership.leading = True
+    server = (await start_metrics_server(liveness_port, lambda: {"ok": True,
+                                                                  **leadership.report()})
+              if liveness_port else None)
+    try:
+        if leader_elect:
+            await leadership.run(lead)
+        else:
+            await lead()
+    except LostLeadership as err:
+        log.error("leadership lost: exiting", error=str(err))
+        os._exit(1)  # fenced: no write after this point, not even from cleanup
+    finally:
+        if server is not None:
+            await server.cleanup()
+        await api.close()

@@ -1,0 +1,280 @@
+"""kubedra installed for real: the image built from the Dockerfile, ``kubectl apply -k`` of
+``manifests/`` (through the test overlay of :mod:`e2e.harness.install`), the operator's two
+replicas and the agent's DaemonSet pod running on a real node, failover, uninstall.
+
+This module runs a control plane of its own, with the workload controllers (deployment,
+replicaset, daemonset) and one real node ``real-h200`` labelled ``kubedra.io/gpu=true``, and
+no kwok node: every pod here is a real container. Tests run in file order and build on each
+other (installed → used → failover → uninstalled).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient, ApiException
+
+from e2e.harness import ControlPlane
+from e2e.harness.controlplane import free_port
+from e2e.harness.install import IMAGE, build_image, import_image, write_overlay
+from e2e.harness.kubedra import kubectl
+from e2e.harness.realnode import RealNode, stand_in_devices
+from e2e.harness.wait import eventually
+from e2e.kube_objects import (
+    create_claim_template,
+    create_reporting_pod,
+    pod_claim,
+    read_inventory,
+    running_report,
+)
+from e2e.test_real_node import H200_REPORT
+from kubedra.controller.leadership import LEASE_NAME
+from kubedra.kube import make_api_client
+from kubedra.node.claimspec import spec_path
+from kubedra.node.edits import NVIDIA_CONTROL_NODES
+
+pytestmark = pytest.mark.cluster
+
+NODE = "real-h200"
+DRIVER = "gpu.kubedra.io"
+INVENTORY = f"{NODE}-{DRIVER}"
+NAMESPACE = "kubedra-system"
+TIMEOUT = 240.0
+"""Seconds for pods to start (the machine is shared and slow under load)."""
+
+
+@dataclass
+class Install:
+    """The cluster of this module and kubedra installed on it."""
+
+    plane: ControlPlane
+    node: RealNode
+    overlay: Path
+    agent_port: int
+    archive: Path
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
+    """Image built (cached), control plane with workload controllers and the real node, the
+    image imported into its containerd, the overlay applied."""
+    archive = build_image()
+    plane = ControlPlane(tmp_path_factory.mktemp("install-plane"), workloads=True)
+    plane.start()
+    try:
+        node = plane.add_real_node(NODE, {"kubedra.io/gpu": "true"})
+        stand_in_devices(node.device_root, ["/dev/nvidia0", *NVIDIA_CONTROL_NODES])
+        import_image(node, archive)
+        port = free_port()
+        overlay = write_overlay(plane.workdir / "overlay", plane, node, agent_port=port)
+        kubectl(plane, "apply", "-k", str(overlay))
+        yield Install(plane, node, overlay, port, archive)
+    finally:
+        left = plane.stop()
+        assert not left, f"left behind: {left}"
+
+
+@pytest.fixture(scope="module")
+async def api(install: Install) -> AsyncIterator[ApiClient]:
+    """Admin client of this module's control plane."""
+    admin = await make_api_client(install.plane.admin_kubeconfig)
+    async with admin:
+        yield admin
+
+
+async def _pods(api: ApiClient, name: str) -> list[dict[str, Any]]:
+    listed = await client.CoreV1Api(api).list_namespaced_pod(
+        NAMESPACE, label_selector=f"app.kubernetes.io/name={name}")
+    return [api.sanitize_for_serialization(p) for p in listed.items]
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+async def _lease_holder(api: ApiClient) -> str | None:
+    try:
+        lease = await client.CoordinationV1Api(api).read_namespaced_lease(LEASE_NAME, NAMESPACE)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    holder: str | None = lease.spec.holder_identity
+    return holder
+
+
+async def _namespace(api: ApiClient, name: str) -> str:
+    await client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+async def test_image_runs_kubedra_as_uid_65532(install: Install, api: ApiClient) -> None:
+    ns = await _namespace(api, "t-image")
+    await client.CoreV1Api(api).create_namespaced_pod(ns, {
+        "metadata": {"name": "version"},
+        "spec": {"nodeName": NODE, "hostNetwork": True, "restartPolicy": "Never",
+                 "automountServiceAccountToken": False,
+                 "containers": [{"name": "main", "image": IMAGE, "imagePullPolicy": "Never",
+                                 "command": ["/bin/sh", "-c",
+                                             "{ kubedra --version; id -u; id -g; } "
+                                             "> /dev/termination-log"]}]}})
+
+    async def done() -> dict[str, Any] | None:
+        pod = await client.CoreV1Api(api).read_namespaced_pod("version", ns)
+        for status in pod.status.container_statuses or []:
+            if status.state.terminated is not None:
+                return {"exit": status.state.terminated.exit_code,
+                        "message": status.state.terminated.message}
+        return None
+    result = await eventually(done, timeout=TIMEOUT, what="kubedra --version in the image")
+    assert result == {"exit": 0, "message": "kubedra, version 0.1.0\n65532\n65532\n"}
+
+
+async def test_operator_and_agent_run_from_the_manifests(install: Install,
+                                                         api: ApiClient) -> None:
+    apps = client.AppsV1Api(api)
+
+    async def available() -> bool:
+        deployment = await apps.read_namespaced_deployment("kubedra-operator", NAMESPACE)
+        agents = await apps.read_namespaced_daemon_set("kubedra-agent", NAMESPACE)
+        return bool(deployment.status.available_replicas == 2
+                    and agents.status.number_ready == 1)
+    await eventually(available, timeout=TIMEOUT,
+                     what="operator Deployment Available (2) and agent DaemonSet Ready (1)")
+    [agent] = await _pods(api, "kubedra-agent")
+    assert agent["spec"]["nodeName"] == NODE
+    assert _ready(agent)
+    # the readiness probe's endpoint, read here too: the agent serves and is registered
+    async with aiohttp.ClientSession() as http, http.get(
+            f"http://127.0.0.1:{install.agent_port}/healthz") as response:
+        health = json.loads(await response.read())
+    assert (health["ok"], health["serving"], health["registered"]) == (True, True, True)
+    operators = await _pods(api, "kubedra-operator")
+    assert sorted(p["spec"]["securityContext"]["runAsUser"] for p in operators) == [65532] * 2
+    holder = await eventually(lambda: _lease_holder(api), timeout=TIMEOUT,
+                              what="an operator replica leading")
+    assert holder in {p["metadata"]["name"] for p in operators}
+
+    async def published() -> dict[str, Any] | None:
+        status = (await read_inventory(api, INVENTORY) or {}).get("status") or {}
+        return status if status.get("deviceCount") == 1 else None
+    status = await eventually(published, timeout=TIMEOUT, what=f"{INVENTORY} published")
+    assert status["pool"] == NODE
+
+
+async def test_a_claim_is_prepared_by_the_agent_pod(install: Install, api: ApiClient) -> None:
+    ns = await _namespace(api, "t-claim")
+    await create_claim_template(api, ns, "h200")
+    await create_reporting_pod(api, ns, "trainer", NODE, template="h200")
+    pod = await eventually(lambda: running_report(api, ns, "trainer"), timeout=TIMEOUT,
+                           what="pod trainer running")
+    assert pod["report"] == H200_REPORT
+    claim = await pod_claim(api, ns, "trainer")
+    assert claim is not None
+    [device] = claim["status"]["devices"]
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in device["conditions"]}
+    assert conditions == {"Ready": ("True", "Allocated"),
+                          "Prepared": ("True", "DevicePrepared")}
+    assert spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"]).exists()
+    await client.CoreV1Api(api).delete_namespaced_pod("trainer", ns)
+
+    async def unprepared() -> bool:
+        return not spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"]).exists()
+    await eventually(unprepared, timeout=TIMEOUT, what="the claim unprepared")
+
+
+def _projected_token(node: RealNode, pod_uid: str) -> str:
+    """The ServiceAccount token the kubelet projected into pod ``pod_uid``."""
+    [token] = (node.root / "pods" / pod_uid / "volumes" / "kubernetes.io~projected").glob(
+        "kube-api-access-*/token")
+    return token.read_text()
+
+
+async def test_the_agent_pods_own_token_is_confined_to_its_node(install: Install,
+                                                                api: ApiClient) -> None:
+    [agent] = await _pods(api, "kubedra-agent")
+    token = _projected_token(install.node, agent["metadata"]["uid"])
+    configuration = client.Configuration(host=install.plane.server,
+                                         api_key={"authorization": f"Bearer {token}"})
+    configuration.ssl_ca_cert = str(install.plane.pki / "ca.crt")
+    async with ApiClient(configuration) as as_agent:
+        review = await client.AuthenticationV1Api(as_agent).create_self_subject_review(
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        assert review.status.user_info.username == (
+            "system:serviceaccount:kubedra-system:kubedra-agent")
+        assert review.status.user_info.extra["authentication.kubernetes.io/node-name"] == [NODE]
+        with pytest.raises(ApiException) as denied:
+            await client.CustomObjectsApi(as_agent).create_cluster_custom_object(
+                "kubedra.io", "v1alpha1", "deviceinventories", {
+                    "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+                    "metadata": {"name": f"other-{DRIVER}"},
+                    "spec": {"driver": DRIVER, "nodeName": "other"}})
+        assert denied.value.status == 403
+        assert "may only write the DeviceInventory of the node its pod runs on" in (
+            denied.value.body or "")
+        with pytest.raises(ApiException) as denied:
+            await client.CoordinationV1Api(as_agent).create_namespaced_lease(NAMESPACE, {
+                "metadata": {"name": "kubedra-agent-other"},
+                "spec": {"holderIdentity": "other", "leaseDurationSeconds": 40}})
+        assert denied.value.status == 403
+        assert "may only renew the Lease of the node its pod runs on" in (
+            denied.value.body or "")
+        own = await client.CoordinationV1Api(as_agent).read_namespaced_lease(
+            f"kubedra-agent-{NODE}", NAMESPACE)
+        assert own.spec.holder_identity == NODE
+
+
+async def test_deleting_the_leader_pod_hands_over_to_the_standby(
+        install: Install, api: ApiClient) -> None:
+    """Failover: the leader pod deleted (graceful: it releases the Lease) and, at the same
+    moment, the published slice deleted; the standby takes the Lease and recreates the slice.
+    The time from the deletion to the recreated slice is printed (bench/RESULTS.md)."""
+    resource = client.ResourceV1Api(api)
+    leader = await _lease_holder(api)
+    [standby] = [p["metadata"]["name"] for p in await _pods(api, "kubedra-operator")
+                 if p["metadata"]["name"] != leader]
+    [old_slice] = (await resource.list_resource_slice(
+        label_selector=f"kubedra.io/inventory={INVENTORY}")).items
+    started = time.monotonic()
+    await client.CoreV1Api(api).delete_namespaced_pod(leader, NAMESPACE)
+    await resource.delete_resource_slice(old_slice.metadata.name)
+
+    async def recreated() -> str | None:
+        slices = (await resource.list_resource_slice(
+            label_selector=f"kubedra.io/inventory={INVENTORY}")).items
+        fresh = [s for s in slices if s.metadata.uid != old_slice.metadata.uid]
+        return fresh[0].metadata.name if fresh else None
+    await eventually(recreated, timeout=TIMEOUT, what="the slice recreated by the new leader")
+    failover = time.monotonic() - started
+    assert await _lease_holder(api) == standby
+    print(f"failover: leader pod deleted -> slice recreated by the standby in {failover:.1f} s")
+    assert failover < 60
+
+
+async def test_uninstall_leaves_nothing_named_kubedra(install: Install, api: ApiClient) -> None:
+    kubectl(install.plane, "delete", "-k", str(install.overlay), "--wait=true",
+            "--timeout=180s")
+
+    def named_kubedra() -> list[str]:
+        found = kubectl(install.plane, "get", _listable_kinds(install.plane), "-A",
+                        "--ignore-not-found", "-o", "name")
+        return [line for line in found.splitlines() if "kubedra" in line]
+
+    async def nothing_left() -> bool:
+        return not named_kubedra()
+    await eventually(nothing_left, timeout=TIMEOUT, what="nothing named kubedra in the API")
+
+
+def _listable_kinds(plane: ControlPlane) -> str:
+    """Every resource type that can be listed, as ``kubectl get``'s comma-separated list."""
+    kinds = kubectl(plane, "api-resources", "--verbs=list", "-o", "name").split()
+    return ",".join(k for k in kinds if k not in {"events", "events.events.k8s.io"})
