@@ -11,6 +11,7 @@ other (installed → used → failover → uninstalled).
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -78,6 +79,9 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
         kubectl(plane, "apply", "-k", str(overlay))
         yield Install(plane, node, overlay, port, archive)
     finally:
+        for node in plane.real_nodes:  # the pods' logs, kept with the plane's (no kubectl logs)
+            if (node.root / "pod-logs").exists():
+                shutil.copytree(node.root / "pod-logs", plane.logs / "pods", dirs_exist_ok=True)
         left = plane.stop()
         assert not left, f"left behind: {left}"
 

@@ -48,9 +48,10 @@ LEASE_NAME = "kubedra-operator"
 
 @dataclass(frozen=True)
 class ElectionTiming:
-    """Leader-election durations in seconds (client-go's defaults)."""
+    """Leader-election durations in seconds (client-go's defaults). The Lease stores whole
+    seconds (``leaseDurationSeconds``), so ``lease_duration`` is an int."""
 
-    lease_duration: float = 15.0
+    lease_duration: int = 15
     renew_deadline: float = 10.0
     retry_period: float = 2.0
 
@@ -148,6 +149,11 @@ class Leadership:
             onstopped_leading=stopped))
         tasks = [asyncio.create_task(election.run(), name="leader-election"),
                  asyncio.create_task(self._fence(election, outcome), name="leader-fence")]
+
+        def election_ended(task: asyncio.Task[None]) -> None:
+            if not task.cancelled() and task.exception() and not outcome.done():
+                outcome.set_exception(task.exception())  # type: ignore[arg-type]
+        tasks[0].add_done_callback(election_ended)
         try:
             await outcome
         except LostLeadership:
