@@ -172,7 +172,7 @@ async def test_operator_and_agent_run_from_the_manifests(install: Install,
         status = (await read_inventory(api, INVENTORY) or {}).get("status") or {}
         return status if status.get("deviceCount") == 1 else None
     status = await eventually(published, timeout=TIMEOUT, what=f"{INVENTORY} published")
-    assert status["pool"] == NODE
+    assert status["pool"]["name"] == NODE
 
 
 async def test_a_claim_is_prepared_by_the_agent_pod(install: Install, api: ApiClient) -> None:
