@@ -153,13 +153,17 @@ def main(argv: list[str]) -> int:
         show(plane, "dra", "simulate", "-f", os.path.relpath(template))
     except BaseException:
         print(plane.log_tails(), file=sys.stderr)
-        plane.stop()
+        for problem in plane.stop():
+            print(f"left behind by the real node: {problem}", file=sys.stderr)
         raise
     if args.keep:
         print(f"\nThe cluster keeps running: export KUBECONFIG={plane.admin_kubeconfig}\n"
               "Stop it with: make demo-down")
     else:
-        plane.stop()
+        left = plane.stop()
+        if left:
+            print(f"\nleft behind by the real node: {left}", file=sys.stderr)
+            return 1
         print("\nDemo finished; the control plane is stopped. Run `make demo KEEP=1` to keep it.")
     return 0
 

@@ -30,6 +30,7 @@ from e2e.kube_objects import (
     pod_claim,
     read_inventory,
     running_report,
+    slices_of,
 )
 from kubedra.node.checkpoint import CHECKPOINT_FILE
 from kubedra.node.claimspec import spec_path
@@ -101,7 +102,7 @@ async def node(kubedra: Kubedra, admin_api: ApiClient) -> AsyncIterator[Node]:
 
 
 @pytest.fixture
-async def gpu_free(node: Node, admin_api: ApiClient, namespace: str) -> str:
+async def ns(node: Node, admin_api: ApiClient, namespace: str) -> str:
     """A namespace for the test's pods, with the H200 free at the start."""
     async def free() -> bool:
         status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
@@ -135,6 +136,16 @@ async def _delete_pod(api: ApiClient, namespace: str, name: str, **options: Any)
     await eventually(gone, timeout=TIMEOUT, what=f"pod {name} deleted")
 
 
+async def _run_template_pod(api: ApiClient, namespace: str, name: str,
+                            template: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`_run` with a claim from ResourceClaimTemplate ``template``; the pod and its
+    claim."""
+    pod = await _run(api, namespace, name, template=template)
+    claim = await pod_claim(api, namespace, name)
+    assert claim is not None
+    return pod, claim
+
+
 def _main_container(pod: dict[str, Any]) -> dict[str, Any]:
     status: dict[str, Any] = next(c for c in pod["status"]["containerStatuses"]
                                   if c["name"] == "main")
@@ -142,12 +153,9 @@ def _main_container(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it(
-        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
-    ns = gpu_free
-    pod = await _run(admin_api, ns, "trainer", template="h200")
+        node: Node, admin_api: ApiClient, ns: str) -> None:
+    pod, claim = await _run_template_pod(admin_api, ns, "trainer", "h200")
     assert pod["report"] == H200_REPORT
-    claim = await pod_claim(admin_api, ns, "trainer")
-    assert claim is not None
     uid, name = claim["metadata"]["uid"], claim["metadata"]["name"]
     [device] = claim["status"]["devices"]
     assert (device["driver"], device["pool"], device["device"]) == (DRIVER, NODE, "gpu-0")
@@ -165,6 +173,8 @@ async def test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it(
     assert spec["devices"][0]["containerEdits"]["deviceNodes"][0] == {
         "path": "/dev/nvidia0", "hostPath": f"{node.real.device_root}/dev/nvidia0"}
     assert list(node.checkpointed()) == [uid]
+    assert f'"Registered DRA plugin" logger="DRA registration handler" driverName="{DRIVER}"' in (
+        node.kubelet_log)
     assert "Calling NodePrepareResources rpc" in node.kubelet_log
     assert uid in node.kubelet_log
     assert node.prepared_count(uid) == 1
@@ -176,8 +186,7 @@ async def test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it(
 
 
 async def test_shared_claim_is_prepared_once_and_unprepared_after_the_last_pod(
-        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
-    ns = gpu_free
+        node: Node, admin_api: ApiClient, ns: str) -> None:
     await client.ResourceV1Api(admin_api).create_namespaced_resource_claim(ns, {
         "metadata": {"name": "shared"}, "spec": gpu_claim_spec()})
     first = await _run(admin_api, ns, "first", claim="shared")
@@ -200,20 +209,27 @@ async def test_shared_claim_is_prepared_once_and_unprepared_after_the_last_pod(
 
 
 async def test_kubelet_restart_keeps_the_pod_and_prepares_nothing_twice(
-        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
-    ns = gpu_free
-    pod = await _run(admin_api, ns, "steady", template="h200")
-    claim = await pod_claim(admin_api, ns, "steady")
-    assert claim is not None
+        node: Node, admin_api: ApiClient, ns: str) -> None:
+    pod, claim = await _run_template_pod(admin_api, ns, "steady", "h200")
     uid = claim["metadata"]["uid"]
     before = _main_container(pod)
     registrations = node.agent_log.count("registered with the kubelet")
+    wipes = node.kubelet_log.count('"Deleted ResourceSlices"')
+    generation = ((await read_inventory(admin_api, INVENTORY) or {})["status"]["pool"]
+                  ["generation"])
 
     node.real.restart_kubelet()
 
     async def registered_again() -> bool:
         return node.agent_log.count("registered with the kubelet") > registrations
     await eventually(registered_again, timeout=TIMEOUT, what="the plugin registered again")
+
+    async def republished() -> bool:  # a starting kubelet deletes its node's ResourceSlices
+        status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
+        return (node.kubelet_log.count('"Deleted ResourceSlices"') > wipes
+                and status["pool"]["generation"] > generation
+                and len(await slices_of(admin_api, INVENTORY)) == 1)
+    await eventually(republished, timeout=TIMEOUT, what="the operator republishing the slice")
     after = _main_container(await running_report(admin_api, ns, "steady") or {})
     assert (after["containerID"], after["restartCount"]) == (before["containerID"], 0)
     assert node.prepared_count(uid) == 1
@@ -222,11 +238,8 @@ async def test_kubelet_restart_keeps_the_pod_and_prepares_nothing_twice(
 
 
 async def test_unprepare_after_agent_sigkill_works_from_the_checkpoint(
-        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
-    ns = gpu_free
-    await _run(admin_api, ns, "survivor", template="h200")
-    claim = await pod_claim(admin_api, ns, "survivor")
-    assert claim is not None
+        node: Node, admin_api: ApiClient, ns: str) -> None:
+    _, claim = await _run_template_pod(admin_api, ns, "survivor", "h200")
     uid = claim["metadata"]["uid"]
     agent = node.kubedra.agents[NODE]
     os.kill(agent.pid, signal.SIGKILL)
@@ -241,11 +254,8 @@ async def test_unprepare_after_agent_sigkill_works_from_the_checkpoint(
 
 
 async def test_reboot_prepares_again_and_the_container_starts(
-        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
-    ns = gpu_free
-    pod = await _run(admin_api, ns, "rebooted", template="h200")
-    claim = await pod_claim(admin_api, ns, "rebooted")
-    assert claim is not None
+        node: Node, admin_api: ApiClient, ns: str) -> None:
+    pod, claim = await _run_template_pod(admin_api, ns, "rebooted", "h200")
     uid = claim["metadata"]["uid"]
     before = _main_container(pod)["containerID"]
 
@@ -269,15 +279,12 @@ async def test_reboot_prepares_again_and_the_container_starts(
 
 
 async def test_force_deleted_pods_device_is_prepared_again_only_after_unprepare(
-        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
+        node: Node, admin_api: ApiClient, ns: str) -> None:
     """``kubectl delete --grace-period=0 --force`` removes the pod at once; the scheduler
     gives the H200 to a new claim while the old pod's containers still run (frozen here, so
     they cannot end before the new pod arrives). The agent refuses the device until the old
     claim is unprepared; then the new pod starts."""
-    ns = gpu_free
-    old = await _run(admin_api, ns, "old", template="old")
-    old_claim = await pod_claim(admin_api, ns, "old")
-    assert old_claim is not None
+    old, old_claim = await _run_template_pod(admin_api, ns, "old", "old")
     old_uid, old_name = old_claim["metadata"]["uid"], old_claim["metadata"]["name"]
     node.real.freeze_pod(old["metadata"]["uid"])
     try:
@@ -309,11 +316,11 @@ async def test_force_deleted_pods_device_is_prepared_again_only_after_unprepare(
 
 
 async def test_sigterm_hands_over_to_a_second_agent_instance(
-        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
+        node: Node, admin_api: ApiClient, ns: str) -> None:
     """A rolling update: a second agent (another pod UID, sockets of its own) registers while
     the first still runs; prepares in between succeed; SIGTERM makes the first remove its
     sockets, the kubelet drops it, and the second prepares alone."""
-    ns, kubedra, plane = gpu_free, node.kubedra, node.kubedra.plane
+    kubedra, plane = node.kubedra, node.kubedra.plane
     first = kubedra.agents[NODE]
     registry, data = node.real.root / "plugins_registry", node.data_dir
     assert sorted(p.name for p in registry.iterdir()) == [f"{DRIVER}-reg.sock"]
@@ -342,10 +349,8 @@ async def test_sigterm_hands_over_to_a_second_agent_instance(
         async def dropped() -> bool:
             return node.kubelet_log.count("Unregistered DRA plugin") > unregistered
         await eventually(dropped, timeout=TIMEOUT, what="the kubelet dropping the first agent")
-        after = await _run(admin_api, ns, "after", template="after")
+        after, claim = await _run_template_pod(admin_api, ns, "after", "after")
         assert after["report"] == H200_REPORT
-        claim = await pod_claim(admin_api, ns, "after")
-        assert claim is not None
         assert claim["metadata"]["uid"] in second.log.read_text()
         await _delete_pod(admin_api, ns, "after")
     finally:  # the module's agent again, with its plain socket names
@@ -359,12 +364,12 @@ async def test_sigterm_hands_over_to_a_second_agent_instance(
 
 
 async def test_mig_partition_reaches_the_container(
-        node: Node, admin_api: ApiClient, gpu_free: str) -> None:
+        node: Node, admin_api: ApiClient, ns: str) -> None:
     """With ``discovery.mig: partitions`` the agent publishes the H200's MIG placements; a
     claim for a 1g.18gb partition is prepared by creating the instance (a fake partitioner:
     no GPU here) and the container gets its CDI edits: the MIG device's UUID and the
     capability nodes of its GPU and compute instance."""
-    ns, kubedra, plane = gpu_free, node.kubedra, node.kubedra.plane
+    kubedra, plane = node.kubedra, node.kubedra.plane
     custom = client.CustomObjectsApi(admin_api)
     caps = [f"/dev/nvidia-caps/nvidia-cap{minor}" for minor in range(100, 132)]
     stand_in_devices(node.real.device_root, caps)
@@ -375,9 +380,10 @@ async def test_mig_partition_reaches_the_container(
     async def published(count: int) -> bool:
         status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
         return bool(status.get("deviceCount") == count)
-    await custom.patch_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
-                                             INVENTORY, {"spec": {"discovery": {
-                                                 "mig": "partitions"}}})
+    await custom.patch_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
+        {"spec": {"discovery": {"mig": "partitions"}}},
+        _content_type="application/merge-patch+json")
     try:
         await eventually(lambda: published(26), timeout=TIMEOUT, what="26 devices published")
         await create_claim_template(
@@ -397,8 +403,9 @@ async def test_mig_partition_reaches_the_container(
         await _delete_pod(admin_api, ns, "slice")
         assert not node.spec(claim["metadata"]["uid"]).exists()
     finally:
-        await custom.patch_cluster_custom_object("kubedra.io", "v1alpha1", "deviceinventories",
-                                                 INVENTORY, {"spec": {"discovery": None}})
+        await custom.patch_cluster_custom_object(
+            "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
+            {"spec": {"discovery": None}}, _content_type="application/merge-patch+json")
         plane.stop_component(kubedra.agents.pop(NODE))
         node.start_agent()
     await eventually(lambda: published(1), timeout=TIMEOUT, what="the whole GPU published")

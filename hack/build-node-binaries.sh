@@ -96,5 +96,5 @@ LDFLAGS="-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" \
 
 "$cache/bin/kubelet" --version
 "$cache/bin/containerd" --version
-"$cache/bin/runc" --version | head -1
+"$cache/bin/runc" --version | sed -n 1p  # sed reads to the end: no SIGPIPE
 echo "build-node-binaries: binaries in $cache/bin"

@@ -13,7 +13,8 @@ socket paths must stay under 108 bytes, and the DRA socket of an agent with a po
 ``<root>/cdi``         the CDI spec directory containerd reads and the agent writes
 ``<root>/cni``         a loopback-only CNI config (the runtime reports NetworkReady);
                        pods use ``hostNetwork: true``, so no address leaves loopback
-``<root>/dev``         stand-in device nodes for replayed hardware (:func:`stand_in_devices`)
+``<root>/host``        the agent's device root for replayed hardware: stand-in device nodes
+                       ``<root>/host/dev/...`` (:func:`stand_in_devices`)
 =====================  ===============================================================
 
 The kubelet authenticates as ``system:node:<name>`` (group ``system:nodes``) with a client
@@ -59,8 +60,8 @@ _MNT_DETACH = 2
 
 
 class RealNodeError(RuntimeError):
-    """The node cannot start here (not root, a binary missing, a path too long) or did not
-    become Ready; the message says what and carries the log tails."""
+    """The node cannot start here (not root, a binary missing, an earlier run's leftovers) or
+    did not become Ready; the message says what and carries the log tails."""
 
 
 def stand_in_devices(root: Path, paths: list[str]) -> list[Path]:
@@ -102,7 +103,8 @@ class RealNode:
         self.containerd_dir = self.root / "containerd"
         self.socket = self.containerd_dir / "containerd.sock"
         self.cdi_dir = self.root / "cdi"
-        self.device_root = self.root / "dev"
+        self.device_root = self.root / "host"
+        """Stand-in device nodes go under ``<device_root>/dev`` (the agent's device root)."""
         self.cgroup_root = f"/{self.root.name}"
         """The cgroup (cgroupfs path) the kubelet puts its pods under: named as the root."""
         self.kubelet: Component | None = None
@@ -131,10 +133,17 @@ class RealNode:
         """Start containerd, import the images, start the kubelet and wait until the Node is
         Ready.
 
+        Anything an earlier run of this node left (its processes, mounts, cgroups: the test
+        process was killed, say) is cleaned first.
+
         Raises:
-            RealNodeError: see the class; what was started is stopped again first.
+            RealNodeError: see the class, or an earlier run's leftovers cannot be cleaned; what
+                was started is stopped again first.
         """
         self._check_host()
+        left = self.stop()
+        if left:
+            raise RealNodeError(f"an earlier run of node {self.name} left {left}")
         deadline = time.monotonic() + timeout
         try:
             self._start_containerd(deadline)
@@ -338,15 +347,15 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             self.plane.stop_component(self.kubelet)
             self.kubelet = None
         self._thaw_all()
-        self._kill_until_gone(deadline, self.container_pids, "container")
-        self._kill_until_gone(deadline, self.shim_pids, "shim")
+        self._kill_until_gone(deadline, self.container_pids)
+        self._kill_until_gone(deadline, self._other_node_pids)
         if self.containerd is not None:
             self.plane.stop_component(self.containerd)
             self.containerd = None
         problems = [f"mount {m} still there" for m in _unmount_under(self.root)]
         problems += [f"cgroup {c} still there" for c in self._remove_cgroups(deadline)]
         problems += [f"process {pid} still there" for pid in
-                     self.container_pids() + self.shim_pids()]
+                     self.container_pids() + self.node_pids()]
         return problems
 
     def freeze_pod(self, pod_uid: str, frozen: bool = True) -> None:
@@ -380,22 +389,30 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
                     pids.update(int(p) for p in procs.read_text().split())
         return sorted(pids)
 
-    def shim_pids(self) -> list[int]:
-        """PIDs of the containerd shims serving this node's containerd."""
+    def node_pids(self) -> list[int]:
+        """PIDs of the processes whose command line names this node's directory: its
+        containerd, its kubelet and every shim serving its containerd (``-address
+        <root>/containerd/containerd.sock``), of this run or an earlier one."""
+        root = str(self.root).encode()
         found = []
         for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
                 continue
             try:
                 argv = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if (argv[0].endswith(b"containerd-shim-runc-v2") and b"-address" in argv
-                    and argv[argv.index(b"-address") + 1:][:1] == [str(self.socket).encode()]):
+            if any(arg == root or arg.startswith(root + b"/") or b"=" + root + b"/" in arg
+                   for arg in argv):
                 found.append(int(proc.name))
         return found
 
-    def _kill_until_gone(self, deadline: float, pids: Any, what: str) -> None:
+    def _other_node_pids(self) -> list[int]:
+        """:meth:`node_pids` but this run's containerd (stopped gracefully afterwards)."""
+        ours = self.containerd.pid if self.containerd is not None else None
+        return [pid for pid in self.node_pids() if pid != ours]
+
+    def _kill_until_gone(self, deadline: float, pids: Any) -> None:
         while (alive := pids()) and time.monotonic() < deadline:
             for pid in alive:
                 with contextlib.suppress(ProcessLookupError):
