@@ -67,14 +67,16 @@ if [[ $force == 1 || ! -d "$base_dir" ]]; then
   mv "$base_dir.part" "$base_dir"
   log "base: built in $((SECONDS - start)) s ($(du -sm "$base_dir" | cut -f1) MB)"
 fi
-if [[ $(buildah "${storage[@]}" images --noheading --format '{{.Labels}}' "$BASE_IMAGE" 2>/dev/null) \
-      != *"kubedra.base.stamp:$base_stamp"* ]]; then
+imported="$cache/base-$base_stamp.imported"  # the image ID of the imported base
+if [[ ! -f "$imported" || $(buildah "${storage[@]}" images -q --no-trunc "$BASE_IMAGE" 2>/dev/null) \
+      != "$(cat "$imported")" ]]; then
   log "base: importing into buildah as $BASE_IMAGE"
   ctr=$(buildah "${storage[@]}" from scratch)
   buildah "${storage[@]}" add --quiet "$ctr" "$base_dir" / >/dev/null
   buildah "${storage[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    --cmd python3 --label "kubedra.base.stamp=$base_stamp" "$ctr"
+    --cmd python3 "$ctr"
   buildah "${storage[@]}" commit --quiet --rm "$ctr" "$BASE_IMAGE" >/dev/null
+  buildah "${storage[@]}" images -q --no-trunc "$BASE_IMAGE" > "$imported"
 fi
 
 # --- 2. the image ---------------------------------------------------------------------------

@@ -43,10 +43,13 @@ def build_image() -> Path:
     """Build (or find cached) the image; returns its OCI archive.
 
     Raises:
-        subprocess.CalledProcessError: the build failed (its output is in the exception).
+        RuntimeError: the build failed; the message ends with its output.
     """
     result = subprocess.run([str(REPO_ROOT / "hack" / "build-image.sh"), "--print-archive"],
-                            capture_output=True, text=True, check=True, timeout=1800)
+                            capture_output=True, text=True, check=False, timeout=1800)
+    if result.returncode != 0:
+        raise RuntimeError(f"hack/build-image.sh failed (exit status {result.returncode}):\n"
+                           f"{result.stderr[-4000:]}")
     return Path(result.stdout.strip().splitlines()[-1])
 
 
