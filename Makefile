@@ -36,6 +36,7 @@ install.yaml: venv
 lint: venv
 	$(VENV)/bin/ruff check operator tests e2e bench hack
 	$(VENV)/bin/mypy
+	PYTHONPATH=operator $(VENV)/bin/lint-imports
 
 ## test: everything CI runs: lint, unit, integration and end-to-end tests on a local control plane
 test: venv binaries lint

@@ -324,7 +324,11 @@ async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
     kubedra.start_agent("lease-node", lease_duration=4)
     name = "lease-node-gpu.kubedra.io"
     await _ready_inventory(admin_api, name)
-    sockets = sorted(p.name for p in kubedra.node_dir("lease-node").rglob("*.sock"))
+
+    async def serving() -> list[str] | None:  # the plugin starts after the first report
+        found = sorted(p.name for p in kubedra.node_dir("lease-node").rglob("*.sock"))
+        return found if len(found) == 2 else None
+    sockets = await eventually(serving, timeout=30, what="the agent's plugin sockets")
     assert sockets == ["dra.sock", "gpu.kubedra.io-reg.sock"]
     kubedra.stop_agent("lease-node")  # SIGTERM, as the kubelet stops a pod: a clean stop
     assert list(kubedra.node_dir("lease-node").rglob("*.sock")) == []

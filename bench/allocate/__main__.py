@@ -8,7 +8,7 @@ current allocated state (upstream: ``structured.NewAllocator``; kubedra: ``Alloc
 ``Allocate`` on every node (the Filter phase); the claim then goes to the first node that fits
 and counts as allocated for the next claim. Only that is timed, in process on both sides:
 reading the JSON input and keeping the allocated state up to date (the scheduler's informer
-caches) are not. kubedra builds its :class:`~kubedra.allocation.Inventory` (slice index, and
+caches) are not. kubedra builds its :class:`~kubedra.allocation.ResourceSnapshot` (slice index, and
 later the pools of each node and selector outcomes) once per snapshot of slices; that one-time
 cost is reported separately, and so is the first claim, which fills those caches. Times are in
 milliseconds per claim (all nodes); of ``--rounds`` runs the fastest counts, per column.
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.allocate import workloads
-from kubedra.allocation import AllocatedState, AllocationFailed, Allocator, Inventory
+from kubedra.allocation import AllocatedState, AllocationFailed, Allocator, ResourceSnapshot
 from kubedra.allocation.scenario import comparable, node_info
 from kubedra.api.resource import DeviceClass, ResourceClaim, ResourceClaimStatus, ResourceSlice
 
@@ -69,7 +69,7 @@ def run_kubedra(spec: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
     state = AllocatedState.from_claims(ResourceClaim.from_api(c)
                                        for c in spec["allocatedClaims"])
     start = time.perf_counter()
-    inventory = Inventory(slices, classes)
+    inventory = ResourceSnapshot(slices, classes)
     build = time.perf_counter() - start
     nodes = [node_info(n) for n in spec["nodes"]]
     found = []

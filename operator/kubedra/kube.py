@@ -8,7 +8,6 @@ unchanged unless they say otherwise.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from collections.abc import Awaitable
@@ -19,6 +18,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient, ApiException
 
 from kubedra.api import inventory, resource
+from kubedra.api.time import micro_timestamp, timestamp, utcnow
 from kubedra.logging import get_logger
 
 log = get_logger(__name__)
@@ -281,7 +281,7 @@ async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: s
     """
     meta = regarding["metadata"]
     namespace = meta.get("namespace") or "default"
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = timestamp(utcnow())
     event = {
         "metadata": {"generateName": f"{meta['name']}.", "namespace": namespace},
         "involvedObject": {"apiVersion": regarding["apiVersion"], "kind": regarding["kind"],
@@ -300,10 +300,6 @@ async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: s
 
 # --- Leases (node agent) --------------------------------------------------------------------------
 
-def _micro_time(moment: datetime.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
                       duration_s: int) -> None:
     """Create Lease ``namespace/name`` or set its ``renewTime`` to now, held by ``holder`` for
@@ -313,7 +309,7 @@ async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
         ApiException: the Lease could not be read or written (409 when two writers race).
     """
     coordination = client.CoordinationV1Api(api)
-    now = _micro_time(datetime.datetime.now(datetime.UTC))
+    now = micro_timestamp(utcnow())
     spec = {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "renewTime": now}
     try:
         current = await _raw(coordination.read_namespaced_lease(

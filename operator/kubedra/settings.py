@@ -7,18 +7,22 @@ Every setting comes from a command-line flag, else the environment (``KUBEDRA_<N
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
 from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.logging import LogFormat
-from kubedra.node.cdi import DEFAULT_CDI_DIR
-from kubedra.node.checkpoint import DEFAULT_BOOT_ID_PATH
-from kubedra.node.sockets import DEFAULT_PLUGINS_DIR, DEFAULT_REGISTRY_DIR
+
+DEFAULT_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
+"""The kubelet's plugin registration directory."""
+DEFAULT_PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
+"""The kubelet's plugins directory."""
+DEFAULT_CDI_DIR = Path("/var/run/cdi")
+"""The CDI dynamic spec directory, where DRA drivers write (CDI ``DefaultDynamicDir``)."""
+DEFAULT_BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+"""The kernel's boot ID file."""
 
 
 class Settings(BaseSettings):
@@ -84,25 +88,3 @@ def settings_from_flags(**flags: Any) -> Settings:
     (``None`` means "not given")."""
     return Settings(**{k: v for k, v in flags.items() if v is not None})
 
-
-kubeconfig_option = click.option(
-    "--kubeconfig", type=click.Path(path_type=Path), default=None,
-    help="Kubeconfig file [env KUBEDRA_KUBECONFIG; default in-cluster, then $KUBECONFIG or "
-         "~/.kube/config]")
-"""The ``--kubeconfig`` option of every command that talks to the API server."""
-
-
-def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Click options every long-running command takes: kubeconfig, namespace, logging."""
-    for option in reversed([
-        kubeconfig_option,
-        click.option("--namespace", default=None,
-                     help="Namespace of the operator and agent Leases "
-                          "[env KUBEDRA_NAMESPACE; default kubedra-system]"),
-        click.option("--log-format", type=click.Choice(["json", "console"]), default=None,
-                     help="Log renderer [env KUBEDRA_LOG_FORMAT; default console]"),
-        click.option("--log-level", default=None,
-                     help="Log level [env KUBEDRA_LOG_LEVEL; default INFO]"),
-    ]):
-        command = option(command)
-    return command

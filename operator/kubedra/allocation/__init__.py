@@ -5,37 +5,69 @@ that the scheduler runs with default feature gates (see :mod:`kubedra.allocation
 ``hack/allocator`` wraps that Go code, and ``tests/unit/allocation`` proves both give the same
 results on a corpus of scenarios.
 
+This module is the package's one public face (an import contract in ``pyproject.toml`` keeps
+other packages out of its modules, as Go's ``internal/`` does upstream). What it means when
+:meth:`Allocator.allocate` raises:
+
+- :class:`AllocationFailed`: the claims do not fit on this node; the scheduler tries other
+  nodes. ``failure.diagnose()`` tells, per request, how many devices pass each check
+  (:class:`Stage`, in funnel order) — computed only when asked;
+- :class:`AllocationError`: the input is broken (CEL error, missing DeviceClass, over 32
+  devices); the scheduler aborts the whole scheduling attempt.
+
 Typical use::
 
-    inventory = Inventory(slices, classes, taint_rules)
-    allocator = Allocator(inventory, AllocatedState.from_claims(allocated_claims))
+    snapshot = ResourceSnapshot(slices, classes, taint_rules)
+    allocator = Allocator(snapshot, AllocatedState.from_claims(allocated_claims))
     try:
         results = allocator.allocate(NodeInfo("node-1", labels), [claim])
     except AllocationFailed as failure:   # does not fit on this node
         print(failure.reason, failure.diagnose())
+
+The rest is for explaining decisions (:mod:`kubedra.explain`): the devices and pools of a node
+as the search sees them (:class:`NodePools`, :class:`Pool`, :class:`DeviceEntry`), the static
+capacity a request consumes, toleration of taints, node selectors, claim labels.
 """
 
 from kubedra.allocation.allocator import Allocator
-from kubedra.allocation.diagnosis import RequestDiagnosis
+from kubedra.allocation.capacity import CapacityError, static_consumption
 from kubedra.allocation.errors import AllocationError, AllocationFailed
 from kubedra.allocation.features import (
     DEFAULT_FEATURES,
     AllocatorFeatures,
     UnsupportedFeaturesError,
 )
-from kubedra.allocation.inventory import Inventory
-from kubedra.allocation.node_selection import NodeInfo
-from kubedra.allocation.state import AllocatedState
+from kubedra.allocation.funnel import FITS, STAGES, RequestDiagnosis, Stage
+from kubedra.allocation.node_selection import NodeInfo, compile_node_selector
+from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
+from kubedra.allocation.quantities import Number
+from kubedra.allocation.requests import claim_label
+from kubedra.allocation.snapshot import ResourceSnapshot
+from kubedra.allocation.state import AllocatedState, DeviceID
+from kubedra.allocation.taints import tolerated
 
 __all__ = [
     "DEFAULT_FEATURES",
+    "FITS",
+    "STAGES",
     "AllocatedState",
     "AllocationError",
     "AllocationFailed",
     "Allocator",
     "AllocatorFeatures",
-    "Inventory",
+    "CapacityError",
+    "DeviceEntry",
+    "DeviceID",
     "NodeInfo",
+    "NodePools",
+    "Number",
+    "Pool",
     "RequestDiagnosis",
+    "ResourceSnapshot",
+    "Stage",
     "UnsupportedFeaturesError",
+    "claim_label",
+    "compile_node_selector",
+    "static_consumption",
+    "tolerated",
 ]

@@ -49,7 +49,8 @@ def _use_milli(valid_range: CapacityRequestPolicyRange, fractional: bool) -> boo
 def _round_up_range(requested: Quantity, valid_range: CapacityRequestPolicyRange,
                     fractional: bool) -> Quantity:
     minimum = valid_range.min
-    assert minimum is not None
+    if minimum is None:  # the API requires it (validation of CapacityRequestPolicyRange)
+        raise CapacityError("requestPolicy.validRange has no min")
     if requested < minimum:
         return minimum
     step = valid_range.step

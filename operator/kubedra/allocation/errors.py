@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kubedra.allocation.diagnosis import RequestDiagnosis
+    from kubedra.allocation.funnel import RequestDiagnosis
 
 
 class AllocationError(Exception):

@@ -49,7 +49,7 @@ CounterConsumption = tuple[tuple[str, tuple[tuple[str, Number], ...]], ...]
 class DeviceEntry:
     """One device of one ResourceSlice, with what the search needs precomputed.
 
-    ``uid`` is unique within an inventory and keys the selector caches; ``taints`` include those
+    ``uid`` is unique within a snapshot and keys the selector caches; ``taints`` include those
     of matching DeviceTaintRules.
     """
 
@@ -195,7 +195,7 @@ class NodePools:
 
 @dataclass(slots=True)
 class SliceIndex:
-    """All slices of an inventory, split as ``NewAllocator`` does."""
+    """All slices of a snapshot, split as ``NewAllocator`` does."""
 
     all: list[SliceEntry]
     on_node: dict[str, list[SliceEntry]]

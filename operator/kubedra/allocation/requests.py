@@ -22,8 +22,8 @@ from kubedra.allocation.capacity import CapacityError, Consumption
 from kubedra.allocation.constraints import Constraint, DistinctAttribute, MatchAttribute
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.features import AllocatorFeatures
-from kubedra.allocation.inventory import Inventory
 from kubedra.allocation.selectors import SelectorSet
+from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
     DeviceClass,
@@ -129,16 +129,16 @@ def _cel_expressions(owner: str, selectors: list[DeviceSelector] | None) -> tupl
     return tuple(expressions)
 
 
-def _template(inventory: Inventory, label: str, name: str, parent: str | None,
+def _template(snapshot: ResourceSnapshot, label: str, name: str, parent: str | None,
               part: ExactDeviceRequest | DeviceSubRequest) -> RequestTemplate:
     where = f"claim {label}, request {name}"
     request_exprs = _cel_expressions(where, part.selectors)
     admin = part.admin_access if isinstance(part, ExactDeviceRequest) else None
-    if admin is not None and not inventory.features.admin_access:
+    if admin is not None and not snapshot.features.admin_access:
         raise AllocationError(f"{where}: admin access is requested, but the feature is disabled")
     if not part.device_class_name:
         raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
-    device_class = inventory.classes.get(part.device_class_name)
+    device_class = snapshot.classes.get(part.device_class_name)
     if device_class is None:
         raise AllocationError(f"{where}: could not retrieve device class "
                               f"{part.device_class_name}: not found")
@@ -150,12 +150,12 @@ def _template(inventory: Inventory, label: str, name: str, parent: str | None,
     count = 0 if is_all else part.count or 1
     capacity = part.capacity.requests if part.capacity is not None else None
     return RequestTemplate(label, name, parent, device_class,
-                           inventory.selector_set(class_exprs, request_exprs), count, is_all,
+                           snapshot.selector_set(class_exprs, request_exprs), count, is_all,
                            bool(admin), part.tolerations, capacity,
-                           inventory.consumptions(capacity))
+                           snapshot.consumptions(capacity))
 
 
-def _request_alternatives(inventory: Inventory, label: str, request: DeviceRequest,
+def _request_alternatives(snapshot: ResourceSnapshot, label: str, request: DeviceRequest,
                           features: AllocatorFeatures
                           ) -> list[RequestTemplate | AllocationError] | AllocationError:
     where = f"claim {label}, request {request.name}"
@@ -176,9 +176,9 @@ def _request_alternatives(inventory: Inventory, label: str, request: DeviceReque
     for part in parts:
         try:
             if isinstance(part, DeviceSubRequest):
-                template = _template(inventory, label, part.name, request.name, part)
+                template = _template(snapshot, label, part.name, request.name, part)
             else:
-                template = _template(inventory, label, request.name, None, part)
+                template = _template(snapshot, label, request.name, None, part)
             alternatives.append(template)
         except AllocationError as err:
             alternatives.append(err)
@@ -214,22 +214,21 @@ class ClaimPlan:
     constraints: list[ConstraintSpec] | AllocationError
 
     @classmethod
-    def build(cls, claim: ResourceClaim, inventory: Inventory) -> ClaimPlan:
+    def build(cls, claim: ResourceClaim, snapshot: ResourceSnapshot) -> ClaimPlan:
         """Check a claim's requests and constraints."""
         label = claim_label(claim)
-        requests = [_request_alternatives(inventory, label, request, inventory.features)
+        requests = [_request_alternatives(snapshot, label, request, snapshot.features)
                     for request in claim.spec.devices.requests or ()]
-        constraints: list[ConstraintSpec] | AllocationError = []
+        specs: list[ConstraintSpec] = []
         for i, constraint in enumerate(claim.spec.devices.constraints or ()):
-            assert isinstance(constraints, list)
             if constraint.match_attribute is not None:
-                constraints.append(ConstraintSpec(True, constraint.match_attribute,
-                                                  constraint.requests))
+                specs.append(ConstraintSpec(True, constraint.match_attribute,
+                                            constraint.requests))
             elif constraint.distinct_attribute is not None:
-                constraints.append(ConstraintSpec(False, constraint.distinct_attribute,
-                                                  constraint.requests))
+                specs.append(ConstraintSpec(False, constraint.distinct_attribute,
+                                            constraint.requests))
             else:
-                constraints = AllocationError(f"claim {label}, constraint #{i}: empty constraint "
-                                              "(unsupported constraint type?)")
-                break
-        return cls(claim, label, requests, constraints)
+                return cls(claim, label, requests, AllocationError(
+                    f"claim {label}, constraint #{i}: empty constraint (unsupported constraint "
+                    "type?)"))
+        return cls(claim, label, requests, specs)

@@ -15,7 +15,7 @@ From ``structured/internal/incubating/allocator_incubating.go`` (v0.37.2):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.pools import DeviceEntry
@@ -30,10 +30,8 @@ from kubedra.api.resource import (
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    ResourceClaim,
 )
-
-if TYPE_CHECKING:
-    from kubedra.allocation.allocator import _Search
 
 
 class Pick(NamedTuple):
@@ -56,9 +54,9 @@ def _device_result(pick: Pick, binding: bool) -> DeviceRequestAllocationResult:
         share_id=pick.share_id, consumed_capacity=pick.consumed)
 
 
-def _chosen(search: _Search, ci: int) -> list[RequestData]:
+def _chosen(requests: list[list[RequestData]]) -> list[RequestData]:
     """Per request of the claim, the request or the subrequest the search chose."""
-    return [alternatives[alternatives[0].selected_sub] for alternatives in search.requests[ci]]
+    return [alternatives[alternatives[0].selected_sub] for alternatives in requests]
 
 
 def _configs(spec: DeviceClaim, chosen: list[RequestData]) -> list[DeviceAllocationConfiguration]:
@@ -68,8 +66,7 @@ def _configs(spec: DeviceClaim, chosen: list[RequestData]) -> list[DeviceAllocat
         span = by_class.get(data.class_name)
         if span is not None:
             for config in configs[span[0]:span[1]]:
-                assert config.requests is not None
-                config.requests.append(data.full_name)
+                config.requests = [*(config.requests or ()), data.full_name]
             continue
         first = len(configs)
         for class_config in data.device_class.spec.config or ():
@@ -124,18 +121,19 @@ def _node_selector(picks: list[Pick], node_name: str) -> NodeSelector | None:
         match_fields=fields or None, match_expressions=expressions or None)])
 
 
-def build_allocation(search: _Search, ci: int) -> AllocationResult:
-    """The allocation result of claim ``ci`` after a successful search.
+def build_allocation(claim: ResourceClaim, requests: list[list[RequestData]], picks: list[Pick],
+                     node_name: str, *, binding: bool) -> AllocationResult:
+    """The allocation result of ``claim`` after a successful search on node ``node_name``:
+    ``requests`` are the claim's requests (each with its subrequests, the chosen one marked),
+    ``picks`` the devices chosen; ``binding``: the ``DRADeviceBindingConditions`` feature.
 
     Raises:
         AllocationError: a device's node selector has more than one term.
     """
-    claim = search.claims[ci]
-    binding = search.features.device_binding_and_status
-    results = [_device_result(pick, binding) for pick in search.picks[ci]]
-    configs = _configs(claim.spec.devices, _chosen(search, ci))
+    results = [_device_result(pick, binding) for pick in picks]
+    configs = _configs(claim.spec.devices, _chosen(requests))
     try:
-        node_selector = _node_selector(search.picks[ci], search.node.name)
+        node_selector = _node_selector(picks, node_name)
     except AllocationError as err:
         raise AllocationError(f"create NodeSelector for claim {claim.metadata.name}: {err}") \
             from None

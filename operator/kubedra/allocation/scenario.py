@@ -23,8 +23,8 @@ from typing import Any
 from kubedra.allocation.allocator import Allocator
 from kubedra.allocation.errors import AllocationError, AllocationFailed
 from kubedra.allocation.features import AllocatorFeatures
-from kubedra.allocation.inventory import Inventory
 from kubedra.allocation.node_selection import NodeInfo
+from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
@@ -33,15 +33,15 @@ INVALID_POOLS_MESSAGE = "invalid resource pools were encountered"
 """Upstream's message when nothing fits and some pool of the node is invalid."""
 
 
-def load_inventory(scenario: Mapping[str, Any]) -> tuple[Inventory, AllocatedState]:
-    """The inventory and allocated state of a scenario (or of a benchmark input).
+def load_snapshot(scenario: Mapping[str, Any]) -> tuple[ResourceSnapshot, AllocatedState]:
+    """The snapshot and allocated state of a scenario (or of a benchmark input).
 
     Raises:
         UnsupportedFeaturesError: the scenario's features select another allocator variant.
         pydantic.ValidationError: an object does not parse.
     """
     features = AllocatorFeatures.from_gate_names(scenario.get("features") or {})
-    inventory = Inventory(
+    snapshot = ResourceSnapshot(
         [ResourceSlice.from_api(s) for s in scenario.get("slices") or ()],
         [DeviceClass.from_api(c) for c in scenario.get("classes") or ()],
         [DeviceTaintRule.from_api(r) for r in scenario.get("taintRules") or ()],
@@ -49,7 +49,7 @@ def load_inventory(scenario: Mapping[str, Any]) -> tuple[Inventory, AllocatedSta
     allocated = AllocatedState.from_claims(
         (ResourceClaim.from_api(c) for c in scenario.get("allocatedClaims") or ()),
         consumable_capacity=features.consumable_capacity)
-    return inventory, allocated
+    return snapshot, allocated
 
 
 def node_info(node: Mapping[str, Any]) -> NodeInfo:
@@ -61,9 +61,9 @@ def run_scenario(scenario: Mapping[str, Any],
                  new_share_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> dict[str, Any]:
     """Run kubedra's allocator on a scenario; the outcome in ``dra-reference-allocator``'s form."""
     name = scenario.get("name", "")
-    inventory, allocated = load_inventory(scenario)
+    snapshot, allocated = load_snapshot(scenario)
     claims = [ResourceClaim.from_api(c) for c in scenario.get("claims") or ()]
-    allocator = Allocator(inventory, allocated, new_share_id=new_share_id)
+    allocator = Allocator(snapshot, allocated, new_share_id=new_share_id)
     try:
         results = allocator.allocate(node_info(scenario["node"]), claims)
     except AllocationFailed as failure:

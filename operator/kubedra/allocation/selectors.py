@@ -6,7 +6,7 @@ when it is first evaluated, so a broken selector behind a ``false`` one never fa
 or runtime error aborts the allocation (:class:`~kubedra.allocation.errors.AllocationError`).
 
 A selector's outcome depends only on the expression and the device, so outcomes are cached per
-device for as long as the inventory lives (upstream caches per ``Allocate`` call).
+device for as long as the snapshot lives (upstream caches per ``Allocate`` call).
 """
 
 from __future__ import annotations

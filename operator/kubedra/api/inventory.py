@@ -42,6 +42,8 @@ SHORT_NAMES = ["dinv"]
 
 AGENT_FIELD_MANAGER = "kubedra-agent"
 OPERATOR_FIELD_MANAGER = "kubedra-operator"
+OPERATOR_COMPONENT = OPERATOR_FIELD_MANAGER
+"""The component (Event source) of the operator's Events: the same name as its field manager."""
 
 MAX_DEVICES = 4096
 """Devices one inventory may list; the operator splits them into slices of 128 (or 64)."""

@@ -1,5 +1,11 @@
-"""The operator's reconcilers: plain async functions over a cached view of the cluster.
+"""The operator's reconcilers: decisions apart from I/O.
 
-kopf (in :mod:`kubedra.handlers`) feeds the caches and the work queue; the functions here decide
-what to write and call :mod:`kubedra.kube` to write it.
+- :mod:`.inventories` and :mod:`.claims`: pure functions from typed inputs (models, the cached
+  view) to a typed decision, with the status and the Event that follow; unit-tested per reason;
+- :mod:`.executor`: the one place that reads the caches, performs a decision (API calls through
+  :mod:`kubedra.kube`) and remembers what was published;
+- :mod:`.runtime`: the workers that drain the work queues (:mod:`.queue`), and the tick that
+  notices agent Lease expiry (:mod:`.leases`);
+- :mod:`.state`: the cached view (kopf indexes, fed by :mod:`kubedra.handlers`) and what the
+  operator remembers; :mod:`.explanations`: Events that explain pending claims.
 """

@@ -1,4 +1,5 @@
-"""Reconcile one ResourceClaim: report on the devices of kubedra's drivers in its allocation.
+"""What to write into one ResourceClaim: the state of the devices of kubedra's drivers in its
+allocation — decided by pure functions; :mod:`.executor` acts.
 
 For each allocated device of a pool that a DeviceInventory publishes, the operator writes a
 ``status.devices`` entry (server-side apply, field manager ``kubedra-operator``) with a
@@ -17,100 +18,102 @@ other's fields. kube-scheduler and kube-controller-manager own ``allocation`` an
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from kubernetes_asyncio.client import ApiException
-
-from kubedra import kube
-from kubedra.api.inventory import OPERATOR_FIELD_MANAGER
+from kubedra.api.resource import AllocatedDeviceStatus, Condition
 from kubedra.controller.conditions import get_condition, set_condition
-from kubedra.controller.state import OperatorState, timestamp, utcnow
-from kubedra.logging import get_logger
+from kubedra.controller.state import PublishedPool
 
-COMPONENT = "kubedra-operator"
-log = get_logger(__name__)
+DeviceReason = Literal["Allocated", "DeviceNotFound", "DeviceDisabled", "DeviceUnhealthy"]
+"""Reasons of a device's ``Ready`` condition."""
+
+EVENT_REASON = "DeviceNotReady"
+"""Reason of the Warning Event posted when a device of the claim is not ready."""
+
+PoolLookup = Callable[[str, str], tuple[str | None, PublishedPool | None]]
+"""(driver, pool) → the inventory that publishes it and what it last published."""
 
 
-def _device_condition(state: OperatorState, result: dict[str, Any]) -> tuple[bool, str, str]:
-    """(ok, reason, message) of one allocation result of a kubedra pool."""
-    inventory = state.inventory_for_pool(result["driver"], result["pool"])
+@dataclass(frozen=True)
+class DeviceCondition:
+    """The ``Ready`` condition of one allocated device."""
+
+    ok: bool
+    reason: DeviceReason
+    message: str
+
+
+@dataclass(frozen=True)
+class ClaimDecision:
+    """The ``status.devices`` entries to apply (None: nothing changed, no write) and the
+    problems to announce in one Warning Event (empty: none)."""
+
+    entries: list[AllocatedDeviceStatus] | None
+    problems: list[str]
+
+    @property
+    def event_message(self) -> str:
+        """The Warning Event's message: the problems, joined."""
+        return "; ".join(self.problems)
+
+
+def device_condition(result: Mapping[str, Any], inventory: str | None,
+                     published: PublishedPool | None) -> DeviceCondition:
+    """The condition of one allocation result of a kubedra pool, published by ``inventory``
+    (``published``: what it last published; None when nothing)."""
     device = result["device"]
-    published = state.pools[inventory] if inventory else None
     if published is None or published.withdrawn:
-        return (False, "DeviceNotFound",
-                f"pool {result['pool']} of {result['driver']} is not published; device "
-                f"{device} cannot be used until its node agent reports again")
+        return DeviceCondition(
+            False, "DeviceNotFound",
+            f"pool {result['pool']} of {result['driver']} is not published; device {device} "
+            "cannot be used until its node agent reports again")
     draining = published.draining.get(device)
     if draining == "disabled":
-        return (False, "DeviceDisabled",
-                f"device {device} of pool {result['pool']} is disabled by an override in "
-                f"DeviceInventory {inventory}; it stays published, tainted, until released")
+        return DeviceCondition(
+            False, "DeviceDisabled",
+            f"device {device} of pool {result['pool']} is disabled by an override in "
+            f"DeviceInventory {inventory}; it stays published, tainted, until released")
     health, health_message = published.health.get(device, ("Missing", None))
     if draining or health == "Missing" or device not in {d.name for d in published.pool.devices}:
-        return (False, "DeviceNotFound",
-                f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device "
-                f"{device}")
+        return DeviceCondition(
+            False, "DeviceNotFound",
+            f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device {device}")
     if health == "Unhealthy":
-        return (False, "DeviceUnhealthy",
-                f"device {device} in pool {result['pool']} is unhealthy: "
-                f"{health_message or 'reported by the node agent'}")
-    return (True, "Allocated",
-            f"device {device} of pool {result['pool']} (DeviceInventory {inventory}) is "
-            f"allocated to request {result['request']}")
+        return DeviceCondition(
+            False, "DeviceUnhealthy",
+            f"device {device} in pool {result['pool']} is unhealthy: "
+            f"{health_message or 'reported by the node agent'}")
+    return DeviceCondition(
+        True, "Allocated",
+        f"device {device} of pool {result['pool']} (DeviceInventory {inventory}) is allocated "
+        f"to request {result['request']}")
 
 
-async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> None:
-    """Write the ``Ready`` condition of every kubedra device in the claim's allocation.
+def decide_claim(claim: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
+                 lookup: PoolLookup, now: str) -> ClaimDecision:
+    """The ``Ready`` condition of every allocation result in ``results`` (those of kubedra's
+    pools) of ``claim`` (raw), written only when one changed status, reason or message.
 
-    Raises:
-        ApiException: the status write failed (the caller retries with back-off).
+    ``now`` is a ``metav1.Time`` string.
     """
-    claim = state.view.claim(namespace, name)
-    if claim is None:  # deleted or deallocated (only allocated claims are cached)
-        state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
-        return
-    status = claim.get("status") or {}
-    results = [r for r in ((status.get("allocation") or {}).get("devices") or {}).get("results")
-               or [] if state.inventory_for_pool(r["driver"], r["pool"])]
-    refusal_key = (namespace, name, claim["metadata"].get("uid", ""))
-    if not results or refusal_key in state.refused_claims:
-        return
     existing = {(d["driver"], d["pool"], d["device"], d.get("shareID")): d
-                for d in status.get("devices") or []}
-    now = timestamp(utcnow())
+                for d in (claim.get("status") or {}).get("devices") or []}
     entries, changed, problems = [], False, []
     for result in results:
         key = (result["driver"], result["pool"], result["device"], result.get("shareID"))
-        ok, reason, message = _device_condition(state, result)
-        before = get_condition(existing.get(key, {}).get("conditions"), "Ready")
-        ours = [c for c in existing.get(key, {}).get("conditions") or [] if c["type"] == "Ready"]
-        conditions = set_condition(ours, type_="Ready", status=ok, reason=reason,
-                                   message=message, now=now)
-        if before is None or (before["status"], before["reason"], before["message"]) != (
-                conditions[-1]["status"], reason, message):
+        condition = device_condition(result, *lookup(result["driver"], result["pool"]))
+        ours = [Condition.from_api(c) for c in existing.get(key, {}).get("conditions") or []
+                if c["type"] == "Ready"]
+        before = get_condition(ours, "Ready")
+        conditions = set_condition(ours, type_="Ready", status=condition.ok,
+                                   reason=condition.reason, message=condition.message, now=now)
+        if before is None or (before.status, before.reason, before.message) != (
+                conditions[-1].status, condition.reason, condition.message):
             changed = True
-        entry: dict[str, Any] = {"driver": key[0], "pool": key[1], "device": key[2],
-                                 "conditions": conditions}
-        if key[3]:
-            entry["shareID"] = key[3]
-        entries.append(entry)
-        if not ok:
-            problems.append(message)
-    if not changed:
-        return
-    try:
-        await kube.apply_claim_device_status(state.api, namespace, name, entries,
-                                             OPERATOR_FIELD_MANAGER)
-    except ApiException as err:
-        if not kube.refuses_claim_status_writes(err):
-            raise
-        log.warning("the API server refuses status writes to this claim (its opaque config is "
-                    "not canonical JSON); status.devices left unchanged",
-                    claim=f"{namespace}/{name}")
-        state.refused_claims.add(refusal_key)  # no write can succeed while the claim exists
-        return
-    signature = "; ".join(problems)
-    if problems and state.announced.get(("ResourceClaim", f"{namespace}/{name}")) != signature:
-        state.announced[("ResourceClaim", f"{namespace}/{name}")] = signature
-        await kube.post_event(state.api, claim, event_type="Warning",
-                              reason="DeviceNotReady", message=signature, component=COMPONENT)
+        entries.append(AllocatedDeviceStatus(driver=key[0], pool=key[1], device=key[2],
+                                             share_id=key[3] or None, conditions=conditions))
+        if not condition.ok:
+            problems.append(condition.message)
+    return ClaimDecision(entries if changed else None, problems)

@@ -3,29 +3,30 @@ does not change (the convention of ``meta.SetStatusCondition`` in apimachinery).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+
+from kubedra.api.resource import Condition
 
 
-def set_condition(existing: list[dict[str, Any]] | None, *, type_: str, status: bool,
+def set_condition(existing: Sequence[Condition] | None, *, type_: str, status: bool,
                   reason: str, message: str, now: str,
-                  observed_generation: int | None = None) -> list[dict[str, Any]]:
-    """A copy of ``existing`` with condition ``type_`` set.
+                  observed_generation: int | None = None) -> list[Condition]:
+    """A copy of ``existing`` with condition ``type_`` set (last; the others keep their order).
 
-    ``lastTransitionTime`` becomes ``now`` only if the condition is new or its status flips.
+    ``lastTransitionTime`` becomes ``now`` (a ``metav1.Time`` string) only if the condition is
+    new or its status flips.
     """
     value = "True" if status else "False"
-    previous = next((c for c in existing or [] if c.get("type") == type_), None)
-    transition = (previous["lastTransitionTime"]
-                  if previous and previous.get("status") == value and
-                  previous.get("lastTransitionTime") else now)
-    condition: dict[str, Any] = {"type": type_, "status": value, "reason": reason,
-                                 "message": message, "lastTransitionTime": transition}
-    if observed_generation is not None:
-        condition["observedGeneration"] = observed_generation
-    others = [c for c in existing or [] if c.get("type") != type_]
-    return [*others, condition]
+    previous = get_condition(existing, type_)
+    transition = (previous.last_transition_time
+                  if previous and previous.status == value and previous.last_transition_time
+                  else now)
+    condition = Condition(type=type_, status=value, reason=reason, message=message,
+                          last_transition_time=transition,
+                          observed_generation=observed_generation)
+    return [*(c for c in existing or () if c.type != type_), condition]
 
 
-def get_condition(conditions: list[dict[str, Any]] | None, type_: str) -> dict[str, Any] | None:
+def get_condition(conditions: Sequence[Condition] | None, type_: str) -> Condition | None:
     """The condition of ``type_`` or None."""
-    return next((c for c in conditions or [] if c.get("type") == type_), None)
+    return next((c for c in conditions or () if c.type == type_), None)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedra.allocation import Inventory
+from kubedra.allocation import ResourceSnapshot
 from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
 from kubedra.explain import ClusterSnapshot
 from kubedra.explain.snapshot import node_info
@@ -64,7 +64,7 @@ class ExplainState:
     posted: dict[Key, tuple[str, float]] = field(default_factory=dict)
     """Claim → (message, time) of the last Event posted on it."""
     executor: ThreadPoolExecutor = field(default_factory=_explain_thread)
-    _inventory: tuple[int, Inventory, list[DeviceTaintRule]] | None = None
+    _resources: tuple[int, ResourceSnapshot, list[DeviceTaintRule]] | None = None
     _allocated: tuple[int, list[ResourceClaim]] | None = None
 
     def node_changed(self, name: str, labels: Mapping[str, str] | None) -> bool:
@@ -112,15 +112,15 @@ class ExplainState:
     def snapshot(self, inputs: Inputs) -> ClusterSnapshot:
         """The cluster of ``inputs``, reusing the parsed inventory and claims when their
         version did not change (called from the worker thread only)."""
-        if self._inventory is None or self._inventory[0] != inputs.inventory_version:
+        if self._resources is None or self._resources[0] != inputs.inventory_version:
             rules = [DeviceTaintRule.from_api(r) for r in inputs.taint_rules]
-            inventory = Inventory([ResourceSlice.from_api(s) for s in inputs.slices],
-                                  [DeviceClass.from_api(c) for c in inputs.classes], rules)
-            self._inventory = (inputs.inventory_version, inventory, rules)
+            resources = ResourceSnapshot([ResourceSlice.from_api(s) for s in inputs.slices],
+                                         [DeviceClass.from_api(c) for c in inputs.classes], rules)
+            self._resources = (inputs.inventory_version, resources, rules)
         if self._allocated is None or self._allocated[0] != inputs.claims_version:
             self._allocated = (inputs.claims_version,
                                [ResourceClaim.from_api(c) for c in inputs.allocated])
-        _, inventory, rules = self._inventory
-        return ClusterSnapshot(inventory, rules, self._allocated[1],
+        _, resources, rules = self._resources
+        return ClusterSnapshot(resources, rules, self._allocated[1],
                                sorted((node_info(n) for n in inputs.nodes),
                                       key=lambda n: n.name))

@@ -32,13 +32,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubedra import kube
+from kubedra.api.inventory import OPERATOR_COMPONENT
 from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.state import OperatorState
 from kubedra.explain import ClaimExplanation, PodPlacement, explain_claim
 from kubedra.logging import get_logger
 
-COMPONENT = "kubedra-operator"
 EVENT_REASON = "CannotAllocate"
 PENDING_POD_SELECTOR = "status.phase=Pending,spec.nodeName="
 """Field selector of the operator's pod watch: pods not bound to a node."""
@@ -122,7 +122,7 @@ async def _announce(state: OperatorState, pod: tuple[str, str], claim: dict[str,
         state.explain_queue.add_after(pod, delay)
         return False
     await kube.post_event(state.api, claim, event_type="Warning", reason=EVENT_REASON,
-                          message=message, component=COMPONENT)
+                          message=message, component=OPERATOR_COMPONENT)
     explain.event_posted(key, message, now)
     log.info("claim explained", claim=f"{key[0]}/{key[1]}", pod=f"{pod[0]}/{pod[1]}",
              message=message)

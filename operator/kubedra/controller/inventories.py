@@ -1,6 +1,7 @@
-"""Reconcile one DeviceInventory: publish its pool as ResourceSlices and write its status.
+"""What to do about one DeviceInventory: publish its pool as ResourceSlices, withdraw it, or
+report why not — decided by pure functions from the cached objects; :mod:`.executor` acts.
 
-Order of decisions:
+Order of decisions (:func:`decide_inventory`):
 
 1. The inventory must parse; otherwise ``Ready=False`` (``InvalidInventory``) naming the field,
    and the slices already published stay as they are.
@@ -11,28 +12,37 @@ Order of decisions:
    with neither declared devices nor a report waits for its agent (``WaitingForAgent``) rather
    than publishing an empty pool.
 3. The pool must validate (:func:`kubedra.publishing.pool.build_pool`); otherwise as in 1.
-4. The planned slice writes are made in order (deletes, updates, creates); API errors leave
-   ``Published=False`` (``PublishFailed``) and the inventory is retried with back-off.
+4. Of the inventories naming one pool, the one created first publishes it; the others
+   withdraw theirs (``PoolConflict``).
+5. Devices that claims hold stay published, tainted, though the inventory dropped them
+   (:func:`kubedra.publishing.pool.keep_allocated_devices`); the planned slice writes are made
+   in order (deletes, updates, creates). An API error makes it ``PublishFailed``
+   (:meth:`InventoryDecision.publish_failed`), retried with back-off when retrying can help.
+
+The status (:func:`inventory_status`) and the Event (:func:`inventory_event`) follow from the
+decision.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from kubernetes_asyncio.client import ApiException
 from pydantic import ValidationError
 
-from kubedra import kube
 from kubedra.api.inventory import (
-    OPERATOR_FIELD_MANAGER,
+    DeviceAllocation,
     DeviceInventory,
+    DeviceInventoryStatus,
     InventoryDevice,
     agent_lease_name,
 )
-from kubedra.api.resource import OwnerReference, ResourceSlice
+from kubedra.api.resource import Condition, OwnerReference, ResourcePool, ResourceSlice
 from kubedra.controller.conditions import get_condition, set_condition
-from kubedra.controller.state import OperatorState, PublishedPool, timestamp, utcnow
-from kubedra.logging import get_logger
+from kubedra.controller.leases import LeaseState
+from kubedra.controller.state import ClaimUse
 from kubedra.publishing.pool import (
     DesiredPool,
     InvalidInventory,
@@ -41,22 +51,82 @@ from kubedra.publishing.pool import (
     pool_name,
 )
 from kubedra.publishing.slices import split_pool
-from kubedra.publishing.sync import SyncPlan, plan_sync
+from kubedra.publishing.sync import SliceWrite, SyncPlan, plan_sync
 
-log = get_logger(__name__)
-COMPONENT = "kubedra-operator"
+Reason = Literal["SlicesPublished", "InvalidInventory", "AgentLeaseExpired", "WaitingForAgent",
+                 "PoolConflict", "PublishFailed"]
+"""Reasons of the ``Published`` condition (``Ready`` says ``Published`` when it is True)."""
+
+EVENT_REASONS: Mapping[str, str] = {"SlicesPublished": "Published",
+                                    "AgentLeaseExpired": "PoolWithdrawn"}
+"""Event reason per condition reason where they differ."""
 
 
-class _Outcome:
-    """What this reconcile did, for the status: published, withdrawn, or failed with reason."""
+@dataclass(frozen=True)
+class InventoryInputs:
+    """What a decision about one inventory reads.
 
-    def __init__(self, ok: bool, reason: str, message: str, *, plan: SyncPlan | None = None,
-                 devices: int = 0, withdrawn: bool = False,
-                 draining: dict[str, str] | None = None, retry: bool = False) -> None:
-        self.ok, self.reason, self.message = ok, reason, message
-        self.plan, self.devices, self.withdrawn = plan, devices, withdrawn
-        self.draining = draining or {}
-        self.retry = retry
+    Attributes:
+        raw: the DeviceInventory as watched.
+        existing: its slices (the watched ones, corrected by the operator's own recent writes).
+        lease: the state of its node's agent Lease now, or None for a pool without node.
+        namespace: the operator's namespace (where agent Leases live).
+        rivals: the raw inventories that name the same pool (this one may be among them).
+        uses: the allocated devices of the pool, with their claims.
+        remembered: the pool as last published under this (driver, pool), or None.
+    """
+
+    raw: Mapping[str, Any]
+    existing: Sequence[ResourceSlice]
+    lease: LeaseState | None
+    namespace: str
+    rivals: Sequence[Mapping[str, Any]] = ()
+    uses: Sequence[ClaimUse] = ()
+    remembered: DesiredPool | None = None
+
+    @property
+    def name(self) -> str:
+        """The inventory's name."""
+        return str(self.raw["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class InventoryDecision:
+    """What to do and what to report.
+
+    Attributes:
+        reason, message: of the ``Published`` condition (True only for ``SlicesPublished``).
+        delete: slices to delete first (withdrawing the pool).
+        plan: the slice writes that publish the pool, with the pool they publish.
+        pool: the pool to remember for claim checks, or None to leave what is remembered
+            (``forget`` drops it).
+        health: device name → (health, message) of every device of the inventory.
+        draining: allocated devices kept published though dropped: name → ``disabled``/``gone``.
+        withdrawn: the pool's slices are (being) deleted.
+        forget: this inventory publishes nothing (it lost a pool conflict).
+        retry: an API error that retrying may fix (the executor signals a retry).
+    """
+
+    reason: Reason
+    message: str
+    delete: tuple[ResourceSlice, ...] = ()
+    plan: SyncPlan | None = None
+    pool: DesiredPool | None = None
+    health: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    draining: Mapping[str, str] = field(default_factory=dict)
+    withdrawn: bool = False
+    forget: bool = False
+    retry: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the pool is published as the inventory says."""
+        return self.reason == "SlicesPublished"
+
+    def publish_failed(self, write: SliceWrite, error: str, *, retry: bool) -> InventoryDecision:
+        """The decision after the API refused ``write`` with ``error``."""
+        return dataclasses.replace(self, reason="PublishFailed", retry=retry, draining={},
+                                   message=f"{write.verb} ResourceSlice {write.name}: {error}")
 
 
 def validation_field(err: ValidationError) -> str:
@@ -68,112 +138,80 @@ def validation_field(err: ValidationError) -> str:
     return f"{path}: {first['msg']}"
 
 
-async def reconcile_inventory(state: OperatorState, name: str) -> None:
-    """Bring inventory ``name``'s slices and status in line with its spec and discovery.
+def inventory_devices(inventory: DeviceInventory) -> list[InventoryDevice]:
+    """Declared and discovered devices of an inventory, overrides not applied."""
+    discovered = inventory.status.discovered if inventory.status else None
+    return [*(inventory.spec.devices or []), *(discovered.devices if discovered else [])]
 
-    Raises:
-        ApiException: a write failed in a way worth retrying (the caller backs off).
-    """
-    raw = state.view.inventory(name)
-    if raw is None:
-        state.overlay.forget(name)
-        state.pools.pop(name, None)
-        return  # the garbage collector deletes the slices through their owner reference
+
+def pool_owner(inputs: InventoryInputs) -> str:
+    """The inventory that publishes the pool: of all inventories naming it, the one created
+    first (then by name). Two publishers of one pool would hide each other's slices, since
+    consumers use only the highest generation of a pool."""
+    first = min([*inputs.rivals, inputs.raw],
+                key=lambda r: (r["metadata"].get("creationTimestamp") or "",
+                               r["metadata"]["name"]))
+    return str(first["metadata"]["name"])
+
+
+def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
+    """Decide what to do about one inventory (see the module docstring for the order)."""
     try:
-        inventory = DeviceInventory.from_api(raw)
+        inventory = DeviceInventory.from_api(inputs.raw)
     except ValidationError as err:
-        await _write_status(state, raw, _Outcome(False, "InvalidInventory", validation_field(err)))
-        return
-    outcome, pool = await _publish(state, raw, inventory)
-    if outcome.reason == "PoolConflict":
-        state.pools.pop(name, None)
-    elif pool is not None:
-        health = {d.name: (d.health, d.health_message) for d in inventory_devices(inventory)}
-        state.pools[name] = PublishedPool(pool=pool, health=health, withdrawn=outcome.withdrawn,
-                                          draining=outcome.draining)
-    await _write_status(state, raw, outcome)
-    if outcome.retry:
-        raise RuntimeError(outcome.message)
-
-
-async def _publish(state: OperatorState, raw: dict[str, Any], inventory: DeviceInventory
-                   ) -> tuple[_Outcome, DesiredPool | None]:
-    name = inventory.metadata.name or ""
-    existing = [ResourceSlice.from_api(s)
-                for s in state.overlay.merge(name, state.view.slices_of(name))]
+        return InventoryDecision("InvalidInventory", validation_field(err))
+    name = inputs.name
+    health = {d.name: (d.health, d.health_message) for d in inventory_devices(inventory)}
     node = inventory.spec.node_name
     has_agent = bool(inventory.status and inventory.status.discovered is not None)
-    if node and has_agent and state.leases.state(node, utcnow()) != "live":
-        for current in existing:
-            await _delete(state, name, current)
-        lease = agent_lease_name(node)
-        return _Outcome(False, "AgentLeaseExpired",
-                        f"agent Lease {state.settings.namespace}/{lease} of node {node} is not "
-                        f"renewed; pool {pool_name(inventory)} withdrawn until the agent returns",
-                        withdrawn=True), build_pool_or_none(inventory)
+    if node and has_agent and inputs.lease != "live":
+        return InventoryDecision(
+            "AgentLeaseExpired",
+            f"agent Lease {inputs.namespace}/{agent_lease_name(node)} of node {node} is not "
+            f"renewed; pool {pool_name(inventory)} withdrawn until the agent returns",
+            delete=tuple(inputs.existing), pool=_pool_or_none(inventory), health=health,
+            withdrawn=True)
     if node and not has_agent and not inventory.spec.devices:
-        return _Outcome(False, "WaitingForAgent",
-                        f"no devices declared and the node agent of {node} has not reported "
-                        "yet; nothing is published"), None
+        return InventoryDecision(
+            "WaitingForAgent", f"no devices declared and the node agent of {node} has not "
+                               "reported yet; nothing is published")
     try:
         pool = build_pool(inventory)
     except InvalidInventory as err:
-        return _Outcome(False, "InvalidInventory", str(err)), None
-    rival = _pool_owner(state, raw, pool.driver, pool.name)
-    if rival != name:
-        for current in existing:
-            await _delete(state, name, current)
-        return _Outcome(False, "PoolConflict",
-                        f"pool {pool.name} of driver {pool.driver} is published by "
-                        f"DeviceInventory {rival}, created earlier; this inventory publishes "
-                        "nothing while that one exists", withdrawn=True), None
-    held = {u.device for u in state.view.uses_of(pool.driver, pool.name)}
-    remembered = state.last_published.get((pool.driver, pool.name))
-    previous = [d for s in existing for d in s.spec.devices or []]
-    previous_sets = [c for s in existing for c in s.spec.shared_counters or []]
-    if remembered is not None:  # also after a withdrawal, or the inventory's deletion and return
-        previous = [*remembered.devices, *previous]
-        previous_sets = [*remembered.counter_sets, *previous_sets]
-    pool, draining = keep_allocated_devices(pool, held, _first_by_name(previous),
-                                            _first_by_name(previous_sets))
-    owner = OwnerReference(api_version=inventory.api_version, kind=inventory.kind, name=name,
-                           uid=inventory.metadata.uid or "", controller=True)
-    last = inventory.status.pool if inventory.status and inventory.status.pool else None
-    published_generation = last.generation if last and last.name == pool.name else 0
-    plan = plan_sync(name, owner, pool, split_pool(pool), existing, published_generation)
+        return InventoryDecision("InvalidInventory", str(err))
+    owner = pool_owner(inputs)
+    if owner != name:
+        return InventoryDecision(
+            "PoolConflict", f"pool {pool.name} of driver {pool.driver} is published by "
+                            f"DeviceInventory {owner}, created earlier; this inventory publishes "
+                            "nothing while that one exists",
+            delete=tuple(inputs.existing), withdrawn=True, forget=True)
+    pool, draining = _keep_held(inputs, pool)
+    plan = plan_sync(name, _owner_reference(inventory), pool, split_pool(pool),
+                     list(inputs.existing), _published_generation(inventory, pool))
+    return InventoryDecision("SlicesPublished", _published_message(inventory, pool, plan,
+                                                                  draining),
+                             plan=plan, pool=pool, health=health, draining=draining)
+
+
+def _pool_or_none(inventory: DeviceInventory) -> DesiredPool | None:
     try:
-        for write in plan.writes:
-            if write.verb == "delete":
-                await kube.delete_resource_slice(state.api, write.name, write.resource_version)
-                state.overlay.record(name, write.name, None)
-            elif write.verb == "update":
-                assert write.body is not None
-                stored = await kube.replace_resource_slice(state.api, write.name, write.body)
-                state.overlay.record(name, write.name, stored)
-            else:
-                assert write.body is not None
-                stored = await kube.create_resource_slice(state.api, write.body)
-                state.overlay.record(name, write.name, stored)
-            state.slice_writes += 1
-    except ApiException as err:
-        return _Outcome(False, "PublishFailed",
-                        f"{write.verb} ResourceSlice {write.name}: {kube.api_error_message(err)}",
-                        plan=plan, devices=len(pool.devices), retry=_retryable(err)), pool
-    state.last_published[(pool.driver, pool.name)] = pool
-    if plan.writes:
-        log.info("published", inventory=name, pool=pool.name, generation=plan.pool.generation,
-                 slices=len(plan.slice_names), writes=len(plan.writes))
-    message = (f"{_count(len(pool.devices), 'device')} in "
-               f"{_count(len(plan.slice_names), 'ResourceSlice')} "
-               f"(pool {pool.name}, generation {plan.pool.generation})")
-    unhealthy = [d.name for d in inventory_devices(inventory) if d.health == "Unhealthy"]
-    if unhealthy:
-        message += f"; unhealthy, tainted NoSchedule: {', '.join(sorted(unhealthy))}"
-    if draining:
-        message += ("; still allocated, so kept published with a NoSchedule taint until "
-                    f"released: {', '.join(f'{d} ({why})' for d, why in draining.items())}")
-    return _Outcome(True, "SlicesPublished", message, plan=plan, devices=len(pool.devices),
-                    draining=draining), pool
+        return build_pool(inventory)
+    except InvalidInventory:
+        return None
+
+
+def _keep_held(inputs: InventoryInputs, pool: DesiredPool) -> tuple[DesiredPool, dict[str, str]]:
+    """The pool with the devices claims hold kept (from the last publication, remembered
+    across a withdrawal or the inventory's deletion, else from the slices)."""
+    held = {u.device for u in inputs.uses}
+    previous = [d for s in inputs.existing for d in s.spec.devices or []]
+    previous_sets = [c for s in inputs.existing for c in s.spec.shared_counters or []]
+    if inputs.remembered is not None:
+        previous = [*inputs.remembered.devices, *previous]
+        previous_sets = [*inputs.remembered.counter_sets, *previous_sets]
+    return keep_allocated_devices(pool, held, _first_by_name(previous),
+                                  _first_by_name(previous_sets))
 
 
 def _first_by_name(items: list[Any]) -> list[Any]:
@@ -184,129 +222,120 @@ def _first_by_name(items: list[Any]) -> list[Any]:
     return list(seen.values())
 
 
-def _retryable(err: ApiException) -> bool:
-    """Conflicts, throttling and server errors pass; other client errors (an invalid slice)
-    need a change of the inventory, which triggers a reconcile anyway."""
-    return err.status in (409, 429) or (err.status or 500) >= 500
+def _owner_reference(inventory: DeviceInventory) -> OwnerReference:
+    return OwnerReference(api_version=inventory.api_version, kind=inventory.kind,
+                          name=inventory.metadata.name or "", uid=inventory.metadata.uid or "",
+                          controller=True)
+
+
+def _published_generation(inventory: DeviceInventory, pool: DesiredPool) -> int:
+    """The generation last published for this pool, from the status (0 if none)."""
+    last = inventory.status.pool if inventory.status and inventory.status.pool else None
+    return last.generation if last and last.name == pool.name else 0
+
+
+def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: SyncPlan,
+                       draining: Mapping[str, str]) -> str:
+    message = (f"{_count(len(pool.devices), 'device')} in "
+               f"{_count(len(plan.slice_names), 'ResourceSlice')} "
+               f"(pool {pool.name}, generation {plan.pool.generation})")
+    unhealthy = [d.name for d in inventory_devices(inventory) if d.health == "Unhealthy"]
+    if unhealthy:
+        message += f"; unhealthy, tainted NoSchedule: {', '.join(sorted(unhealthy))}"
+    if draining:
+        message += ("; still allocated, so kept published with a NoSchedule taint until "
+                    f"released: {', '.join(f'{d} ({why})' for d, why in draining.items())}")
+    return message
 
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def inventory_devices(inventory: DeviceInventory) -> list[InventoryDevice]:
-    """Declared and discovered devices of an inventory, overrides not applied."""
-    discovered = inventory.status.discovered if inventory.status else None
-    return [*(inventory.spec.devices or []), *(discovered.devices if discovered else [])]
+def inventory_status(inputs: InventoryInputs, decision: InventoryDecision, now: str,
+                     slices_now: Sequence[Mapping[str, Any]] = ()) -> DeviceInventoryStatus:
+    """The operator's part of the inventory's status after ``decision`` was carried out.
 
-
-def raw_pool_key(raw: dict[str, Any]) -> tuple[str, str]:
-    """(driver, pool name) of a raw inventory, as :func:`pool_name` computes it."""
-    spec = raw.get("spec") or {}
-    return (spec.get("driver", ""),
-            spec.get("pool") or spec.get("nodeName") or raw["metadata"]["name"])
-
-
-def _pool_owner(state: OperatorState, raw: dict[str, Any], driver: str, pool: str) -> str:
-    """The inventory that publishes pool (driver, pool): of all inventories naming it, the one
-    created first (then by name). Two publishers of one pool would hide each other's slices,
-    since consumers use only the highest generation of a pool."""
-    rivals = [other for other in (state.view.inventory(n) for n in
-                                  state.view.inventories_of_pool(driver, pool)) if other]
-    rivals.append(raw)
-    first = min(rivals, key=lambda r: (r["metadata"].get("creationTimestamp") or "",
-                                       r["metadata"]["name"]))
-    return str(first["metadata"]["name"])
-
-
-def build_pool_or_none(inventory: DeviceInventory) -> DesiredPool | None:
-    """The pool, or None if the inventory does not validate."""
-    try:
-        return build_pool(inventory)
-    except InvalidInventory:
-        return None
-
-
-async def _delete(state: OperatorState, inventory: str, current: ResourceSlice) -> None:
-    name = current.metadata.name or ""
-    await kube.delete_resource_slice(state.api, name, current.metadata.resource_version)
-    state.overlay.record(inventory, name, None)
-    state.slice_writes += 1
-
-
-def _allocations(state: OperatorState, raw: dict[str, Any], outcome: _Outcome
-                 ) -> list[dict[str, str]]:
-    """The claims holding devices of this inventory's pool, sorted by device and claim (none
-    for an inventory that does not own its pool)."""
-    if outcome.reason == "PoolConflict":
-        return []
-    uses = state.view.uses_of(*raw_pool_key(raw))
-    return sorted(({"device": u.device, "claim": f"{u.namespace}/{u.name}", "claimUID": u.uid,
-                    "request": u.request} for u in uses),
-                  key=lambda a: (a["device"], a["claim"], a["request"]))
-
-
-async def _write_status(state: OperatorState, raw: dict[str, Any], outcome: _Outcome) -> None:
-    """Apply the operator's status fields if they changed; post an Event on a transition."""
+    ``now`` is a ``metav1.Time`` string; ``slices_now`` the inventory's slices after the
+    writes, used where the status reports what exists (invalid or failed: the slices
+    published before stay).
+    """
+    raw = inputs.raw
     current = raw.get("status") or {}
-    now = timestamp(utcnow())
     generation = raw["metadata"].get("generation")
-    conditions = current.get("conditions")
-    conditions = set_condition(conditions, type_="Published", status=outcome.ok,
-                               reason=outcome.reason, message=outcome.message, now=now,
+    conditions = [Condition.from_api(c) for c in current.get("conditions") or []]
+    conditions = set_condition(conditions, type_="Published", status=decision.ok,
+                               reason=decision.reason, message=decision.message, now=now,
                                observed_generation=generation)
-    conditions = set_condition(conditions, type_="Ready", status=outcome.ok,
-                               reason="Published" if outcome.ok else outcome.reason,
-                               message=outcome.message, now=now, observed_generation=generation)
-    allocations = _allocations(state, raw, outcome)
-    status: dict[str, Any] = {
-        "conditions": conditions,
-        "observedGeneration": generation,
-        "allocations": allocations,
-        "allocatedCount": len({a["device"] for a in allocations}),
-    }
-    if outcome.plan is not None and outcome.ok:
-        status["pool"] = outcome.plan.pool.to_api()
-        status["slices"] = outcome.plan.slice_names
-        status["deviceCount"] = outcome.devices
-    elif outcome.withdrawn:
-        status["slices"] = []
-        status["deviceCount"] = 0
+    conditions = set_condition(conditions, type_="Ready", status=decision.ok,
+                               reason="Published" if decision.ok else decision.reason,
+                               message=decision.message, now=now, observed_generation=generation)
+    allocations = [] if decision.forget else sorted(
+        (DeviceAllocation(device=u.device, claim=f"{u.namespace}/{u.name}", claim_uid=u.uid,
+                          request=u.request) for u in inputs.uses),
+        key=lambda a: (a.device, a.claim, a.request))
+    status = DeviceInventoryStatus(conditions=conditions, observed_generation=generation,
+                                   allocations=allocations,
+                                   allocated_count=len({a.device for a in allocations}))
+    if decision.plan is not None and decision.ok:
+        status.pool = decision.plan.pool
+        status.slices = decision.plan.slice_names
+        status.device_count = len(decision.pool.devices) if decision.pool else 0
+    elif decision.withdrawn:
+        status.slices = []
+        status.device_count = 0
     else:  # invalid or failed: the slices published before stay; report what exists
-        name = raw["metadata"]["name"]
-        existing = sorted(state.overlay.merge(name, state.view.slices_of(name)),
-                          key=lambda s: s["metadata"]["name"])
-        status["slices"] = [s["metadata"]["name"] for s in existing]
-        status["deviceCount"] = sum(len(s["spec"].get("devices") or []) for s in existing)
+        existing = sorted(slices_now, key=lambda s: s["metadata"]["name"])
+        status.slices = [s["metadata"]["name"] for s in existing]
+        status.device_count = sum(len(s["spec"].get("devices") or []) for s in existing)
         if "pool" in current and existing:
-            status["pool"] = current["pool"]
-    if any(current.get(k) != v for k, v in status.items()):
-        await kube.apply_inventory_status(state.api, raw["metadata"]["name"], status,
-                                          OPERATOR_FIELD_MANAGER)
-    await _announce(state, raw, outcome, get_condition(current.get("conditions"), "Published"))
+            status.pool = ResourcePool.from_api(current["pool"])
+    return status
 
 
-async def _announce(state: OperatorState, raw: dict[str, Any], outcome: _Outcome,
-                    before: dict[str, Any] | None) -> None:
-    """Post an Event when the Published condition changes reason, or slices were written."""
-    key = ("DeviceInventory", raw["metadata"]["name"])
-    wrote = outcome.plan is not None and bool(outcome.plan.writes) and outcome.ok
-    signature = f"{outcome.reason}: {outcome.message}"
-    if not wrote and state.announced.get(key) == signature:
-        return
-    if not wrote and before is not None and before.get("reason") == outcome.reason \
-            and before.get("message") == outcome.message:
-        state.announced[key] = signature
-        return
-    state.announced[key] = signature
-    if outcome.reason == "WaitingForAgent":
-        return  # a new node-local inventory waits a moment for its first report: not news
-    reasons = {"SlicesPublished": "Published", "AgentLeaseExpired": "PoolWithdrawn"}
-    message = outcome.message
-    if wrote and outcome.plan is not None:
-        verbs = [w.verb for w in outcome.plan.writes]
+def status_changed(raw: Mapping[str, Any], status: DeviceInventoryStatus) -> bool:
+    """Whether any field of ``status`` differs from the inventory's current status."""
+    current = raw.get("status") or {}
+    return any(current.get(k) != v for k, v in status.to_api().items())
+
+
+@dataclass(frozen=True)
+class Event:
+    """A core/v1 Event to post about the object reconciled."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+def inventory_event(inputs: InventoryInputs, decision: InventoryDecision,
+                    announced: str | None) -> tuple[str | None, Event | None]:
+    """Whether to post an Event: when the ``Published`` condition changes reason or message,
+    or slices were written (an Event marks a transition, not every reconcile).
+
+    Args:
+        announced: what was last announced for this inventory (``reason: message``), or None.
+
+    Returns:
+        What to remember as announced (None: leave it), and the Event to post, if any.
+    """
+    plan = decision.plan
+    wrote = plan is not None and bool(plan.writes) and decision.ok
+    signature = f"{decision.reason}: {decision.message}"
+    if not wrote and announced == signature:
+        return None, None
+    before = get_condition([Condition.from_api(c) for c in
+                            (inputs.raw.get("status") or {}).get("conditions") or []],
+                           "Published")
+    if not wrote and before is not None and (before.reason, before.message) == (
+            decision.reason, decision.message):
+        return signature, None
+    if decision.reason == "WaitingForAgent":
+        return signature, None  # a new node-local inventory waits for its first report: not news
+    message = decision.message
+    if wrote and plan is not None:
+        verbs = [w.verb for w in plan.writes]
         done = {"create": "created", "update": "updated", "delete": "deleted"}
         message += ": " + ", ".join(f"{verbs.count(v)} {done[v]}" for v in done if v in verbs)
-    await kube.post_event(state.api, raw, event_type="Normal" if outcome.ok else "Warning",
-                          reason=reasons.get(outcome.reason, outcome.reason),
-                          message=message, component=COMPONENT)
+    return signature, Event("Normal" if decision.ok else "Warning",
+                            EVENT_REASONS.get(decision.reason, decision.reason), message)

@@ -16,6 +16,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
 from kubedra.api.inventory import AGENT_LEASE_PREFIX
+from kubedra.api.time import parse_timestamp
 from kubedra.logging import get_logger
 
 log = get_logger(__name__)
@@ -51,8 +52,7 @@ def parse_lease(obj: dict[str, Any]) -> AgentLease | None:
         return None
     spec = obj.get("spec") or {}
     renew = spec.get("renewTime")
-    renew_time = (datetime.datetime.fromisoformat(renew.replace("Z", "+00:00"))
-                  if renew else None)
+    renew_time = parse_timestamp(renew) if renew else None
     return AgentLease(node_name=spec.get("holderIdentity") or name[len(AGENT_LEASE_PREFIX):],
                       renew_time=renew_time,
                       duration_s=int(spec.get("leaseDurationSeconds") or 0))

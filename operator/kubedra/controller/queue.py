@@ -75,3 +75,7 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         return self._queue.qsize()
+
+
+class Retry(Exception):
+    """Raised by a reconcile to have its key retried with back-off; the message says why."""

@@ -8,7 +8,6 @@ stale resourceVersion (the role of the mutation cache in upstream's resourceslic
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,7 +17,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
-from kubedra.publishing.pool import DesiredPool
+from kubedra.publishing.pool import DesiredPool, name_pool
 from kubedra.settings import Settings
 
 
@@ -46,12 +45,13 @@ class ClusterView:
     """Read-only access to the kopf indexes by meaning.
 
     ``inventories``: name → raw DeviceInventory; ``pools``: (driver, pool) → inventory names;
-    ``node_inventories``: node name → names of its node-local inventories;
-    ``slices``: inventory name → raw slices; ``claims``: (namespace, name) → raw allocated
-    claim; ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``all_slices`` (every
-    ResourceSlice, by name), ``device_classes``, ``taint_rules`` and ``nodes`` (by name),
-    ``pending_claims`` (the unallocated claims) and ``unschedulable_pods`` (pods
-    kube-scheduler gave up on because of their claims), both by (namespace, name).
+    ``node_inventories``: node name → names of its node-local inventories; ``slices``:
+    inventory name → names of its slices; ``all_slices``: every raw ResourceSlice by name
+    (each body is kept once); ``claims``: (namespace, name) → raw allocated claim;
+    ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``device_classes``,
+    ``taint_rules`` and ``nodes`` (by name), ``pending_claims`` (the unallocated claims) and
+    ``unschedulable_pods`` (pods kube-scheduler gave up on because of their claims), both by
+    (namespace, name).
     """
 
     inventories: Mapping[str, Store]
@@ -101,8 +101,10 @@ class ClusterView:
         return list(self.pools.get((driver, pool), ()))
 
     def slices_of(self, inventory_name: str) -> list[dict[str, Any]]:
-        """Raw slices labelled with ``inventory_name``."""
-        return list(self.slices.get(inventory_name, ()))
+        """Raw slices labelled with ``inventory_name`` (``slices`` holds their names, the
+        bodies are kept once, in ``all_slices``)."""
+        return [body for name in self.slices.get(inventory_name, ())
+                for body in self.all_slices.get(name, ())]
 
     def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The raw claim or None."""
@@ -111,6 +113,20 @@ class ClusterView:
     def uses_of(self, driver: str, pool: str) -> list[ClaimUse]:
         """Every allocated device of pool ``(driver, pool)`` with its claim."""
         return list(self.claim_uses.get((driver, pool), ()))
+
+
+def pool_key(raw: Mapping[str, Any]) -> tuple[str, str]:
+    """(driver, pool name) of a raw DeviceInventory, without parsing it (see
+    :func:`kubedra.publishing.pool.name_pool`)."""
+    spec = raw.get("spec") or {}
+    return (spec.get("driver", ""),
+            name_pool(spec.get("pool"), spec.get("nodeName"), raw["metadata"]["name"]))
+
+
+def allocation_results(claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``status.allocation.devices.results`` of a raw ResourceClaim (empty when unallocated)."""
+    status = claim.get("status") or {}
+    return ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
 
 
 def _rv(obj: Mapping[str, Any]) -> int:
@@ -203,12 +219,3 @@ class OperatorState:
         return next((name for name in self.view.inventories_of_pool(driver, pool)
                      if name in self.pools), None)
 
-
-def utcnow() -> datetime.datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.datetime.now(datetime.UTC)
-
-
-def timestamp(moment: datetime.datetime) -> str:
-    """RFC 3339 with seconds, as Kubernetes writes ``metav1.Time``."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

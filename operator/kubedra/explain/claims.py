@@ -4,7 +4,7 @@ For an unallocated claim, every node the claim's pods may run on and that has an
 evaluated with kubedra's allocator (the same decisions as the v1.37.2 kube-scheduler, see
 :mod:`kubedra.allocation`): the claim alone is allocated on the node against what is allocated
 already; when it does not fit, the allocator's diagnosis gives per request the funnel of checks
-(:data:`kubedra.allocation.diagnosis.STAGES`) and the first check each device fails. The
+(:class:`kubedra.allocation.Stage`) and the first check each device fails. The
 request the search could not complete names the deciding check — the first whose count drops
 below what the request needs — and the devices that failed it are explained in plain words
 (:mod:`kubedra.explain.findings`). When every check leaves enough devices, the claim's
@@ -21,9 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from kubedra.allocation import AllocationError, AllocationFailed, Allocator, NodeInfo
-from kubedra.allocation.diagnosis import STAGES, RequestDiagnosis
-from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
+from kubedra.allocation import (
+    STAGES,
+    AllocationError,
+    AllocationFailed,
+    Allocator,
+    DeviceEntry,
+    NodeInfo,
+    NodePools,
+    Pool,
+    RequestDiagnosis,
+)
 from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.explain.findings import FindingContext, RequestSpec, device_finding, request_specs
 from kubedra.explain.model import (
@@ -217,7 +225,7 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
             counts.excluded_by_pods += 1
             continue
         try:
-            pools = snapshot.inventory.node_pools(node)
+            pools = snapshot.resources.node_pools(node)
         except AllocationError as err:
             explanation.candidates.append(NodeOutcome(node.name, False,
                                                       f"{node.name}: error: {err}",
@@ -262,7 +270,7 @@ def _find_device(snapshot: ClusterSnapshot, driver: str, pool: str,
                  name: str) -> DeviceEntry | None:
     found: DeviceEntry | None = None
     generation = -1
-    for entry in snapshot.inventory.slices.all:
+    for entry in snapshot.resources.slices.all:
         if entry.driver == driver and entry.pool_name == pool and entry.generation > generation:
             device = next((d for d in entry.devices if d.name == name), None)
             if device is not None:

@@ -31,7 +31,8 @@ from kubedra.explain.simulate import (
     simulate_claim,
 )
 from kubedra.explain.snapshot import pods_using, read_snapshot
-from kubedra.settings import kubeconfig_option, settings_from_flags
+from kubedra.options import kubeconfig_option
+from kubedra.settings import settings_from_flags
 
 CLAIM_KINDS = ("resourceclaim", "resourceclaims", "claim")
 

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubedra.allocation import Allocator
-from kubedra.allocation.capacity import CapacityError, static_consumption
-from kubedra.allocation.pools import DeviceEntry, Pool
-from kubedra.allocation.quantities import Number
-from kubedra.allocation.taints import tolerated
+from kubedra.allocation import (
+    Allocator,
+    CapacityError,
+    DeviceEntry,
+    Number,
+    Pool,
+    static_consumption,
+    tolerated,
+)
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
     DeviceSubRequest,
@@ -62,7 +66,7 @@ def request_specs(claim: ResourceClaim, snapshot: ClusterSnapshot) -> dict[str, 
             parts.append((request.name, request.exactly))
         parts += [(f"{request.name}/{sub.name}", sub) for sub in request.first_available or ()]
         for name, part in parts:
-            device_class = snapshot.inventory.classes.get(part.device_class_name)
+            device_class = snapshot.resources.classes.get(part.device_class_name)
             class_exprs = tuple(s.cel.expression for s in (
                 device_class.spec.selectors or () if device_class else ()) if s.cel)
             found[name] = RequestSpec(
@@ -117,7 +121,7 @@ def _first_failing(expressions: tuple[str, ...], device: DeviceEntry) -> Selecto
 
 
 def _capacity_reason(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry) -> str:
-    features = ctx.snapshot.inventory.features
+    features = ctx.snapshot.resources.features
     capacity = device.capacity or {}
     missing = [name for name in spec.capacity or {} if name not in capacity]
     if missing:

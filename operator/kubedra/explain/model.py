@@ -34,7 +34,7 @@ The JSON form is stable (fields are added, never renamed or removed, within
                    "reasons": [{"source", "conjunct", "reason"}],
                    "values": {"<qualified name>": "<value>"}}
 
-Funnel stages are those of :data:`kubedra.allocation.diagnosis.STAGES`, camelCased. Quantities
+Funnel stages are those of :class:`kubedra.allocation.Stage`, camelCased. Quantities
 in ``comparison`` are exact numbers (bytes for memory).
 """
 

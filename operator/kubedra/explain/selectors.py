@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kubedra.allocation.pools import DeviceEntry
+from kubedra.allocation import DeviceEntry
 from kubedra.api.quantity import Quantity, QuantityError
 from kubedra.api.resource import DeviceAttribute
 from kubedra.cel import CELCompileError, CELRuntimeError, compile_selector

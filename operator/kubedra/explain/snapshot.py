@@ -23,12 +23,12 @@ from kubedra.allocation import (
     AllocationError,
     Allocator,
     AllocatorFeatures,
-    Inventory,
+    DeviceID,
     NodeInfo,
+    ResourceSnapshot,
+    claim_label,
+    compile_node_selector,
 )
-from kubedra.allocation.node_selection import compile_node_selector
-from kubedra.allocation.requests import claim_label
-from kubedra.allocation.state import DeviceID
 from kubedra.api.resource import (
     DeviceClass,
     DeviceTaintRule,
@@ -55,13 +55,13 @@ class ClusterSnapshot:
     """The cluster as the allocator sees it.
 
     Attributes:
-        inventory: slices, classes and taint rules (build one with :meth:`build`).
+        resources: slices, classes and taint rules (build one with :meth:`build`).
         taint_rules: the DeviceTaintRules, to name the rule behind a taint.
         claims: every claim; the allocated ones take devices.
         nodes: every node, by name.
     """
 
-    inventory: Inventory
+    resources: ResourceSnapshot
     taint_rules: list[DeviceTaintRule]
     claims: list[ResourceClaim]
     nodes: list[NodeInfo]
@@ -73,7 +73,7 @@ class ClusterSnapshot:
               features: AllocatorFeatures = DEFAULT_FEATURES) -> ClusterSnapshot:
         """A snapshot of the given objects (taint rules apply when the features say so)."""
         rules = list(taint_rules)
-        return cls(Inventory(slices, classes, rules, features), rules, list(claims),
+        return cls(ResourceSnapshot(slices, classes, rules, features), rules, list(claims),
                    sorted(nodes, key=lambda n: n.name))
 
     @classmethod
@@ -97,7 +97,7 @@ class ClusterSnapshot:
     def allocated(self) -> AllocatedState:
         """The devices the allocated claims hold."""
         return AllocatedState.from_claims(
-            self.claims, consumable_capacity=self.inventory.features.consumable_capacity)
+            self.claims, consumable_capacity=self.resources.features.consumable_capacity)
 
     @cached_property
     def holders(self) -> dict[DeviceID, list[Holder]]:
@@ -115,11 +115,11 @@ class ClusterSnapshot:
 
     def allocator(self) -> Allocator:
         """A fresh allocator over the snapshot (its counter cache starts empty)."""
-        return Allocator(self.inventory, self.allocated)
+        return Allocator(self.resources, self.allocated)
 
     def with_allocated(self, claim: ResourceClaim) -> ClusterSnapshot:
         """The same cluster after ``claim`` (with an allocation) was added."""
-        return ClusterSnapshot(self.inventory, self.taint_rules, [*self.claims, claim],
+        return ClusterSnapshot(self.resources, self.taint_rules, [*self.claims, claim],
                                self.nodes)
 
 

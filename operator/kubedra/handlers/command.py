@@ -13,10 +13,13 @@ import kopf
 
 from kubedra import kube
 from kubedra.controller.leadership import Leadership, LostLeadership
-from kubedra.handlers.operator import Memo, Runtime, registry
+from kubedra.controller.runtime import Runtime
+from kubedra.handlers.operator import Memo, health
+from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging, get_logger
 from kubedra.metrics import start_metrics_server
-from kubedra.settings import Settings, common_options, settings_from_flags
+from kubedra.options import common_options
+from kubedra.settings import Settings, settings_from_flags
 
 log = get_logger(__name__)
 
@@ -37,9 +40,10 @@ def operator_command(liveness_port: int, leader_elect: bool, **flags: object) ->
 
 
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool) -> None:
-    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}``) and
-    run kopf while leading. A replica that loses its Lease exits at once (status 1): the
-    kubelet restarts it as a standby."""
+    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}`` and,
+    on the leader, :func:`kubedra.handlers.operator.health`) and run kopf while leading. A
+    replica that loses its Lease exits at once (status 1): the kubelet restarts it as a
+    standby."""
     memo = Memo(runtime=Runtime(settings))
 
     async def lead() -> None:
@@ -50,9 +54,11 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     leadership = Leadership(api, settings.namespace, identity)
     if not leader_elect:
         leadership.leading = True
-    server = (await start_metrics_server(liveness_port, lambda: {"ok": True,
-                                                                  **leadership.report()})
-              if liveness_port else None)
+
+    def report() -> dict[str, object]:
+        return {"ok": True, **leadership.report(),
+                **(health(memo.runtime) if leadership.leading else {})}
+    server = await start_metrics_server(liveness_port, report) if liveness_port else None
     try:
         if leader_elect:
             await leadership.run(lead)

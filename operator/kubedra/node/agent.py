@@ -11,7 +11,6 @@ still backed by a live agent.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import signal
 
 import aiohttp
@@ -27,6 +26,7 @@ from kubedra.api.inventory import (
     InventoryDevice,
     agent_lease_name,
 )
+from kubedra.api.time import timestamp, utcnow
 from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
@@ -103,7 +103,7 @@ class Agent:
             devices=result.devices, counter_sets=result.counter_sets or None,
             backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
             boot_id=self.boot_id(),
-            observed_time=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            observed_time=timestamp(utcnow()))
         if current is not None and _same(current, state):
             self.discovered = current
             return False

@@ -23,9 +23,6 @@ from pydantic.alias_generators import to_camel
 
 from kubedra.node.files import write_atomically
 
-DEFAULT_CDI_DIR = Path("/var/run/cdi")
-"""The CDI dynamic spec directory, where DRA drivers write (CDI ``DefaultDynamicDir``)."""
-
 CDI_VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
 """Spec versions kubedra may write, oldest first (0.1.0 and 0.2.0 lack features runtimes need)."""
 

@@ -30,10 +30,10 @@ from pydantic import Field, ValidationError
 from kubedra.api.base import KubeModel
 from kubedra.node.files import write_atomically
 from kubedra.node.mig import MigInstance
+from kubedra.settings import DEFAULT_BOOT_ID_PATH
 
 CHECKPOINT_VERSION = 1
 CHECKPOINT_FILE = "checkpoint.json"
-DEFAULT_BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
 ClaimState = Literal["PrepareStarted", "PrepareCompleted"]
 

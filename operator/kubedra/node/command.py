@@ -9,7 +9,8 @@ import click
 
 from kubedra.logging import configure_logging
 from kubedra.node.agent import run_agent
-from kubedra.settings import common_options, settings_from_flags
+from kubedra.options import common_options
+from kubedra.settings import settings_from_flags
 
 
 @click.command("agent")

@@ -29,7 +29,6 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient, ApiException
@@ -38,11 +37,11 @@ from pydantic import ValidationError
 from kubedra import kube
 from kubedra.api.inventory import AGENT_FIELD_MANAGER, InventoryDevice
 from kubedra.api.resource import AllocatedDeviceStatus, Condition, ResourceClaim
+from kubedra.api.time import timestamp, utcnow
 from kubedra.logging import get_logger
 from kubedra.node import cdi
 from kubedra.node.checkpoint import (
     CHECKPOINT_FILE,
-    DEFAULT_BOOT_ID_PATH,
     CheckpointData,
     CheckpointError,
     PreparedClaim,
@@ -71,6 +70,7 @@ from kubedra.node.edits import (
 )
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import MigError, MigInstance, MigPartitioner
+from kubedra.settings import DEFAULT_BOOT_ID_PATH, DEFAULT_CDI_DIR
 
 log = get_logger(__name__)
 
@@ -104,13 +104,13 @@ class PluginPaths:
     :func:`kubedra.node.edits.host_device_node`)."""
 
     data_dir: Path
-    cdi_dir: Path = cdi.DEFAULT_CDI_DIR
+    cdi_dir: Path = DEFAULT_CDI_DIR
     boot_id: Path = DEFAULT_BOOT_ID_PATH
     device_root: Path = HOST_ROOT
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamp(utcnow())
 
 
 def _device_key(d: PreparedDevice) -> tuple[str, str, str | None]:

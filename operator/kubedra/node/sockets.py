@@ -23,8 +23,6 @@ import base64
 import hashlib
 from pathlib import Path
 
-DEFAULT_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
-DEFAULT_PLUGINS_DIR = Path("/var/lib/kubelet/plugins")
 UNIX_PATH_MAX = 107
 """Longest unix socket path gRPC can bind, in bytes: ``sun_path`` is 108 bytes with the
 terminating NUL. (Upstream's Go check allows 108, which gRPC's C core refuses, so a name

@@ -59,9 +59,16 @@ class DesiredPool:
 
 
 def pool_name(inventory: DeviceInventory) -> str:
-    """``spec.pool``, else the node name for a node-local pool, else the inventory name."""
+    """The name of the inventory's pool (see :func:`name_pool`)."""
     spec = inventory.spec
-    return spec.pool or spec.node_name or inventory.metadata.name or ""
+    return name_pool(spec.pool, spec.node_name, inventory.metadata.name or "")
+
+
+def name_pool(pool: str | None, node_name: str | None, inventory_name: str) -> str:
+    """A pool's name: ``spec.pool``, else the node name for a node-local pool, else the
+    inventory name (upstream's resourceslice controller names a node-local pool after its
+    node)."""
+    return pool or node_name or inventory_name
 
 
 def build_pool(inventory: DeviceInventory) -> DesiredPool:

@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from edge_cases import CASES
-from scenario_builders import (
+
+from kubedra.allocation import AllocationFailed, Allocator
+from kubedra.allocation.scenario import load_snapshot, node_info
+from kubedra.api.resource import ResourceClaim
+from tests.support.edge_cases import CASES
+from tests.support.scenario_builders import (
     CLASSES,
     GPU,
     NIC,
@@ -20,16 +24,12 @@ from scenario_builders import (
     scenario,
 )
 
-from kubedra.allocation import AllocationFailed, Allocator
-from kubedra.allocation.scenario import load_inventory, node_info
-from kubedra.api.resource import ResourceClaim
-
 
 def failure(case: dict[str, Any]) -> AllocationFailed:
-    inventory, state = load_inventory(case)
+    snapshot, state = load_snapshot(case)
     claims = [ResourceClaim.from_api(c) for c in case["claims"]]
     with pytest.raises(AllocationFailed) as failed:
-        Allocator(inventory, state).allocate(node_info(case["node"]), claims)
+        Allocator(snapshot, state).allocate(node_info(case["node"]), claims)
     return failed.value
 
 
@@ -111,8 +111,8 @@ def test_invalid_and_incomplete_pools() -> None:
 
 def test_diagnose_a_claim_directly() -> None:
     case = scenario("ok", [resource_slice("s", [device("gpu-0")])], [claim("c", exact("r"))])
-    inventory, state = load_inventory(case)
-    [diagnosis] = Allocator(inventory, state).diagnose(node_info(case["node"]),
+    snapshot, state = load_snapshot(case)
+    [diagnosis] = Allocator(snapshot, state).diagnose(node_info(case["node"]),
                                                        ResourceClaim.from_api(case["claims"][0]))
     assert diagnosis.verdicts == {"gpu.example.com/node-a/gpu-0": "fits"}
 

@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from edge_cases import CASES, picks
 from hypothesis import HealthCheck, assume, given, settings
-from reference_allocator import reference_binary, run_reference
-from scenario_strategies import CORPUS, CORPUS_SIZE, scenarios
 
 from kubedra.allocation import DEFAULT_FEATURES
 from kubedra.allocation.scenario import comparable, run_scenario
+from tests.support.edge_cases import CASES, picks
+from tests.support.reference_allocator import reference_binary, run_reference
+from tests.support.scenario_strategies import CORPUS, CORPUS_SIZE, scenarios
 
 pytestmark = pytest.mark.skipif(not reference_binary().exists() and not os.environ.get("CI"),
                                 reason="dra-reference-allocator not built (make binaries)")

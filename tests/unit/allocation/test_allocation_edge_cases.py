@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from edge_cases import CASES, EdgeCase, picks
 
 from kubedra.allocation.scenario import run_scenario
+from tests.support.edge_cases import CASES, EdgeCase, picks
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.scenario["name"] for c in CASES])

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from explain_builders import gpu_claim, h200_slices, node, on_node, shipped_classes
-
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain import ClusterSnapshot, PodPlacement, explain_claim
-from tests.unit.allocation.scenario_builders import (
+from tests.support.explain_builders import gpu_claim, h200_slices, node, on_node, shipped_classes
+from tests.support.scenario_builders import (
     CLASSES,
     attrs,
     claim,

@@ -6,7 +6,6 @@ import threading
 from typing import Any
 
 import pytest
-from explain_builders import gpu_claim, h200_slices, node, shipped_classes
 
 from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import (
@@ -17,6 +16,7 @@ from kubedra.controller.explain_state import (
 )
 from kubedra.controller.explanations import unschedulable_for_claims
 from kubedra.explain import explain_claim
+from tests.support.explain_builders import gpu_claim, h200_slices, node, shipped_classes
 
 SCHEDULER_MESSAGE = ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 "
                      "nodes are available: 1 Preemption is not helpful for scheduling.")
@@ -85,9 +85,9 @@ def test_parsed_inputs_are_reused_until_their_version_changes() -> None:
                     inventory_version=1, claims_version=1)
     first = state.snapshot(inputs)
     assert [n.name for n in first.nodes] == ["a", "demo-h200"]
-    assert state.snapshot(inputs).inventory is first.inventory
+    assert state.snapshot(inputs).resources is first.resources
     inputs.inventory_version = 2
-    assert state.snapshot(inputs).inventory is not first.inventory
+    assert state.snapshot(inputs).resources is not first.resources
 
 
 def test_every_evaluation_runs_in_the_same_thread() -> None:

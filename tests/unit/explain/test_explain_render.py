@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from click.testing import CliRunner
-from explain_builders import gpu_claim
 from test_explain_claims import TOO_BIG, demo, trainer
 
 from kubedra.api.resource import ResourceClaim
@@ -11,6 +10,7 @@ from kubedra.cli import main
 from kubedra.explain import PodPlacement, explain_claim, simulate_claim
 from kubedra.explain.command import kubectl_dra
 from kubedra.explain.render import render_explanation, render_simulation
+from tests.support.explain_builders import gpu_claim
 
 
 def test_pending_claim_table() -> None:

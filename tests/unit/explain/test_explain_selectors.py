@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from explain_builders import h200_slices
 
-from kubedra.allocation import Inventory, NodeInfo
+from kubedra.allocation import NodeInfo, ResourceSnapshot
 from kubedra.allocation.pools import DeviceEntry
 from kubedra.api.resource import ResourceSlice
 from kubedra.cel.selector import NO_SUCH_KEY_HINT
 from kubedra.explain.selectors import judge, judge_parts, split_conjuncts
+from tests.support.explain_builders import h200_slices
 
 MEMORY = 'device.capacity["gpu.kubedra.io"].memory'
 CC = 'device.attributes["gpu.kubedra.io"].cudaComputeCapability'
@@ -17,7 +17,7 @@ CC = 'device.attributes["gpu.kubedra.io"].cudaComputeCapability'
 
 @pytest.fixture(scope="module")
 def gpu0() -> DeviceEntry:
-    inventory = Inventory([ResourceSlice.from_api(s) for s in h200_slices("n")], [])
+    inventory = ResourceSnapshot([ResourceSlice.from_api(s) for s in h200_slices("n")], [])
     [device] = inventory.node_pools(NodeInfo("n")).devices
     return device
 

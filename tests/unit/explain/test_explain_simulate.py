@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 import yaml
-from explain_builders import gpu_claim, h200_slices, node, on_node, shipped_classes
 
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain import ClusterSnapshot, simulate_claim
 from kubedra.explain.simulate import ClaimFileError, claim_from_documents
+from tests.support.explain_builders import gpu_claim, h200_slices, node, on_node, shipped_classes
 
 PROFILE = 'device.attributes["gpu.kubedra.io"].profile == "{}"'
 

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from kubedra.node.sockets import (
-    DEFAULT_PLUGINS_DIR,
-    DEFAULT_REGISTRY_DIR,
     UNIX_PATH_MAX,
     dra_socket,
     registration_socket,
 )
+from kubedra.settings import DEFAULT_PLUGINS_DIR, DEFAULT_REGISTRY_DIR
 
 UID = "ad4af911-5bcd-47c5-a554-f35cea869472"
 

@@ -1,12 +1,12 @@
 """What the allocator allocates from: ResourceSlices, DeviceClasses and DeviceTaintRules.
 
-An :class:`Inventory` is immutable. It merges DeviceTaintRules into the devices as the
-scheduler's slice tracker does (``applyPatches`` in
-``k8s.io/dynamic-resource-allocation/resourceslice/tracker/tracker.go``: a rule's taint is
-appended to every device its selector matches; a rule without a selector matches nothing) and
-caches what does not depend on the allocated state: the pools each node sees and the outcome of
-every CEL selector on every device. Build one per snapshot of the cluster and reuse it for many
-:class:`~kubedra.allocation.allocator.Allocator` runs.
+A :class:`ResourceSnapshot` (every driver's slices; not a DeviceInventory) is immutable. It
+merges DeviceTaintRules into the devices as the scheduler's slice tracker does
+(``applyPatches`` in ``k8s.io/dynamic-resource-allocation/resourceslice/tracker/tracker.go``:
+a rule's taint is appended to every device its selector matches; a rule without a selector
+matches nothing) and caches what does not depend on the allocated state: the pools each node
+sees and the outcome of every CEL selector on every device. Build one per snapshot of the
+cluster and reuse it for many :class:`~kubedra.allocation.allocator.Allocator` runs.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _rule_taints(resource_slice: ResourceSlice,
     return added
 
 
-class Inventory:
+class ResourceSnapshot:
     """Slices, classes and taint rules, indexed for allocation.
 
     Args:

@@ -22,7 +22,7 @@ from kubedra.api.quantity import Quantity
 from kubedra.api.resource import DeviceAttribute
 from kubedra.cel import CELCompileError, CELDevice, CELRuntimeError, compile_selector
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 CASES = json.loads((DATA / "cel_cases.json").read_text())
 ORACLE = json.loads((DATA / "cel_oracle.json").read_text())
 

@@ -21,7 +21,7 @@ from kubedra.discovery.sysfs import LiveSysfs
 from tests.support.nvml_fake import RecordedPynvml
 from tests.support.sysfs_tree import build_sysfs
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 H200 = REPO / "hardware" / "nvidia-h200"
 INFORMATION = "Model: \t\t NVIDIA H200\nBus Location: \t 0000:00:06.0\n"
 VERSION = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04\n"

@@ -15,7 +15,7 @@ from kubedra.discovery.recorded import RecordedSysfs
 from kubedra.discovery.sysfs import LiveSysfs, PciFunction, parse_pci_functions
 from tests.support.sysfs_tree import build_sysfs
 
-H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
+H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 SYS = Path("/sys")
 
 NIC = {"address": "0000:3b:00.1", "vendor": "0x15b3", "device": "0x101d", "class": "0x020000",

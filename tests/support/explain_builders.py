@@ -16,7 +16,7 @@ from kubedra.publishing.pool import build_pool
 from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import plan_sync
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "hardware" / "nvidia-h200"
 Json = dict[str, Any]
 

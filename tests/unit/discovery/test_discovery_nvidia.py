@@ -27,7 +27,7 @@ from kubedra.discovery.sysfs import parse_pci_functions
 from tests.support.h200 import H200_GPU0
 from tests.support.nvml_fake import RecordedPynvml
 
-H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
+H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 
 H200_GPU = H200_GPU0
 

@@ -7,7 +7,7 @@ policies and shared devices; shared counters; taints, tolerations and DeviceTain
 conditions; admin access; ``All`` and ``firstAvailable`` requests; constraints; configuration;
 devices already allocated; and feature gates switched off.
 
-``python tests/unit/allocation/scenario_strategies.py`` regenerates the stored corpus
+``PYTHONPATH=operator python -m tests.support.scenario_strategies`` regenerates the stored corpus
 ``tests/allocation_corpus/generated.jsonl`` (fixed seed, so the same hypothesis version yields
 the same file; it needs the reference allocator, see :func:`generate_corpus`).
 """
@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
-from reference_allocator import run_reference
+
+from tests.support.reference_allocator import run_reference
 
 NODE = {"name": "node-a", "labels": {"topology.example.com/zone": "z1",
                                      "example.com/rack": "r1", "example.com/tier": "5"}}
@@ -392,7 +393,7 @@ def scenarios() -> st.SearchStrategy[dict[str, Any]]:
     return st.randoms(use_true_random=True).map(scenario)
 
 
-CORPUS = pathlib.Path(__file__).parents[2] / "allocation_corpus" / "generated.jsonl"
+CORPUS = pathlib.Path(__file__).parents[1] / "allocation_corpus" / "generated.jsonl"
 CORPUS_SEED = 20260729
 CORPUS_SIZE = 600
 

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from kubedra.api.crd import inventory_crd, inventory_crd_yaml
 from kubedra.cli import main
 
-CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "deviceinventories.kubedra.io.yaml"
+CRD_FILE = Path(__file__).resolve().parents[3] / "crds" / "deviceinventories.kubedra.io.yaml"
 
 
 def test_crds_folder_matches_the_models() -> None:

@@ -17,7 +17,7 @@ from kubedra.cli import main
 from kubedra.discovery import discover
 from tests.support.sysfs_tree import build_sysfs
 
-H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
+H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 
 
 def test_snapshot_as_json_and_yaml() -> None:

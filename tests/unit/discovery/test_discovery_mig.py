@@ -17,7 +17,7 @@ from kubedra.discovery.backends import check_limits
 from kubedra.discovery.mig import mig_partitions, partition_name
 from kubedra.discovery.nvml import GpuInstanceProfile
 
-H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
+H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-REPO = pathlib.Path(__file__).parents[3]
+REPO = pathlib.Path(__file__).parents[2]
 
 
 def reference_binary() -> pathlib.Path:

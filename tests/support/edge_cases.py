@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from scenario_builders import (
+from kubedra.allocation.scenario import INVALID_POOLS_MESSAGE
+from tests.support.scenario_builders import (
     CLASSES,
     GPU,
     NIC,
@@ -28,8 +29,6 @@ from scenario_builders import (
     scenario,
     sub,
 )
-
-from kubedra.allocation.scenario import INVALID_POOLS_MESSAGE
 
 Expected = list[list[str]] | str
 

@@ -20,7 +20,7 @@ from kubedra.api.resource import (
 from kubedra.discovery import DiscoveryError, discover
 from kubedra.discovery.backends import check_limits
 
-H200 = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
+H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 
 
 def _set(name: str = "gpu-0-counters", counters: int = 1) -> CounterSet:

@@ -1,0 +1,189 @@
+"""The one place where the reconcilers act: read the cached view, ask the pure decision
+functions (:mod:`kubedra.controller.inventories`, :mod:`kubedra.controller.claims`) what to do,
+make the API calls, and remember what was published.
+
+A write that retrying may fix raises (:class:`~kubernetes_asyncio.client.ApiException`, or
+:class:`~kubedra.controller.queue.Retry` after the status was written); the work queue retries
+the key with back-off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes_asyncio.client import ApiException
+
+from kubedra import kube
+from kubedra.api.inventory import OPERATOR_COMPONENT, OPERATOR_FIELD_MANAGER
+from kubedra.api.resource import ResourceSlice
+from kubedra.api.time import timestamp, utcnow
+from kubedra.controller.claims import EVENT_REASON, decide_claim
+from kubedra.controller.inventories import (
+    InventoryDecision,
+    InventoryInputs,
+    decide_inventory,
+    inventory_event,
+    inventory_status,
+    status_changed,
+)
+from kubedra.controller.queue import Retry
+from kubedra.controller.state import (
+    OperatorState,
+    PublishedPool,
+    allocation_results,
+    pool_key,
+)
+from kubedra.logging import get_logger
+
+log = get_logger(__name__)
+
+
+async def reconcile_inventory(state: OperatorState, name: str) -> None:
+    """Bring inventory ``name``'s slices and status in line with its spec and discovery.
+
+    Raises:
+        ApiException: deleting a slice of a withdrawn pool, or the status write, failed.
+        Retry: a slice write failed in a way worth retrying (the status says why).
+    """
+    raw = state.view.inventory(name)
+    if raw is None:
+        state.overlay.forget(name)
+        state.pools.pop(name, None)
+        return  # the garbage collector deletes the slices through their owner reference
+    inputs = _inventory_inputs(state, raw)
+    decision = decide_inventory(inputs)
+    for current in decision.delete:
+        await _write(state, name, "delete", current.metadata.name or "",
+                     resource_version=current.metadata.resource_version)
+    if decision.plan is not None:
+        decision = await _publish(state, name, decision)
+    if decision.forget:
+        state.pools.pop(name, None)
+    elif decision.pool is not None:
+        state.pools[name] = PublishedPool(pool=decision.pool, health=decision.health,
+                                          withdrawn=decision.withdrawn,
+                                          draining=decision.draining)
+    reports_existing = not decision.ok and not decision.withdrawn
+    slices_now = state.overlay.merge(name, state.view.slices_of(name)) if reports_existing \
+        else []
+    status = inventory_status(inputs, decision, timestamp(utcnow()), slices_now)
+    if status_changed(raw, status):
+        await kube.apply_inventory_status(state.api, name, status.to_api(),
+                                          OPERATOR_FIELD_MANAGER)
+    key = ("DeviceInventory", name)
+    announced, event = inventory_event(inputs, decision, state.announced.get(key))
+    if announced is not None:
+        state.announced[key] = announced
+    if event is not None:
+        await kube.post_event(state.api, raw, event_type=event.type, reason=event.reason,
+                              message=event.message, component=OPERATOR_COMPONENT)
+    if decision.retry:
+        raise Retry(decision.message)
+
+
+def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
+    """What :func:`decide_inventory` reads, from the caches."""
+    name = raw["metadata"]["name"]
+    driver, pool = pool_key(raw)
+    node = (raw.get("spec") or {}).get("nodeName")
+    view = state.view
+    return InventoryInputs(
+        raw=raw,
+        existing=[ResourceSlice.from_api(s)
+                  for s in state.overlay.merge(name, view.slices_of(name))],
+        lease=state.leases.state(node, utcnow()) if node else None,
+        namespace=state.settings.namespace,
+        rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))
+                if other],
+        uses=view.uses_of(driver, pool),
+        remembered=state.last_published.get((driver, pool)))
+
+
+async def _publish(state: OperatorState, name: str, decision: InventoryDecision
+                   ) -> InventoryDecision:
+    """Make the planned slice writes in order; the decision as it stands after them."""
+    plan, pool = decision.plan, decision.pool
+    if plan is None or pool is None:
+        return decision
+    for write in plan.writes:
+        try:
+            await _write(state, name, write.verb, write.name, write.body,
+                         resource_version=write.resource_version)
+        except ApiException as err:
+            return decision.publish_failed(write, kube.api_error_message(err),
+                                           retry=_retryable(err))
+    state.last_published[(pool.driver, pool.name)] = pool
+    if plan.writes:
+        log.info("published", inventory=name, pool=pool.name, generation=plan.pool.generation,
+                 slices=len(plan.slice_names), writes=len(plan.writes))
+    return decision
+
+
+async def _write(state: OperatorState, inventory: str, verb: str, name: str,
+                 body: dict[str, Any] | None = None, *, resource_version: str | None = None
+                 ) -> None:
+    """One slice write, remembered in the overlay until the watch sees it.
+
+    Raises:
+        ApiException: the API server refused it.
+        ValueError: a create or update without a body.
+    """
+    if verb == "delete":
+        await kube.delete_resource_slice(state.api, name, resource_version)
+        state.overlay.record(inventory, name, None)
+    elif body is None:
+        raise ValueError(f"{verb} of ResourceSlice {name} without a body")
+    elif verb == "update":
+        state.overlay.record(inventory, name,
+                             await kube.replace_resource_slice(state.api, name, body))
+    else:
+        state.overlay.record(inventory, name, await kube.create_resource_slice(state.api, body))
+    state.slice_writes += 1
+
+
+def _retryable(err: ApiException) -> bool:
+    """Conflicts, throttling and server errors pass; other client errors (an invalid slice)
+    need a change of the inventory, which triggers a reconcile anyway."""
+    return err.status in (409, 429) or (err.status or 500) >= 500
+
+
+async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> None:
+    """Write the ``Ready`` condition of every kubedra device in the claim's allocation.
+
+    Raises:
+        ApiException: the status write failed (the caller retries with back-off).
+    """
+    claim = state.view.claim(namespace, name)
+    if claim is None:  # deleted or deallocated (only allocated claims are cached)
+        state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
+        return
+    results = [r for r in allocation_results(claim)
+               if state.inventory_for_pool(r["driver"], r["pool"])]
+    refusal_key = (namespace, name, claim["metadata"].get("uid", ""))
+    if not results or refusal_key in state.refused_claims:
+        return
+
+    def lookup(driver: str, pool: str) -> tuple[str | None, PublishedPool | None]:
+        inventory = state.inventory_for_pool(driver, pool)
+        return inventory, state.pools[inventory] if inventory else None
+
+    decision = decide_claim(claim, results, lookup, timestamp(utcnow()))
+    if decision.entries is None:
+        return
+    try:
+        await kube.apply_claim_device_status(state.api, namespace, name,
+                                             [e.to_api() for e in decision.entries],
+                                             OPERATOR_FIELD_MANAGER)
+    except ApiException as err:
+        if not kube.refuses_claim_status_writes(err):
+            raise
+        log.warning("the API server refuses status writes to this claim (its opaque config is "
+                    "not canonical JSON); status.devices left unchanged",
+                    claim=f"{namespace}/{name}")
+        state.refused_claims.add(refusal_key)  # no write can succeed while the claim exists
+        return
+    key = ("ResourceClaim", f"{namespace}/{name}")
+    if decision.problems and state.announced.get(key) != decision.event_message:
+        state.announced[key] = decision.event_message
+        await kube.post_event(state.api, claim, event_type="Warning", reason=EVENT_REASON,
+                              message=decision.event_message, component=OPERATOR_COMPONENT)

@@ -1,0 +1,179 @@
+"""The operator's runtime: the one shared :class:`Runtime`, the workers that drain the work
+queues, and the tick that notices Lease expiry.
+
+Event handlers (:mod:`kubedra.handlers.operator`) only enqueue keys; the workers run the
+reconcilers, each key by one worker at a time, with per-key retry back-off
+(:class:`~kubedra.controller.queue.WorkQueue`). The state is created on the first event, when
+kopf has filled every index (:meth:`Runtime.begin`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kubedra.api.time import utcnow
+from kubedra.controller.executor import reconcile_claim, reconcile_inventory
+from kubedra.controller.explain_state import ExplainState
+from kubedra.controller.explanations import explain_pod
+from kubedra.controller.leases import LeaseCache
+from kubedra.controller.queue import WorkQueue
+from kubedra.controller.state import ClusterView, OperatorState
+from kubedra.logging import get_logger
+from kubedra.settings import Settings
+
+log = get_logger(__name__)
+
+INVENTORY_WORKERS = 8
+CLAIM_WORKERS = 2
+RESYNC_INTERVAL = 300.0
+"""Seconds between two reconciles of every inventory, events or not."""
+
+K = TypeVar("K", bound=Hashable)
+Step = Callable[[K], Awaitable[None]]
+
+
+@dataclass
+class Runtime:
+    """kubedra's operator-wide objects. kopf gives each watched object a shallow copy of the
+    operator's memo, so everything mutable lives in this one shared instance.
+
+    ``claim_pools``: (namespace, name) of an allocated claim → the (driver, pool) pairs its
+    allocation results name, so that the inventories of those pools are reconciled again when
+    the claim is deallocated or deleted.
+    """
+
+    settings: Settings
+    api: Any = None
+    leases: LeaseCache | None = None
+    state: OperatorState | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    claim_pools: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def begin(self, view: ClusterView) -> OperatorState:
+        """Create the state over the filled caches and let the workers start.
+
+        Raises:
+            RuntimeError: called before :func:`run` created the Lease cache.
+        """
+        if self.leases is None:
+            raise RuntimeError("the Lease cache is created before the first event")
+        self.state = OperatorState(
+            api=self.api, settings=self.settings, view=view, leases=self.leases,
+            explain=ExplainState(event_interval=self.settings.explain_event_interval))
+        self.ready.set()
+        return self.state
+
+    def start(self) -> None:
+        """Start :func:`run` as a background task (its crash is logged)."""
+        task = asyncio.create_task(run(self))
+        task.add_done_callback(_report_crash)
+        self.tasks.append(task)
+
+    async def stop(self) -> None:
+        """Cancel the background tasks, stop the explanation thread, close the API client."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.state is not None:
+            self.state.explain.executor.shutdown(wait=False, cancel_futures=True)
+        await self.api.close()
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    """Log a background task that ended with an exception (it would otherwise vanish)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("operator task crashed", task=task.get_name(), error=repr(task.exception()))
+
+
+async def run(runtime: Runtime) -> None:
+    """Watch agent Leases, wait for the caches, then run the workers and the tick until
+    cancelled."""
+    def lease_changed(node: str) -> None:
+        if runtime.state is not None:
+            for name in runtime.state.view.inventories_on_node(node):
+                runtime.state.inventory_queue.add(name)
+
+    runtime.leases = LeaseCache(runtime.api, runtime.settings.namespace, lease_changed)
+    lease_task = asyncio.create_task(runtime.leases.run())
+    await runtime.ready.wait()
+    state = runtime.state
+    if state is None:  # ready is set only by begin(), which sets the state
+        raise RuntimeError("the operator state is missing after the caches became ready")
+    workers = [asyncio.create_task(work(state.inventory_queue, inventory_step(state)))
+               for _ in range(INVENTORY_WORKERS)]
+    workers += [asyncio.create_task(work(state.claim_queue, claim_step(state)))
+                for _ in range(CLAIM_WORKERS)]
+    workers.append(asyncio.create_task(work(state.explain_queue, explain_step(state))))
+    try:
+        await tick(state)
+    finally:
+        for task in [lease_task, *workers]:
+            task.cancel()
+
+
+def inventory_step(state: OperatorState) -> Step[str]:
+    """Reconcile one inventory, then queue the claims of its pool (devices may have gone or
+    turned unhealthy)."""
+    async def step(name: str) -> None:
+        await reconcile_inventory(state, name)
+        published = state.pools.get(name)
+        if published:
+            for use in state.view.uses_of(published.pool.driver, published.pool.name):
+                state.claim_queue.add((use.namespace, use.name))
+    return step
+
+
+def claim_step(state: OperatorState) -> Step[tuple[str, str]]:
+    """Reconcile one claim, by (namespace, name)."""
+    async def step(key: tuple[str, str]) -> None:
+        await reconcile_claim(state, *key)
+    return step
+
+
+def explain_step(state: OperatorState) -> Step[tuple[str, str]]:
+    """Explain the claims of one pod, by (namespace, name)."""
+    async def step(key: tuple[str, str]) -> None:
+        await explain_pod(state, *key)
+    return step
+
+
+async def work(queue: WorkQueue[K], step: Step[K]) -> None:
+    """Take keys from ``queue`` forever and run ``step`` on each; a failure is logged and the
+    key retried with back-off."""
+    while True:
+        key = await queue.get()
+        try:
+            await step(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # retried with back-off
+            log.warning("reconcile failed; will retry", key=str(key), error=str(err),
+                        failures=queue.failures(key) + 1)
+            queue.done(key, failed=True)
+        else:
+            queue.done(key)
+
+
+async def tick(state: OperatorState) -> None:
+    """Notice Lease expiry (a time event, not a watch event) and resync everything now and
+    then."""
+    since_resync = 0.0
+    interval = state.settings.lease_check_interval
+    while True:
+        now = utcnow()
+        for node in state.view.nodes_with_inventories():
+            lease_state = state.leases.state(node, now)
+            for name in state.view.inventories_on_node(node):
+                if state.lease_states.get(name) != lease_state:
+                    state.lease_states[name] = lease_state
+                    state.inventory_queue.add(name)
+        since_resync += interval
+        if since_resync >= RESYNC_INTERVAL:
+            since_resync = 0.0
+            for name in state.view.inventory_names():
+                state.inventory_queue.add(name)
+        await asyncio.sleep(interval)

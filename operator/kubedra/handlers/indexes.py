@@ -1,0 +1,137 @@
+"""The operator's caches: kopf indexes of the objects it reads, by the keys it looks them up by.
+
+kopf fills every index before any event handler runs and passes them to handlers as keyword
+arguments named after the index functions; :func:`cluster_view` gives them meaning
+(:class:`~kubedra.controller.state.ClusterView`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import kopf
+
+from kubedra.controller.explanations import unschedulable_for_claims
+from kubedra.controller.state import ClaimUse, ClusterView, Store, allocation_results, pool_key
+from kubedra.handlers import resources
+from kubedra.publishing.sync import INVENTORY_LABEL, MANAGED_BY
+
+
+@kopf.index(*resources.INVENTORIES, registry=resources.registry)
+async def inventories(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    """Inventory name → the inventory."""
+    return {name: resources.plain(body)}
+
+
+@kopf.index(*resources.INVENTORIES, registry=resources.registry)
+async def inventory_pools(name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], str]:
+    """(driver, pool) → names of the inventories that name it (normally one)."""
+    return {pool_key(body): name}
+
+
+@kopf.index(*resources.INVENTORIES, registry=resources.registry)
+async def node_inventories(name: str, spec: kopf.Spec, **_: Any) -> dict[str, str]:
+    """Node name → names of the node-local inventories of that node."""
+    node = spec.get("nodeName")
+    return {node: name} if node else {}
+
+
+@kopf.index(*resources.SLICES, registry=resources.registry, labels=MANAGED_BY)
+async def slices(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str]:
+    """Inventory name → the names of its slices (the bodies are in :func:`all_slices`)."""
+    owner = labels.get(INVENTORY_LABEL)
+    return {owner: name} if owner else {}
+
+
+@kopf.index(*resources.CLAIMS, registry=resources.registry)
+async def claims(namespace: str | None, name: str, body: kopf.Body, **_: Any
+                 ) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, name) → allocated claim (unallocated claims are not indexed)."""
+    if not (body.get("status") or {}).get("allocation"):
+        return {}
+    return {(namespace or "", name): resources.plain(body)}
+
+
+@kopf.index(*resources.CLAIMS, registry=resources.registry)
+async def claim_uses(namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any
+                     ) -> dict[tuple[str, str], list[ClaimUse]]:
+    """(driver, pool) → the allocated devices of that pool, with their claims (one list per
+    claim; :class:`PoolUses` presents them flat)."""
+    uses: dict[tuple[str, str], list[ClaimUse]] = {}
+    for r in allocation_results(body):
+        uses.setdefault((r["driver"], r["pool"]), []).append(ClaimUse(
+            namespace=namespace or "", name=name, uid=uid, request=r["request"],
+            driver=r["driver"], pool=r["pool"], device=r["device"]))
+    return uses
+
+
+@kopf.index(*resources.CLAIMS, registry=resources.registry)
+async def pending_claims(namespace: str | None, name: str, body: kopf.Body, **_: Any
+                         ) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, name) → unallocated claim (for explanations)."""
+    if (body.get("status") or {}).get("allocation"):
+        return {}
+    return {(namespace or "", name): resources.plain(body)}
+
+
+@kopf.index(*resources.SLICES, registry=resources.registry)
+async def all_slices(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    """Slice name → every ResourceSlice of every driver (for explanations)."""
+    return {name: resources.plain(body)}
+
+
+@kopf.index(*resources.CLASSES, registry=resources.registry)
+async def device_classes(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    """DeviceClass name → the class."""
+    return {name: resources.plain(body)}
+
+
+@kopf.index(*resources.TAINT_RULES, registry=resources.registry)
+async def taint_rules(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    """DeviceTaintRule name → the rule."""
+    return {name: resources.plain(body)}
+
+
+@kopf.index(*resources.NODES, registry=resources.registry)
+async def nodes(name: str, labels: kopf.Labels, **_: Any) -> dict[str, dict[str, Any]]:
+    """Node name → its name and labels (all an explanation reads of a node)."""
+    return {name: {"metadata": {"name": name, "labels": dict(labels)}}}
+
+
+@kopf.index(*resources.PODS, registry=resources.registry)
+async def unschedulable_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any
+                             ) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, name) → pod that kube-scheduler reports unschedulable because of its
+    claims (the watch sees only pods not bound to a node)."""
+    pod = resources.plain(body)
+    return {(namespace or "", name): pod} if unschedulable_for_claims(pod) else {}
+
+
+class PoolUses(Mapping[tuple[str, str], list[ClaimUse]]):
+    """The ``claim_uses`` index with one flat list of uses per pool (the index keeps one list
+    per claim)."""
+
+    def __init__(self, index: Mapping[tuple[str, str], Store]) -> None:
+        self._index = index
+
+    def __getitem__(self, key: tuple[str, str]) -> list[ClaimUse]:
+        return [use for uses in self._index[key] for use in uses]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+def cluster_view(indexes: Mapping[str, Any]) -> ClusterView:
+    """The kopf indexes that a handler received as keyword arguments, by meaning."""
+    return ClusterView(
+        inventories=indexes["inventories"], pools=indexes["inventory_pools"],
+        node_inventories=indexes["node_inventories"], slices=indexes["slices"],
+        claims=indexes["claims"], claim_uses=PoolUses(indexes["claim_uses"]),
+        all_slices=indexes["all_slices"], device_classes=indexes["device_classes"],
+        taint_rules=indexes["taint_rules"], nodes=indexes["nodes"],
+        pending_claims=indexes["pending_claims"],
+        unschedulable_pods=indexes["unschedulable_pods"])

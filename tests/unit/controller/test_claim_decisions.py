@@ -1,0 +1,118 @@
+"""The Ready condition of each allocated device of a claim, one per reason (pure functions: no
+cluster, milliseconds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubedra.api.inventory import DeviceInventory
+from kubedra.controller.claims import PoolLookup, decide_claim, device_condition
+from kubedra.controller.state import PublishedPool
+from kubedra.publishing.pool import build_pool
+
+NOW = "2026-11-30T12:00:00Z"
+EARLIER = "2026-11-30T11:00:00Z"
+INVENTORY = "node-1-gpu"
+
+
+def published(*, withdrawn: bool = False, draining: dict[str, str] | None = None,
+              health: dict[str, tuple[str, str | None]] | None = None) -> PublishedPool:
+    """node-1's pool with gpu-0 and gpu-1 published."""
+    pool = build_pool(DeviceInventory.from_api({
+        "metadata": {"name": INVENTORY},
+        "spec": {"driver": "gpu.kubedra.io", "nodeName": "node-1",
+                 "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}}))
+    return PublishedPool(pool=pool, withdrawn=withdrawn, draining=draining or {},
+                         health=health or {"gpu-0": ("Healthy", None),
+                                           "gpu-1": ("Healthy", None)})
+
+
+def result(device: str = "gpu-0", **extra: Any) -> dict[str, Any]:
+    return {"request": "gpu", "driver": "gpu.kubedra.io", "pool": "node-1", "device": device,
+            **extra}
+
+
+CASES = [
+    ("allocated", result(), published(), True, "Allocated",
+     "device gpu-0 of pool node-1 (DeviceInventory node-1-gpu) is allocated to request gpu"),
+    ("pool not published", result(), None, False, "DeviceNotFound",
+     "pool node-1 of gpu.kubedra.io is not published; device gpu-0 cannot be used until its "
+     "node agent reports again"),
+    ("pool withdrawn", result(), published(withdrawn=True), False, "DeviceNotFound",
+     "pool node-1 of gpu.kubedra.io is not published; device gpu-0 cannot be used until its "
+     "node agent reports again"),
+    ("device gone", result("gpu-7"), published(), False, "DeviceNotFound",
+     "pool node-1 (DeviceInventory node-1-gpu) no longer has device gpu-7"),
+    ("gone but kept while held", result(), published(draining={"gpu-0": "gone"}), False,
+     "DeviceNotFound", "pool node-1 (DeviceInventory node-1-gpu) no longer has device gpu-0"),
+    ("disabled", result(), published(draining={"gpu-0": "disabled"}), False, "DeviceDisabled",
+     "device gpu-0 of pool node-1 is disabled by an override in DeviceInventory node-1-gpu; it "
+     "stays published, tainted, until released"),
+    ("unhealthy", result(), published(health={"gpu-0": ("Unhealthy", "ECC errors")}), False,
+     "DeviceUnhealthy", "device gpu-0 in pool node-1 is unhealthy: ECC errors"),
+    ("unhealthy without a message", result(), published(health={"gpu-0": ("Unhealthy", None)}),
+     False, "DeviceUnhealthy", "device gpu-0 in pool node-1 is unhealthy: reported by the node "
+                               "agent"),
+]
+
+
+@pytest.mark.parametrize(("result_", "pool", "ok", "reason", "message"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_each_reason(result_: dict[str, Any], pool: PublishedPool | None, ok: bool,
+                     reason: str, message: str) -> None:
+    condition = device_condition(result_, INVENTORY, pool)
+    assert (condition.ok, condition.reason, condition.message) == (ok, reason, message)
+
+
+def lookup_of(pool: PublishedPool | None) -> PoolLookup:
+    return lambda driver, name: (INVENTORY if pool else None, pool)
+
+
+def test_entries_with_ready_conditions_and_a_problem_for_the_event() -> None:
+    claim: dict[str, Any] = {"status": {}}
+    results = [result(), result("gpu-1", shareID="s-1")]
+    pool = published(health={"gpu-0": ("Healthy", None), "gpu-1": ("Unhealthy", "hot")})
+    decision = decide_claim(claim, results, lookup_of(pool), NOW)
+    assert decision.entries is not None
+    assert [e.to_api() for e in decision.entries] == [
+        {"driver": "gpu.kubedra.io", "pool": "node-1", "device": "gpu-0", "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Allocated", "message":
+             "device gpu-0 of pool node-1 (DeviceInventory node-1-gpu) is allocated to request "
+             "gpu", "lastTransitionTime": NOW}]},
+        {"driver": "gpu.kubedra.io", "pool": "node-1", "device": "gpu-1", "shareID": "s-1",
+         "conditions": [{"type": "Ready", "status": "False", "reason": "DeviceUnhealthy",
+                         "message": "device gpu-1 in pool node-1 is unhealthy: hot",
+                         "lastTransitionTime": NOW}]}]
+    assert decision.event_message == "device gpu-1 in pool node-1 is unhealthy: hot"
+
+
+def test_no_write_when_every_condition_is_already_there() -> None:
+    pool = published()
+    first = decide_claim({"status": {}}, [result()], lookup_of(pool), EARLIER)
+    assert first.entries is not None
+    claim = {"status": {"devices": [
+        {**first.entries[0].to_api(),
+         "conditions": [*first.entries[0].to_api()["conditions"],
+                        {"type": "Prepared", "status": "True", "reason": "Prepared",
+                         "message": "", "lastTransitionTime": EARLIER}]}]}}
+    again = decide_claim(claim, [result()], lookup_of(pool), NOW)
+    assert (again.entries, again.problems) == (None, [])
+
+
+def test_a_changed_reason_is_written_with_a_new_transition_time_and_others_left_out() -> None:
+    claim = {"status": {"devices": [{
+        "driver": "gpu.kubedra.io", "pool": "node-1", "device": "gpu-0", "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Allocated", "message": "old",
+             "lastTransitionTime": EARLIER},
+            {"type": "Prepared", "status": "True", "reason": "Prepared", "message": "",
+             "lastTransitionTime": EARLIER}]}]}}
+    decision = decide_claim(claim, [result()], lookup_of(None), NOW)
+    assert decision.entries is not None
+    [condition] = decision.entries[0].conditions or []  # the agent's Prepared is not ours
+    assert (condition.reason, condition.last_transition_time) == ("DeviceNotFound", NOW)
+    same_status = decide_claim(claim, [result()], lookup_of(published()), NOW)
+    assert same_status.entries is not None
+    [condition] = same_status.entries[0].conditions or []
+    assert (condition.reason, condition.last_transition_time) == ("Allocated", EARLIER)

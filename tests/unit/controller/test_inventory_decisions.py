@@ -1,0 +1,264 @@
+"""Decisions about one DeviceInventory, one per condition reason, with the status and Event
+that follow (pure functions: no cluster, milliseconds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubedra.api.resource import ResourcePool, ResourceSlice
+from kubedra.controller.inventories import (
+    Event,
+    InventoryDecision,
+    InventoryInputs,
+    decide_inventory,
+    inventory_event,
+    inventory_status,
+    status_changed,
+)
+from kubedra.controller.state import ClaimUse
+from kubedra.publishing.sync import SliceWrite
+
+NOW = "2026-11-30T12:00:00Z"
+EARLIER = "2026-11-30T11:00:00Z"
+
+
+def raw_inventory(name: str = "node-1-gpu", *, devices: int = 2, reported: bool = True,
+                  declared: list[dict[str, Any]] | None = None, created: str = "2026-01-01",
+                  overrides: list[dict[str, Any]] | None = None,
+                  status: dict[str, Any] | None = None, node: str | None = "node-1",
+                  unhealthy: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A raw inventory of node-1 (or a network pool ``pool-a`` with ``node=None``)."""
+    found = [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}},
+              **({"health": "Unhealthy", "healthMessage": "ECC errors"}
+                 if f"gpu-{i}" in unhealthy else {})} for i in range(devices)]
+    spec: dict[str, Any] = {"driver": "gpu.kubedra.io", "devices": declared,
+                            "overrides": overrides}
+    spec.update({"nodeName": node} if node else {"allNodes": True, "pool": "pool-a"})
+    body: dict[str, Any] = {
+        "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+        "metadata": {"name": name, "uid": f"uid-{name}", "generation": 3,
+                     "creationTimestamp": created},
+        "spec": spec, "status": dict(status or {})}
+    if reported:
+        body["status"]["discovered"] = {"devices": found}
+    return body
+
+
+def use(device: str, claim: str = "c1") -> ClaimUse:
+    return ClaimUse(namespace="ns", name=claim, uid=f"uid-{claim}", request="gpu",
+                    driver="gpu.kubedra.io", pool="node-1", device=device)
+
+
+def slices_of(decision: InventoryDecision, rv: str = "7") -> list[ResourceSlice]:
+    """The slices a publish decision creates, as the API server would return them."""
+    assert decision.plan is not None
+    return [ResourceSlice.from_api({**w.body, "metadata": {**w.body["metadata"],
+                                                            "resourceVersion": rv}})
+            for w in decision.plan.writes if w.body is not None]
+
+
+def inputs(raw: dict[str, Any], **kwargs: Any) -> InventoryInputs:
+    return InventoryInputs(raw=raw, existing=kwargs.pop("existing", []),
+                           lease=kwargs.pop("lease", "live"), namespace="kubedra-system",
+                           **kwargs)
+
+
+PUBLISHED = inputs(raw_inventory())
+EXISTING = slices_of(decide_inventory(PUBLISHED))
+
+CASES: list[tuple[str, InventoryInputs, str, str]] = [
+    ("published", PUBLISHED, "SlicesPublished",
+     "2 devices in 1 ResourceSlice (pool node-1, generation 1)"),
+    ("unhealthy devices are named", inputs(raw_inventory(unhealthy=("gpu-1",))),
+     "SlicesPublished", "2 devices in 1 ResourceSlice (pool node-1, generation 1); unhealthy, "
+                        "tainted NoSchedule: gpu-1"),
+    ("held device dropped by an override stays", inputs(
+        raw_inventory(overrides=[{"device": "gpu-1", "disabled": True}]), uses=[use("gpu-1")]),
+     "SlicesPublished", "2 devices in 1 ResourceSlice (pool node-1, generation 1); still "
+                        "allocated, so kept published with a NoSchedule taint until released: "
+                        "gpu-1 (disabled)"),
+    ("schema error names the field", inputs(raw_inventory(declared=[{"name": "Not_A_Label"}])),
+     "InvalidInventory", "spec.devices[0].name: String should match pattern "
+                         "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"),
+    ("duplicate device", inputs(raw_inventory(declared=[{"name": "gpu-0"}])),
+     "InvalidInventory", "status.discovered.devices[0].name: device 'gpu-0' is listed twice"),
+    ("agent lease expired", inputs(raw_inventory(), lease="expired", existing=EXISTING),
+     "AgentLeaseExpired", "agent Lease kubedra-system/kubedra-agent-node-1 of node node-1 is "
+                          "not renewed; pool node-1 withdrawn until the agent returns"),
+    ("agent lease missing", inputs(raw_inventory(), lease="missing"), "AgentLeaseExpired",
+     "agent Lease kubedra-system/kubedra-agent-node-1 of node node-1 is not renewed; pool "
+     "node-1 withdrawn until the agent returns"),
+    ("waiting for the agent", inputs(raw_inventory(reported=False), lease="missing"),
+     "WaitingForAgent", "no devices declared and the node agent of node-1 has not reported "
+                        "yet; nothing is published"),
+    ("pool conflict", inputs(raw_inventory("b-gpu", created="2026-02-01"), existing=EXISTING,
+                             rivals=[raw_inventory("a-gpu", created="2026-02-01")]),
+     "PoolConflict", "pool node-1 of driver gpu.kubedra.io is published by DeviceInventory "
+                     "a-gpu, created earlier; this inventory publishes nothing while that one "
+                     "exists"),
+    ("network pool without agent", inputs(raw_inventory(
+        node=None, reported=False, declared=[{"name": "fpga-0"}]), lease=None),
+     "SlicesPublished", "1 device in 1 ResourceSlice (pool pool-a, generation 1)"),
+]
+
+
+@pytest.mark.parametrize(("inputs_", "reason", "message"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_each_reason(inputs_: InventoryInputs, reason: str, message: str) -> None:
+    decision = decide_inventory(inputs_)
+    assert (decision.reason, decision.message) == (reason, message)
+    assert decision.ok is (reason == "SlicesPublished")
+
+
+def test_publish_plans_one_create_per_slice() -> None:
+    decision = decide_inventory(PUBLISHED)
+    assert decision.plan is not None
+    assert decision.pool is not None
+    assert [(w.verb, w.name) for w in decision.plan.writes] == [("create", "node-1-gpu-00000")]
+    assert decision.plan.pool == ResourcePool(name="node-1", generation=1,
+                                              resource_slice_count=1)
+    assert [d.name for d in decision.pool.devices] == ["gpu-0", "gpu-1"]
+    assert decision.health == {"gpu-0": ("Healthy", None), "gpu-1": ("Healthy", None)}
+    assert decision.delete == ()
+
+
+def test_nothing_to_write_when_the_slices_match() -> None:
+    decision = decide_inventory(inputs(raw_inventory(), existing=EXISTING))
+    assert decision.plan is not None
+    assert decision.plan.writes == []
+
+
+def test_withdrawal_deletes_every_slice_and_remembers_the_pool() -> None:
+    decision = decide_inventory(inputs(raw_inventory(), lease="expired", existing=EXISTING))
+    assert [s.metadata.name for s in decision.delete] == ["node-1-gpu-00000"]
+    assert decision.withdrawn
+    assert not decision.forget
+    assert decision.plan is None
+    assert decision.pool is not None
+    assert [d.name for d in decision.pool.devices] == [
+        "gpu-0", "gpu-1"]
+
+
+def test_the_loser_of_a_pool_conflict_forgets_its_pool() -> None:
+    decision = decide_inventory(inputs(raw_inventory("b-gpu"), existing=EXISTING,
+                                       rivals=[raw_inventory("a-gpu")]))
+    assert decision.forget
+    assert decision.withdrawn
+    assert decision.pool is None
+    assert [s.metadata.name for s in decision.delete] == ["node-1-gpu-00000"]
+
+
+def test_the_earliest_inventory_wins_whatever_its_name() -> None:
+    decision = decide_inventory(inputs(raw_inventory("b-gpu", created="2026-01-01"),
+                                       rivals=[raw_inventory("a-gpu", created="2026-03-01")]))
+    assert decision.reason == "SlicesPublished"
+
+
+def test_publish_failed_keeps_the_plan_and_says_which_write() -> None:
+    decision = decide_inventory(PUBLISHED).publish_failed(
+        SliceWrite("create", "node-1-gpu-00000"), "forbidden", retry=False)
+    assert (decision.reason, decision.message, decision.retry) == (
+        "PublishFailed", "create ResourceSlice node-1-gpu-00000: forbidden", False)
+    assert not decision.ok
+    assert decision.plan is not None
+
+
+def test_status_of_a_publication() -> None:
+    raw = raw_inventory()
+    given = inputs(raw, uses=[use("gpu-1", "c2"), use("gpu-0"), use("gpu-1", "c1")])
+    status = inventory_status(given, decide_inventory(given), NOW).to_api()
+    message = "2 devices in 1 ResourceSlice (pool node-1, generation 1)"
+    assert status == {
+        "conditions": [
+            {"type": "Published", "status": "True", "reason": "SlicesPublished",
+             "message": message, "lastTransitionTime": NOW, "observedGeneration": 3},
+            {"type": "Ready", "status": "True", "reason": "Published", "message": message,
+             "lastTransitionTime": NOW, "observedGeneration": 3}],
+        "observedGeneration": 3,
+        "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+        "slices": ["node-1-gpu-00000"], "deviceCount": 2, "allocatedCount": 2,
+        "allocations": [
+            {"device": "gpu-0", "claim": "ns/c1", "claimUID": "uid-c1", "request": "gpu"},
+            {"device": "gpu-1", "claim": "ns/c1", "claimUID": "uid-c1", "request": "gpu"},
+            {"device": "gpu-1", "claim": "ns/c2", "claimUID": "uid-c2", "request": "gpu"}]}
+    assert status_changed(raw, inventory_status(given, decide_inventory(given), NOW))
+    raw["status"].update(status)  # applied; the next reconcile sees it and the slice
+    again = inputs(raw, existing=EXISTING, uses=given.uses)
+    assert not status_changed(raw, inventory_status(again, decide_inventory(again), NOW))
+
+
+def test_status_keeps_the_transition_time_while_the_status_holds() -> None:
+    before = {"conditions": [
+        {"type": "Published", "status": "False", "reason": "PublishFailed", "message": "x",
+         "lastTransitionTime": EARLIER},
+        {"type": "Ready", "status": "False", "reason": "PublishFailed", "message": "x",
+         "lastTransitionTime": EARLIER}]}
+    given = inputs(raw_inventory(status=before), lease="expired")
+    conditions = inventory_status(given, decide_inventory(given), NOW).conditions or []
+    assert [(c.type, c.reason, c.last_transition_time) for c in conditions] == [
+        ("Published", "AgentLeaseExpired", EARLIER), ("Ready", "AgentLeaseExpired", EARLIER)]
+
+
+def test_status_of_a_withdrawn_pool_and_of_a_conflict() -> None:
+    expired = inputs(raw_inventory(), lease="expired", existing=EXISTING, uses=[use("gpu-0")])
+    status = inventory_status(expired, decide_inventory(expired), NOW)
+    assert (status.slices, status.device_count, status.allocated_count) == ([], 0, 1)
+    conflict = inputs(raw_inventory("b-gpu"), rivals=[raw_inventory("a-gpu")],
+                      uses=[use("gpu-0")])
+    status = inventory_status(conflict, decide_inventory(conflict), NOW)
+    assert (status.slices, status.device_count, status.allocations) == ([], 0, [])
+
+
+def test_an_invalid_inventory_reports_the_slices_that_exist() -> None:
+    pool = {"name": "node-1", "generation": 4, "resourceSliceCount": 1}
+    given = inputs(raw_inventory(declared=[{"name": "gpu-0"}], status={"pool": pool}))
+    existing = [{"metadata": {"name": "node-1-gpu-00000"}, "spec": {"devices": [{}, {}, {}]}}]
+    status = inventory_status(given, decide_inventory(given), NOW, existing)
+    assert (status.slices, status.device_count, status.pool) == (
+        ["node-1-gpu-00000"], 3, ResourcePool(name="node-1", generation=4,
+                                           resource_slice_count=1))
+
+
+def test_events_mark_transitions_only() -> None:
+    decision = decide_inventory(PUBLISHED)
+    announced, event = inventory_event(PUBLISHED, decision, None)
+    message = "2 devices in 1 ResourceSlice (pool node-1, generation 1)"
+    assert announced == f"SlicesPublished: {message}"
+    assert event == Event("Normal", "Published", f"{message}: 1 created")
+    same = decide_inventory(inputs(raw_inventory(), existing=EXISTING))
+    assert inventory_event(PUBLISHED, same, announced) == (None, None)
+
+
+@pytest.mark.parametrize(("given", "event"), [
+    (inputs(raw_inventory(), lease="expired"), Event(
+        "Warning", "PoolWithdrawn", "agent Lease kubedra-system/kubedra-agent-node-1 of node "
+        "node-1 is not renewed; pool node-1 withdrawn until the agent returns")),
+    (inputs(raw_inventory(reported=False), lease="missing"), None),
+    (inputs(raw_inventory("b-gpu"), rivals=[raw_inventory("a-gpu")]), Event(
+        "Warning", "PoolConflict", "pool node-1 of driver gpu.kubedra.io is published by "
+        "DeviceInventory a-gpu, created earlier; this inventory publishes nothing while that "
+        "one exists")),
+], ids=["PoolWithdrawn", "no Event while waiting for the agent", "PoolConflict"])
+def test_event_per_reason(given: InventoryInputs, event: Event | None) -> None:
+    decision = decide_inventory(given)
+    assert inventory_event(given, decision, None) == (
+        f"{decision.reason}: {decision.message}", event)
+
+
+def test_no_event_when_the_condition_already_says_it() -> None:
+    given = inputs(raw_inventory(), lease="expired")
+    decision = decide_inventory(given)
+    said = {"conditions": [{"type": "Published", "status": "False", "reason": decision.reason,
+                            "message": decision.message, "lastTransitionTime": EARLIER}]}
+    again = inputs(raw_inventory(status=said), lease="expired")
+    assert inventory_event(again, decide_inventory(again), None) == (
+        f"{decision.reason}: {decision.message}", None)
+
+
+def test_publish_failed_event_is_a_warning() -> None:
+    decision = decide_inventory(PUBLISHED).publish_failed(
+        SliceWrite("create", "node-1-gpu-00000"), "the server is busy", retry=True)
+    assert inventory_event(PUBLISHED, decision, None)[1] == Event(
+        "Warning", "PublishFailed", "create ResourceSlice node-1-gpu-00000: the server is busy")

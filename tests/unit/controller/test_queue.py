@@ -1,0 +1,43 @@
+"""The work queue: de-duplication, one worker per key, retry back-off."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kubedra.controller.queue import WorkQueue
+
+
+async def test_a_queued_key_is_queued_once() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key in ("a", "b", "a"):
+        queue.add(key)
+    assert len(queue) == 2
+    assert [await queue.get(), await queue.get()] == ["a", "b"]
+
+
+async def test_a_key_added_while_processed_comes_back_once_it_is_done() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a")
+    key = await queue.get()
+    queue.add("a")
+    queue.add("a")
+    assert len(queue) == 0  # not handed to a second worker while the first has it
+    queue.done(key)
+    assert len(queue) == 1
+    assert await queue.get() == "a"
+
+
+async def test_failures_retry_after_a_doubling_delay_and_success_resets_them() -> None:
+    queue: WorkQueue[str] = WorkQueue(base_delay=0.02, max_delay=0.05)
+    loop = asyncio.get_running_loop()
+    queue.add("a")
+    key = await queue.get()
+    for failures, delay in enumerate([0.02, 0.04, 0.05], 1):  # capped at max_delay
+        queue.done(key, failed=True)
+        assert queue.failures("a") == failures
+        assert len(queue) == 0  # not before its back-off
+        started = loop.time()
+        key = await asyncio.wait_for(queue.get(), timeout=5)
+        assert loop.time() - started >= delay * 0.9
+    queue.done(key)
+    assert queue.failures("a") == 0
