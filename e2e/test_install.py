@@ -25,7 +25,7 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import free_port
-from e2e.harness.install import IMAGE, build_image, import_image, write_overlay
+from e2e.harness.install import IMAGE, NEXT_TAG, build_image, import_image, write_overlay
 from e2e.harness.kubedra import kubectl
 from e2e.harness.realnode import RealNode, stand_in_devices
 from e2e.harness.wait import eventually
@@ -60,24 +60,24 @@ class Install:
     node: RealNode
     overlay: Path
     agent_port: int
-    archive: Path
 
 
 @pytest.fixture(scope="module")
 def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
     """Image built (cached), control plane with workload controllers and the real node, the
     image imported into its containerd, the overlay applied."""
-    archive = build_image()
+    archive, next_archive = build_image()
     plane = ControlPlane(tmp_path_factory.mktemp("install-plane"), workloads=True)
     plane.start()
     try:
         node = plane.add_real_node(NODE, {"kubedra.io/gpu": "true"})
         stand_in_devices(node.device_root, ["/dev/nvidia0", *NVIDIA_CONTROL_NODES])
         import_image(node, archive)
+        import_image(node, next_archive)
         port = free_port()
         overlay = write_overlay(plane.workdir / "overlay", plane, node, agent_port=port)
         kubectl(plane, "apply", "-k", str(overlay))
-        yield Install(plane, node, overlay, port, archive)
+        yield Install(plane, node, overlay, port)
     finally:
         for node in plane.real_nodes:  # the pods' logs, kept with the plane's (no kubectl logs)
             if (node.root / "pod-logs").exists():
@@ -207,8 +207,8 @@ async def test_the_agent_pods_own_token_is_confined_to_its_node(install: Install
                                                                 api: ApiClient) -> None:
     [agent] = await _pods(api, "kubedra-agent")
     token = _projected_token(install.node, agent["metadata"]["uid"])
-    configuration = client.Configuration(host=install.plane.server,
-                                         api_key={"authorization": f"Bearer {token}"})
+    configuration = client.Configuration(host=install.plane.server)
+    configuration.api_key["BearerToken"] = f"Bearer {token}"
     configuration.ssl_ca_cert = str(install.plane.pki / "ca.crt")
     async with ApiClient(configuration) as as_agent:
         review = await client.AuthenticationV1Api(as_agent).create_self_subject_review(
@@ -262,6 +262,58 @@ async def test_deleting_the_leader_pod_hands_over_to_the_standby(
     assert await _lease_holder(api) == standby
     print(f"failover: leader pod deleted -> slice recreated by the standby in {failover:.1f} s")
     assert failover < 60
+
+
+async def test_upgrade_rolls_the_agent_and_hands_the_lease_to_a_new_replica(
+        install: Install, api: ApiClient) -> None:
+    """The next image version applied: the DaemonSet surges a new agent pod next to the old
+    one (per-pod socket names), a claim prepared during the update works, the old pod's
+    sockets go; the Deployment's new replicas take the Lease from the old ones."""
+    apps = client.AppsV1Api(api)
+    [old_agent] = await _pods(api, "kubedra-agent")
+    old_uid = old_agent["metadata"]["uid"]
+    old_operators = {p["metadata"]["name"] for p in await _pods(api, "kubedra-operator")}
+    plugins = install.node.root / "plugins" / DRIVER
+    assert (plugins / f"dra-{old_uid}.sock").exists()
+    # a port of its own for the new agent pod: both pods share the host's network namespace
+    write_overlay(install.overlay, install.plane, install.node, tag=NEXT_TAG,
+                  agent_port=free_port())
+    kubectl(install.plane, "apply", "-k", str(install.overlay))
+    ns = await _namespace(api, "t-upgrade")
+    await create_claim_template(api, ns, "h200")
+    await create_reporting_pod(api, ns, "during", NODE, template="h200")
+    pod = await eventually(lambda: running_report(api, ns, "during"), timeout=TIMEOUT,
+                           what="a pod with a claim started during the update")
+    assert pod["report"] == H200_REPORT
+
+    async def rolled() -> list[dict[str, Any]] | None:
+        agents = await _pods(api, "kubedra-agent")
+        deployment = await apps.read_namespaced_deployment("kubedra-operator", NAMESPACE)
+        operators = await _pods(api, "kubedra-operator")
+        done = (len(agents) == 1 and agents[0]["metadata"]["uid"] != old_uid
+                and _ready(agents[0]) and deployment.status.updated_replicas == 2
+                and deployment.status.available_replicas == 2 and len(operators) == 2
+                and not old_operators & {p["metadata"]["name"] for p in operators})
+        return agents + operators if done else None
+    pods: list[dict[str, Any]] = await eventually(rolled, timeout=TIMEOUT,
+                                                  what="agent and operator rolled")
+    next_image = f"{IMAGE.rsplit(':', 1)[0]}:{NEXT_TAG}"
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {next_image}
+    new_uid = pods[0]["metadata"]["uid"]
+    assert (plugins / f"dra-{new_uid}.sock").exists()
+    assert not (plugins / f"dra-{old_uid}.sock").exists()
+    assert not list((install.node.root / "plugins_registry").glob(f"*{old_uid}*"))
+    holder = await eventually(lambda: _lease_holder(api), timeout=TIMEOUT,
+                              what="a new replica leading")
+    assert holder in {p["metadata"]["name"] for p in pods[1:]}
+    # the claim prepared during the update is unprepared by the new agent
+    claim = await pod_claim(api, ns, "during")
+    assert claim is not None
+    await client.CoreV1Api(api).delete_namespaced_pod("during", ns)
+
+    async def unprepared() -> bool:
+        return not spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"]).exists()
+    await eventually(unprepared, timeout=TIMEOUT, what="the claim unprepared by the new agent")
 
 
 async def test_uninstall_leaves_nothing_named_kubedra(install: Install, api: ApiClient) -> None:

@@ -11,8 +11,11 @@
 # buildah storage. The base is rebuilt only when its settings below change; the image only when
 # the files the Dockerfile copies (or the Dockerfile, or the base) change.
 # Installs mmdebstrap and buildah with apt-get when missing (needs root).
-# Usage: hack/build-image.sh [--print-archive] [--force]
+# Usage: hack/build-image.sh [--print-archive] [--next TAG] [--force]
 #   --print-archive  print only the archive's path on stdout (progress goes to stderr)
+#   --next TAG       also the "next version" of the image for upgrade tests: the same image
+#                    with org.opencontainers.image.version=TAG, tagged TAG (its archive's
+#                    path is printed second)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,12 +25,15 @@ BASE_IMAGE=kubedra.invalid/python-base:bookworm
 BASE_PACKAGES=python3,python3-pip,python3-venv,passwd
 print_archive=0
 force=0
-for arg in "$@"; do
-  case "$arg" in
+next=""
+while (( $# )); do
+  case "$1" in
     --print-archive) print_archive=1 ;;
     --force) force=1 ;;
-    *) echo "usage: $0 [--print-archive] [--force]" >&2; exit 2 ;;
+    --next) next=${2:?--next needs a tag}; shift ;;
+    *) echo "usage: $0 [--print-archive] [--next TAG] [--force]" >&2; exit 2 ;;
   esac
+  shift
 done
 log() { echo "build-image: $*" >&2; }
 die() { echo "build-image: error: $*" >&2; exit 1; }
@@ -103,4 +109,17 @@ if [[ $force == 1 || ! -f "$archive" ]]; then
 else
   log "image: up to date ($archive)"
 fi
-if [[ $print_archive == 1 ]]; then echo "$archive"; fi
+next_archive="${archive%.tar}-$next.tar"
+if [[ -n $next && ( $force == 1 || ! -f "$next_archive" ) ]]; then
+  log "image: next version ${IMAGE%:*}:$next"
+  ctr=$(buildah "${storage[@]}" from --pull=never "$IMAGE")
+  buildah "${storage[@]}" config --label "org.opencontainers.image.version=$next" "$ctr"
+  buildah "${storage[@]}" commit --quiet --rm "$ctr" "${IMAGE%:*}:$next" >/dev/null
+  buildah "${storage[@]}" push --quiet "${IMAGE%:*}:$next" "oci-archive:$next_archive.part:${IMAGE%:*}:$next" >&2
+  mv "$next_archive.part" "$next_archive"
+  buildah "${storage[@]}" rmi "${IMAGE%:*}:$next" >/dev/null
+fi
+if [[ $print_archive == 1 ]]; then
+  echo "$archive"
+  if [[ -n $next ]]; then echo "$next_archive"; fi
+fi

@@ -36,21 +36,26 @@ from e2e.harness.realnode import RealNode
 
 IMAGE = "kubedra.invalid/kubedra:0.1.0"
 """What ``hack/build-image.sh`` tags the image built from the Dockerfile."""
+NEXT_TAG = "0.1.1"
+"""The tag of the image's next version (the same image, another version label): upgrades."""
 H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
 
 
-def build_image() -> Path:
-    """Build (or find cached) the image; returns its OCI archive.
+def build_image() -> tuple[Path, Path]:
+    """Build (or find cached) the image and its next version (:data:`NEXT_TAG`); returns their
+    OCI archives.
 
     Raises:
         RuntimeError: the build failed; the message ends with its output.
     """
-    result = subprocess.run([str(REPO_ROOT / "hack" / "build-image.sh"), "--print-archive"],
+    result = subprocess.run([str(REPO_ROOT / "hack" / "build-image.sh"), "--print-archive",
+                             "--next", NEXT_TAG],
                             capture_output=True, text=True, check=False, timeout=1800)
     if result.returncode != 0:
         raise RuntimeError(f"hack/build-image.sh failed (exit status {result.returncode}):\n"
                            f"{result.stderr[-4000:]}")
-    return Path(result.stdout.strip().splitlines()[-1])
+    archive, next_archive = result.stdout.split()
+    return Path(archive), Path(next_archive)
 
 
 def import_image(node: RealNode, archive: Path) -> str:
