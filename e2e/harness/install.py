@@ -101,8 +101,6 @@ def _agent_patch(plane: ControlPlane, node: RealNode, port: int) -> list[dict[st
                 "KUBEDRA_KUBELET_PLUGINS_DIR": str(host_dirs["plugins"]),
                 "KUBEDRA_CDI_DIR": str(host_dirs["cdi"]),
                 "KUBEDRA_DEVICE_ROOT": str(node.device_root)}
-    probe = {"httpGet": {"host": "127.0.0.1", "path": "/healthz", "port": "metrics"},
-             "periodSeconds": 2}
     mounts = [{"name": name, "mountPath": str(path)} for name, path in host_dirs.items()]
     volumes = [{"name": name, "hostPath": {"path": str(path), "type": "DirectoryOrCreate"}}
                for name, path in host_dirs.items()]
@@ -117,8 +115,11 @@ def _agent_patch(plane: ControlPlane, node: RealNode, port: int) -> list[dict[st
                    "--driver=gpu.kubedra.io"]},
         {"op": "replace", "path": f"{container}/ports",
          "value": [{"name": "metrics", "containerPort": port}]},
-        {"op": "replace", "path": f"{container}/livenessProbe", "value": probe},
-        {"op": "add", "path": f"{container}/readinessProbe", "value": probe},
+        # the probes as in the manifests, on the host network's loopback address (the node has
+        # no address), readiness checked more often
+        {"op": "add", "path": f"{container}/livenessProbe/httpGet/host", "value": "127.0.0.1"},
+        {"op": "add", "path": f"{container}/readinessProbe/httpGet/host", "value": "127.0.0.1"},
+        {"op": "replace", "path": f"{container}/readinessProbe/periodSeconds", "value": 2},
         {"op": "replace", "path": f"{container}/volumeMounts", "value": mounts},
         {"op": "replace", "path": "/spec/template/spec/volumes", "value": volumes},
         *({"op": "add", "path": f"{container}/env/-", "value": env}
