@@ -178,13 +178,30 @@ async def test_operator_and_agent_run_from_the_manifests(install: Install,
     assert status["pool"]["name"] == NODE
 
 
-async def test_a_claim_is_prepared_by_the_agent_pod(install: Install, api: ApiClient) -> None:
-    ns = await _namespace(api, "t-claim")
+async def _run_gpu_pod(api: ApiClient, ns: str, name: str) -> None:
+    """In a new namespace ``ns``, a pod ``name`` with a claim for the H200; returns when it
+    runs, after checking what its container saw."""
+    await _namespace(api, ns)
     await create_claim_template(api, ns, "h200")
-    await create_reporting_pod(api, ns, "trainer", NODE, template="h200")
-    pod = await eventually(lambda: running_report(api, ns, "trainer"), timeout=TIMEOUT,
-                           what="pod trainer running")
+    await create_reporting_pod(api, ns, name, NODE, template="h200")
+    pod = await eventually(lambda: running_report(api, ns, name), timeout=TIMEOUT,
+                           what=f"pod {name} running")
     assert pod["report"] == H200_REPORT
+
+
+async def _delete_and_unprepare(install: Install, api: ApiClient, ns: str, name: str,
+                                claim_uid: str) -> None:
+    """Delete pod ``name`` and wait until its claim's CDI spec is gone from the node."""
+    await client.CoreV1Api(api).delete_namespaced_pod(name, ns)
+
+    async def unprepared() -> bool:
+        return not spec_path(install.node.cdi_dir, DRIVER, claim_uid).exists()
+    await eventually(unprepared, timeout=TIMEOUT, what=f"the claim of {name} unprepared")
+
+
+async def test_a_claim_is_prepared_by_the_agent_pod(install: Install, api: ApiClient) -> None:
+    ns = "t-claim"
+    await _run_gpu_pod(api, ns, "trainer")
     claim = await pod_claim(api, ns, "trainer")
     assert claim is not None
     [device] = claim["status"]["devices"]
@@ -192,11 +209,7 @@ async def test_a_claim_is_prepared_by_the_agent_pod(install: Install, api: ApiCl
     assert conditions == {"Ready": ("True", "Allocated"),
                           "Prepared": ("True", "DevicePrepared")}
     assert spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"]).exists()
-    await client.CoreV1Api(api).delete_namespaced_pod("trainer", ns)
-
-    async def unprepared() -> bool:
-        return not spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"]).exists()
-    await eventually(unprepared, timeout=TIMEOUT, what="the claim unprepared")
+    await _delete_and_unprepare(install, api, ns, "trainer", claim["metadata"]["uid"])
 
 
 def _projected_token(node: RealNode, pod_uid: str) -> str:
@@ -313,12 +326,7 @@ async def test_upgrade_rolls_the_agent_and_hands_the_lease_to_a_new_replica(
     write_overlay(install.overlay, install.plane, install.node, tag=NEXT_TAG,
                   agent_port=free_port())
     kubectl(install.plane, "apply", "-k", str(install.overlay))
-    ns = await _namespace(api, "t-upgrade")
-    await create_claim_template(api, ns, "h200")
-    await create_reporting_pod(api, ns, "during", NODE, template="h200")
-    pod = await eventually(lambda: running_report(api, ns, "during"), timeout=TIMEOUT,
-                           what="a pod with a claim started during the update")
-    assert pod["report"] == H200_REPORT
+    await _run_gpu_pod(api, "t-upgrade", "during")  # prepared during the update
 
     old_logs = install.node.root / "pod-logs" / (
         f"{NAMESPACE}_{old_agent['metadata']['name']}_{old_uid}")
@@ -347,13 +355,9 @@ async def test_upgrade_rolls_the_agent_and_hands_the_lease_to_a_new_replica(
                               what="a new replica leading")
     assert holder in {p["metadata"]["name"] for p in pods[1:]}
     # the claim prepared during the update is unprepared by the new agent
-    claim = await pod_claim(api, ns, "during")
+    claim = await pod_claim(api, "t-upgrade", "during")
     assert claim is not None
-    await client.CoreV1Api(api).delete_namespaced_pod("during", ns)
-
-    async def unprepared() -> bool:
-        return not spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"]).exists()
-    await eventually(unprepared, timeout=TIMEOUT, what="the claim unprepared by the new agent")
+    await _delete_and_unprepare(install, api, "t-upgrade", "during", claim["metadata"]["uid"])
 
 
 async def test_uninstall_leaves_nothing_named_kubedra(install: Install, api: ApiClient) -> None:

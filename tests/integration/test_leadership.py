@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from kubernetes_asyncio import client
@@ -26,27 +25,17 @@ pytestmark = pytest.mark.cluster
 FAST = ElectionTiming(lease_duration=4, renew_deadline=2.5, retry_period=1.0)
 
 
-@pytest.fixture
-async def lease_namespace(admin_api: ApiClient) -> AsyncIterator[str]:
-    """A namespace of its own for the test's Lease."""
-    name = f"le-{time.monotonic_ns() % 10**8}"
-    core = client.CoreV1Api(admin_api)
-    await core.create_namespace({"metadata": {"name": name}})
-    yield name
-    await core.delete_namespace(name)
-
-
 async def _holder(api: ApiClient, namespace: str) -> str:
     lease = await client.CoordinationV1Api(api).read_namespaced_lease(LEASE_NAME, namespace)
     return str(lease.spec.holder_identity or "")
 
 
 async def test_one_leads_and_the_other_takes_over_when_it_stops(
-        control_plane: ControlPlane, admin_api: ApiClient, lease_namespace: str) -> None:
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
     api_a = await make_api_client(control_plane.admin_kubeconfig)
     api_b = await make_api_client(control_plane.admin_kubeconfig)
-    a = Leadership(api_a, lease_namespace, "replica-a", FAST)
-    b = Leadership(api_b, lease_namespace, "replica-b", FAST)
+    a = Leadership(api_a, namespace, "replica-a", FAST)
+    b = Leadership(api_b, namespace, "replica-b", FAST)
     led: list[str] = []
 
     def work(name: str) -> object:
@@ -55,7 +44,7 @@ async def test_one_leads_and_the_other_takes_over_when_it_stops(
             await asyncio.Event().wait()
         return lead
     task_a = asyncio.create_task(a.run(work("a")))  # type: ignore[arg-type]
-    await eventually(lambda: _holder(admin_api, lease_namespace), timeout=20,
+    await eventually(lambda: _holder(admin_api, namespace), timeout=20,
                      what="replica-a leading")
     task_b = asyncio.create_task(b.run(work("b")))  # type: ignore[arg-type]
     await asyncio.sleep(0)
@@ -65,14 +54,14 @@ async def test_one_leads_and_the_other_takes_over_when_it_stops(
     stopped = time.monotonic()
     task_a.cancel()  # a graceful stop: releases the Lease
     await asyncio.gather(task_a, return_exceptions=True)
-    assert await _holder(admin_api, lease_namespace) in {"", "replica-b"}
+    assert await _holder(admin_api, namespace) in {"", "replica-b"}
 
     async def b_leads() -> bool:
         return led == ["a", "b"]
     await eventually(b_leads, timeout=20, what="replica-b leading")
     # released: no wait for the Lease to expire, one retry period at most (and the call)
     assert time.monotonic() - stopped < FAST.lease_duration
-    assert await _holder(admin_api, lease_namespace) == "replica-b"
+    assert await _holder(admin_api, namespace) == "replica-b"
     task_b.cancel()
     await asyncio.gather(task_b, return_exceptions=True)
     await api_a.close()
@@ -80,9 +69,9 @@ async def test_one_leads_and_the_other_takes_over_when_it_stops(
 
 
 async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
-        control_plane: ControlPlane, admin_api: ApiClient, lease_namespace: str) -> None:
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
     api = await make_api_client(control_plane.admin_kubeconfig)
-    leader = Leadership(api, lease_namespace, "replica-a", FAST)
+    leader = Leadership(api, namespace, "replica-a", FAST)
     cancelled = asyncio.Event()
 
     async def lead() -> None:
@@ -91,13 +80,13 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
         finally:
             cancelled.set()
     task = asyncio.create_task(leader.run(lead))
-    await eventually(lambda: _holder(admin_api, lease_namespace), timeout=20,
+    await eventually(lambda: _holder(admin_api, namespace), timeout=20,
                      what="replica-a leading")
     # someone else holds the Lease now (as after a partition): every renewal of a fails
     leases = client.CoordinationV1Api(admin_api)
-    lease = await leases.read_namespaced_lease(LEASE_NAME, lease_namespace)
+    lease = await leases.read_namespaced_lease(LEASE_NAME, namespace)
     lease.spec.holder_identity, lease.spec.lease_duration_seconds = "intruder", 3600
-    await leases.replace_namespaced_lease(LEASE_NAME, lease_namespace, lease)
+    await leases.replace_namespaced_lease(LEASE_NAME, namespace, lease)
     taken = time.monotonic()
 
     with pytest.raises(LostLeadership):
@@ -107,5 +96,5 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
     assert leader.report()["role"] == "standby"
     # stopped within the renew deadline of its last renewal, before the lease duration
     assert stopped < FAST.lease_duration
-    assert await _holder(admin_api, lease_namespace) == "intruder"
+    assert await _holder(admin_api, namespace) == "intruder"
     await api.close()
