@@ -109,14 +109,15 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 
 async def _lease_holder(api: ApiClient) -> str | None:
+    """The pod whose operator holds the leader-election Lease."""
     try:
         lease = await client.CoordinationV1Api(api).read_namespaced_lease(LEASE_NAME, NAMESPACE)
     except ApiException as err:
         if err.status == 404:
             return None
         raise
-    holder: str | None = lease.spec.holder_identity
-    return holder
+    holder = lease.spec.holder_identity
+    return holder.rsplit("_", 1)[0] if holder else None  # <pod name>_<uuid>
 
 
 async def _namespace(api: ApiClient, name: str) -> str:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import uuid
 
 import click
 import kopf
@@ -50,7 +51,9 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
         await kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo)
 
     api = await kube.make_api_client(settings.kubeconfig)
-    identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
+    # unique per process, as client-go's "<hostname>_<uuid>": a leader's container restarted
+    # in place must not take its predecessor's Lease as its own
+    identity = f"{settings.pod_name or socket.gethostname()}_{uuid.uuid4()}"
     leadership = Leadership(api, settings.namespace, identity)
     if not leader_elect:
         leadership.leading = True
