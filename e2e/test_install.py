@@ -98,9 +98,11 @@ async def api(install: Install) -> AsyncIterator[ApiClient]:
 
 
 async def _pods(api: ApiClient, name: str) -> list[dict[str, Any]]:
+    """The pods of app ``name`` in kubedra's namespace, but those being deleted."""
     listed = await client.CoreV1Api(api).list_namespaced_pod(
         NAMESPACE, label_selector=f"app.kubernetes.io/name={name}")
-    return [api.sanitize_for_serialization(p) for p in listed.items]
+    return [api.sanitize_for_serialization(p) for p in listed.items
+            if not p.metadata.deletion_timestamp]
 
 
 def _ready(pod: dict[str, Any]) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import uuid
 
@@ -36,7 +37,7 @@ def operator_command(liveness_port: int, leader_elect: bool, **flags: object) ->
     """Run the operator: publish DeviceInventories as ResourceSlices, reconcile claims."""
     settings = settings_from_flags(**flags)
     configure_logging(settings.log_format, settings.log_level)
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, SIGTERM
         asyncio.run(run_operator(settings, liveness_port, leader_elect))
 
 
@@ -62,6 +63,11 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
         return {"ok": True, **leadership.report(),
                 **(health(memo.runtime) if leadership.leading else {})}
     server = await start_metrics_server(liveness_port, report) if liveness_port else None
+    # SIGTERM stops a standby at once (PID 1 in a container ignores it otherwise); kopf, while
+    # it runs, handles SIGTERM itself and returns, and the Lease is released
+    main = asyncio.current_task()
+    assert main is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     try:
         if leader_elect:
             await leadership.run(lead)
