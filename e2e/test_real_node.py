@@ -77,8 +77,18 @@ class Node:
     def spec(self, uid: str) -> Path:
         return spec_path(self.real.cdi_dir, DRIVER, uid)
 
+    async def unprepared(self, uid: str) -> None:
+        """Wait until claim ``uid`` is unprepared: its CDI spec and checkpoint entry gone (the
+        kubelet may finish unpreparing just after the pod object is deleted)."""
+        async def gone() -> bool:
+            return not self.spec(uid).exists() and uid not in self.checkpointed()
+        await eventually(gone, timeout=TIMEOUT, what=f"claim {uid} unprepared")
+
     def checkpointed(self) -> dict[str, Any]:
+        """The agent's checkpoint entries by claim UID (none before its first prepare)."""
         path = self.data_dir / CHECKPOINT_FILE
+        if not path.exists():
+            return {}
         claims: dict[str, Any] = json.loads(path.read_text())["data"]["claims"]
         return claims
 
@@ -103,10 +113,11 @@ async def node(kubedra: Kubedra, admin_api: ApiClient) -> AsyncIterator[Node]:
 
 @pytest.fixture
 async def ns(node: Node, admin_api: ApiClient, namespace: str) -> str:
-    """A namespace for the test's pods, with the H200 free at the start."""
+    """A namespace for the test's pods, with the H200 free at the start: allocated to no
+    claim, prepared for none."""
     async def free() -> bool:
         status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
-        return bool(status.get("allocatedCount") == 0)
+        return status.get("allocatedCount") == 0 and node.checkpointed() == {}
     await eventually(free, timeout=TIMEOUT, what="the H200 free")
     return namespace
 
@@ -180,8 +191,7 @@ async def test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it(
     assert node.prepared_count(uid) == 1
 
     await _delete_pod(admin_api, ns, "trainer")
-    assert not node.spec(uid).exists()
-    assert uid not in node.checkpointed()
+    await node.unprepared(uid)
     assert "Calling NodeUnprepareResource rpc" in node.kubelet_log
 
 
@@ -201,10 +211,7 @@ async def test_shared_claim_is_prepared_once_and_unprepared_after_the_last_pod(
     assert node.spec(uid).exists()
     assert list(node.checkpointed()) == [uid]
     await _delete_pod(admin_api, ns, "second")
-
-    async def unprepared() -> bool:
-        return not node.spec(uid).exists() and uid not in node.checkpointed()
-    await eventually(unprepared, timeout=TIMEOUT, what="the shared claim unprepared")
+    await node.unprepared(uid)
     assert node.prepared_count(uid) == 1
 
 
@@ -234,7 +241,7 @@ async def test_kubelet_restart_keeps_the_pod_and_prepares_nothing_twice(
     assert (after["containerID"], after["restartCount"]) == (before["containerID"], 0)
     assert node.prepared_count(uid) == 1
     await _delete_pod(admin_api, ns, "steady")
-    assert not node.spec(uid).exists()
+    await node.unprepared(uid)
 
 
 async def test_unprepare_after_agent_sigkill_works_from_the_checkpoint(
@@ -248,7 +255,7 @@ async def test_unprepare_after_agent_sigkill_works_from_the_checkpoint(
     node.start_agent()
 
     await _delete_pod(admin_api, ns, "survivor")
-    assert not node.spec(uid).exists()
+    await node.unprepared(uid)
     assert node.checkpointed() == {}
     assert node.prepared_count(uid) == 1
 
@@ -275,7 +282,7 @@ async def test_reboot_prepares_again_and_the_container_starts(
     assert node.checkpointed()[uid]["bootID"] == "boot-2"
     assert node.prepared_count(uid) == 2
     await _delete_pod(admin_api, ns, "rebooted")
-    assert not node.spec(uid).exists()
+    await node.unprepared(uid)
 
 
 async def test_force_deleted_pods_device_is_prepared_again_only_after_unprepare(
@@ -401,7 +408,7 @@ async def test_mig_partition_reaches_the_container(
         [result] = claim["status"]["allocation"]["devices"]["results"]
         assert result["device"].startswith("gpu-0-mig-1g18gb-")
         await _delete_pod(admin_api, ns, "slice")
-        assert not node.spec(claim["metadata"]["uid"]).exists()
+        await node.unprepared(claim["metadata"]["uid"])
     finally:
         await custom.patch_cluster_custom_object(
             "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
