@@ -64,7 +64,6 @@ WORKLOAD_CONTROLLERS = (
     "deployment-controller",
     "replicaset-controller",
     "daemonset-controller",
-    "disruption-controller",
 )
 """The controllers that run kubedra's own Deployment and DaemonSet, for a control plane that
 installs kubedra as pods on real nodes (``ControlPlane(..., workloads=True)``; no kwok nodes
