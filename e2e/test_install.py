@@ -45,7 +45,9 @@ from kubedra.kube import make_api_client
 from kubedra.node.claimspec import spec_path
 from kubedra.node.edits import NVIDIA_CONTROL_NODES
 
-pytestmark = pytest.mark.cluster
+# the first test's time includes the image build when it is not cached (minutes on a fresh
+# machine: mmdebstrap, pip downloads)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
 
 NODE = "real-h200"
 DRIVER = "gpu.kubedra.io"
