@@ -86,7 +86,8 @@ class Leadership:
     Args:
         api: an API client with ``get``/``create``/``update`` on the Lease.
         namespace: the Lease's namespace.
-        identity: this replica's name (the pod name); unique among the replicas.
+        identity: this process's name in the Lease, unique per process (the operator uses
+            ``<pod name>_<uuid>``: a container restarted in place is another candidate).
         timing: the election's durations.
     """
 
@@ -97,8 +98,6 @@ class Leadership:
         self.identity = identity
         self.timing = timing or ElectionTiming()
         self.leading = False
-        self.since: float | None = None
-        """``time.time()`` when this replica became the leader."""
 
     def report(self) -> dict[str, Any]:
         """What ``/healthz`` shows: ``{"role": "leader"|"standby", "identity": ...}``."""
@@ -122,7 +121,7 @@ class Leadership:
             # the library runs this as a task of its own and cancels it only when a renewal
             # loop gives up: run() cancels it too, whatever ends the election
             lead_task.append(asyncio.current_task())  # type: ignore[arg-type]
-            self.leading, self.since = True, time.time()
+            self.leading = True
             log.info("leading", lease=LEASE_NAME, identity=self.identity)
             try:
                 await lead()
@@ -163,18 +162,18 @@ class Leadership:
                 task.cancel()
             raise
         except BaseException:
-            await self._stop(tasks + lead_task, lock)
+            await self._stop(tasks + lead_task)
             raise
-        await self._stop(tasks + lead_task, lock)
+        await self._stop(tasks + lead_task)
 
-    async def _stop(self, tasks: list[asyncio.Task[Any]], lock: LeaseLock) -> None:
+    async def _stop(self, tasks: list[asyncio.Task[Any]]) -> None:
         """Cancel the election and the work, then release the Lease if this replica held it."""
         held, self.leading = self.leading, False
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if held:
-            await self._release(lock)
+            await self._release()
 
     async def _fence(self, election: _Election, outcome: asyncio.Future[None]) -> None:
         """Fail ``outcome`` once the last successful renewal is ``renew_deadline`` old."""
@@ -192,10 +191,10 @@ class Leadership:
             else:
                 await asyncio.sleep(0.5)
 
-    async def _release(self, lock: LeaseLock) -> None:
+    async def _release(self) -> None:
         """Give the Lease up (empty holder, 1 s duration) if this replica still holds it."""
         leases = client.CoordinationV1Api(self.api)
-        with contextlib.suppress(ApiException, asyncio.TimeoutError, OSError):
+        with contextlib.suppress(ApiException, TimeoutError, OSError):
             lease = await asyncio.wait_for(
                 leases.read_namespaced_lease(LEASE_NAME, self.namespace), timeout=2.0)
             if lease.spec is None or lease.spec.holder_identity != self.identity:
