@@ -23,7 +23,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.client import HTTPSConnection
 from pathlib import Path
@@ -126,12 +126,14 @@ class ControlPlane:
         bin_dir: directory with the binaries (default :func:`default_bin_dir`).
         detached: keep the processes running after this Python process exits (``cluster-up``);
             otherwise they get SIGTERM when it dies, even on SIGKILL.
+        apiserver_args: more kube-apiserver flags (``bench/scale.py`` turns on an audit log).
         workloads: run :data:`WORKLOAD_CONTROLLERS` too.
     """
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
-                 workloads: bool = False):
+                 apiserver_args: Sequence[str] = (), workloads: bool = False):
         self.workdir = workdir.resolve()
+        self.apiserver_args = list(apiserver_args)
         self.controllers = CONTROLLERS + (WORKLOAD_CONTROLLERS if workloads else ())
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
         self.detached = detached
@@ -223,6 +225,7 @@ class ControlPlane:
             "--api-audiences=https://kubernetes.default.svc.cluster.local",
             "--enable-admission-plugins=NodeRestriction",
             "--profiling=false", "--cert-dir", str(self.pki / "apiserver-generated"),
+            *self.apiserver_args,
         ])
         self.wait(deadline, "kube-apiserver", lambda: self._api_ok("/readyz"))
 

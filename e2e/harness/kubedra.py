@@ -68,13 +68,15 @@ class Kubedra:
         return env
 
     def start_operator(self, *, lease_check_interval: float = 1.0,
-                       explain_event_interval: float = 60.0) -> Component:
-        """Start ``kubedra operator`` as the kubedra-operator ServiceAccount."""
+                       explain_event_interval: float = 60.0, liveness_port: int = 0
+                       ) -> Component:
+        """Start ``kubedra operator`` as the kubedra-operator ServiceAccount; a non-zero
+        ``liveness_port`` serves the operator's ``/healthz`` there."""
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
             [sys.executable, "-m", "kubedra", "operator", f"--kubeconfig={config}",
-             "--liveness-port=0"],
+             f"--liveness-port={liveness_port}"],
             env=self._env(namespace=NAMESPACE,
                           lease_check_interval=str(lease_check_interval),
                           explain_event_interval=str(explain_event_interval)))

@@ -26,7 +26,7 @@ from kubedra.settings import Settings, settings_from_flags
 log = get_logger(__name__)
 
 
-@click.command("operator")
+@click.command("operator", short_help="Run the operator (publish slices, reconcile claims).")
 @common_options
 @click.option("--liveness-port", type=int, default=8080, show_default=True,
               help="Port of /healthz and /metrics (0 disables it)")
@@ -43,7 +43,8 @@ def operator_command(liveness_port: int, leader_elect: bool, **flags: object) ->
 
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool) -> None:
     """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}`` and,
-    on the leader, :func:`kubedra.handlers.operator.health`) and run kopf while leading. A
+    on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
+    put it) and run kopf while leading. A
     replica that loses its Lease exits at once (status 1): the kubelet restarts it as a
     standby."""
     memo = Memo(runtime=Runtime(settings))
@@ -61,7 +62,7 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
 
     def report() -> dict[str, object]:
         return {"ok": True, **leadership.report(),
-                **(health(memo.runtime) if leadership.leading else {})}
+                **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     server = await start_metrics_server(liveness_port, report) if liveness_port else None
     # SIGTERM stops a standby at once (PID 1 in a container ignores it otherwise); kopf, while
     # it runs, handles SIGTERM itself and returns, and the Lease is released
