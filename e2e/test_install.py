@@ -359,9 +359,11 @@ async def test_upgrade_rolls_the_agent_and_hands_the_lease_to_a_new_replica(
     assert not (plugins / f"dra-{old_uid}.sock").exists()
     # one registration socket left: the new pod's (the old pod removed its own)
     assert len(list((install.node.root / "plugins_registry").glob("*reg.sock"))) == 1
-    holder = await eventually(lambda: _lease_holder(api), timeout=TIMEOUT,
-                              what="a new replica leading")
-    assert holder in {p["metadata"]["name"] for p in pods[1:]}
+    new_operators = {p["metadata"]["name"] for p in pods[1:]}
+
+    async def new_leader() -> bool:
+        return await _lease_holder(api) in new_operators
+    await eventually(new_leader, timeout=TIMEOUT, what="a new replica leading")
     # the claim prepared during the update is unprepared by the new agent
     claim = await pod_claim(api, "t-upgrade", "during")
     assert claim is not None
