@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries test test-unit lint cluster-up cluster-down demo demo-down clean
+.PHONY: venv binaries image install.yaml test test-unit lint cluster-up cluster-down demo demo-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,16 @@ venv: $(STAMP)
 binaries:
 	hack/build-binaries.sh
 	hack/build-node-binaries.sh
+
+## image: kubedra's image from the Dockerfile, without a registry (hack/build-image.sh; root)
+image:
+	hack/build-image.sh
+
+## install.yaml: the one-file install, rendered from manifests/ (a unit test keeps it equal)
+install.yaml: venv
+	{ echo "# kubedra install, rendered from manifests/ by \`make install.yaml\` (kubectl kustomize manifests/)."; \
+	  echo "# Apply: kubectl apply -f install.yaml  (do not edit: a test keeps it equal)"; \
+	  $(VENV)/bin/kubectl kustomize manifests/; } > install.yaml
 
 lint: venv
 	$(VENV)/bin/ruff check operator tests e2e bench hack

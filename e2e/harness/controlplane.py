@@ -60,6 +60,14 @@ CONTROLLERS = (
 """kube-controller-manager controllers the tests need. Workload controllers (deployment,
 replicaset, daemonset) are off: kubedra's operator and agent run as local processes, so the
 installed Deployment and DaemonSet must not turn into fake pods on kwok nodes."""
+WORKLOAD_CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "daemonset-controller",
+)
+"""The controllers that run kubedra's own Deployment and DaemonSet, for a control plane that
+installs kubedra as pods on real nodes (``ControlPlane(..., workloads=True)``; no kwok nodes
+are created there, so no fake pods either)."""
 
 _PR_SET_PDEATHSIG = 1
 
@@ -119,12 +127,14 @@ class ControlPlane:
         detached: keep the processes running after this Python process exits (``cluster-up``);
             otherwise they get SIGTERM when it dies, even on SIGKILL.
         apiserver_args: more kube-apiserver flags (``bench/scale.py`` turns on an audit log).
+        workloads: run :data:`WORKLOAD_CONTROLLERS` too.
     """
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
-                 apiserver_args: Sequence[str] = ()):
+                 apiserver_args: Sequence[str] = (), workloads: bool = False):
         self.workdir = workdir.resolve()
         self.apiserver_args = list(apiserver_args)
+        self.controllers = CONTROLLERS + (WORKLOAD_CONTROLLERS if workloads else ())
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
         self.detached = detached
         self.components: list[Component] = []
@@ -223,7 +233,7 @@ class ControlPlane:
         self._spawn("kube-controller-manager", [
             f"--kubeconfig={kcm_cfg}", f"--authentication-kubeconfig={kcm_cfg}",
             f"--authorization-kubeconfig={kcm_cfg}", "--leader-elect=false",
-            f"--controllers={','.join(CONTROLLERS)}",
+            f"--controllers={','.join(self.controllers)}",
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={sa_key}", f"--root-ca-file={ca.pair.cert}",
             "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",

@@ -76,8 +76,8 @@ class Kubedra:
                        attacher: str = "immediate", liveness_port: int = 0) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, and the ``attacher``
-        of devices with binding conditions); a non-zero ``liveness_port`` serves kopf's
-        ``/healthz`` (kubedra's probe) there."""
+        of devices with binding conditions); a non-zero ``liveness_port`` serves the
+        operator's ``/healthz`` there."""
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",

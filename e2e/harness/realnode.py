@@ -374,7 +374,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
     def _thaw_all(self) -> None:
         """Thaw every frozen cgroup of the node (a frozen process ignores SIGKILL)."""
         top = CGROUP_FS / "freezer" / self.cgroup_root.lstrip("/")
-        for state in top.rglob("freezer.state") if top.exists() else []:
+        for state in _find(top, "freezer.state"):
             with contextlib.suppress(OSError):
                 if state.read_text().strip() != "THAWED":
                     state.write_text("THAWED")
@@ -384,7 +384,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         pids: set[int] = set()
         for hierarchy in _hierarchies():
             top = hierarchy / self.cgroup_root.lstrip("/")
-            for procs in top.rglob("cgroup.procs") if top.exists() else []:
+            for procs in _find(top, "cgroup.procs"):
                 with contextlib.suppress(OSError):
                     pids.update(int(p) for p in procs.read_text().split())
         return sorted(pids)
@@ -428,7 +428,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
                 top = hierarchy / self.cgroup_root.lstrip("/")
                 if not top.exists():
                     continue
-                nested = sorted((p for p in top.rglob("*") if p.is_dir()),
+                nested = sorted((p for p in _find(top, "*") if p.is_dir()),
                                 key=lambda p: len(p.parts), reverse=True)
                 for cgroup in [*nested, top]:
                     try:
@@ -440,6 +440,16 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             if not left or time.monotonic() >= deadline:
                 return left
             time.sleep(0.2)
+
+
+def _find(top: Path, pattern: str) -> list[Path]:
+    """``top.rglob(pattern)`` over cgroups that runc may be removing meanwhile (a directory
+    vanishing during the walk starts it again); empty when ``top`` does not exist."""
+    while True:
+        try:
+            return list(top.rglob(pattern)) if top.exists() else []
+        except FileNotFoundError:
+            continue
 
 
 def _hierarchies() -> list[Path]:

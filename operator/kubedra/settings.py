@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     real node."""
     pod_uid: str | None = None
     """The agent pod's UID (downward API); when set, sockets get rolling-update names."""
+    pod_name: str | None = None
+    """This process's pod (downward API): the operator's leader-election identity is
+    ``<pod name>_<uuid>`` (``<hostname>_<uuid>`` without it)."""
 
     @model_validator(mode="after")
     def _driver_for_backend(self) -> Settings:

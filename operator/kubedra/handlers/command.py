@@ -1,31 +1,83 @@
-"""``kubedra operator``: run the kopf operator (publishing and claim reconciliation)."""
+"""``kubedra operator``: run the kopf operator (publishing and claim reconciliation) on the
+replica that holds the leader-election Lease (:mod:`kubedra.controller.leadership`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import socket
+import uuid
 
 import click
 import kopf
 
+from kubedra import kube
+from kubedra.controller.leadership import Leadership, LostLeadership
 from kubedra.controller.runtime import Runtime
-from kubedra.handlers.operator import Memo
+from kubedra.handlers.operator import Memo, health
 from kubedra.handlers.resources import registry
-from kubedra.logging import configure_logging
+from kubedra.logging import configure_logging, get_logger
+from kubedra.metrics import start_metrics_server
 from kubedra.options import common_options
-from kubedra.settings import settings_from_flags
+from kubedra.settings import Settings, settings_from_flags
+
+log = get_logger(__name__)
 
 
 @click.command("operator", short_help="Run the operator (publish slices, reconcile claims).")
 @common_options
 @click.option("--liveness-port", type=int, default=8080, show_default=True,
-              help="Port of /healthz (0 disables it)")
-def operator_command(liveness_port: int, **flags: object) -> None:
+              help="Port of /healthz and /metrics (0 disables it)")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Reconcile only while holding the Lease kubedra-operator (run several "
+                   "replicas); --no-leader-elect reconciles at once (one replica only)")
+def operator_command(liveness_port: int, leader_elect: bool, **flags: object) -> None:
     """Run the operator: publish DeviceInventories as ResourceSlices, reconcile claims."""
     settings = settings_from_flags(**flags)
     configure_logging(settings.log_format, settings.log_level)
-    liveness = f"http://0.0.0.0:{liveness_port}/healthz" if liveness_port else None
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True,
-                                  memo=Memo(runtime=Runtime(settings)),
-                                  liveness_endpoint=liveness))
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, SIGTERM
+        asyncio.run(run_operator(settings, liveness_port, leader_elect))
+
+
+async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool) -> None:
+    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}`` and,
+    on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
+    put it) and run kopf while leading. A
+    replica that loses its Lease exits at once (status 1): the kubelet restarts it as a
+    standby."""
+    memo = Memo(runtime=Runtime(settings))
+
+    async def lead() -> None:
+        await kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo)
+
+    api = await kube.make_api_client(settings.kubeconfig)
+    # unique per process, as client-go's "<hostname>_<uuid>": a leader's container restarted
+    # in place must not take its predecessor's Lease as its own
+    identity = f"{settings.pod_name or socket.gethostname()}_{uuid.uuid4()}"
+    leadership = Leadership(api, settings.namespace, identity)
+    if not leader_elect:
+        leadership.leading = True
+
+    def report() -> dict[str, object]:
+        return {"ok": True, **leadership.report(),
+                **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
+    server = await start_metrics_server(liveness_port, report) if liveness_port else None
+    # SIGTERM stops a standby at once (PID 1 in a container ignores it otherwise); kopf, while
+    # it runs, handles SIGTERM itself and returns, and the Lease is released
+    main = asyncio.current_task()
+    assert main is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
+    try:
+        if leader_elect:
+            await leadership.run(lead)
+        else:
+            await lead()
+    except LostLeadership as err:
+        log.error("leadership lost: exiting", error=str(err))
+        os._exit(1)  # fenced: no write after this point, not even from cleanup
+    finally:
+        if server is not None:
+            await server.cleanup()
+        await api.close()

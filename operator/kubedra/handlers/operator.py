@@ -1,4 +1,4 @@
-"""The operator's kopf handlers: login, startup, cleanup, the probe, and watch events.
+"""The operator's kopf handlers: login, startup, cleanup and watch events; its health report.
 
 Only ``@kopf.index`` (:mod:`kubedra.handlers.indexes`) and ``@kopf.on.event`` are used (no
 state-changing handlers), so kopf never annotates or finalizes any object, ours included. Event
@@ -85,11 +85,11 @@ async def cleanup(memo: Any, **_: Any) -> None:
     await _runtime(memo).stop()
 
 
-@kopf.on.probe(id="kubedra", registry=resources.registry)
-async def probe(memo: Any, **_: Any) -> dict[str, Any]:
-    """What ``/healthz`` shows about kubedra: caches filled, Leases synced, queue lengths, keys
-    queued or in progress (``…Busy``), inventories reconciled and slice writes since start."""
-    runtime = _runtime(memo)
+def health(runtime: Runtime) -> dict[str, Any]:
+    """What the leader's ``/healthz`` shows about its work (served by
+    :func:`kubedra.handlers.command.run_operator`): caches filled, Leases synced, queue lengths,
+    keys queued or in progress (``…Busy``), inventories reconciled and slice writes since
+    start."""
     state = runtime.state
     return {
         "cachesReady": runtime.ready.is_set(),
