@@ -343,6 +343,21 @@ def response_devices(answer: Any) -> list[tuple[list[str], str, str, list[str]]]
             for d in answer.devices]
 
 
+@dataclass
+class PreparedPair:
+    """The story of :func:`test_prepare_two_claims_then_unprepare`: claim ``single`` (request
+    ``gpu``: gpu-0) and claim ``pair`` (request ``gpus``: gpu-1 and gpu-2) as the API showed
+    them when allocated, and the plugin's answer to preparing both, by claim UID."""
+
+    cluster: Cluster
+    agent: Agent
+    node: PluginNode
+    namespace: str
+    single: dict[str, Any]
+    pair: dict[str, Any]
+    answer: dict[str, Any]
+
+
 async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
                                                  node: PluginNode, namespace: str) -> None:
     claims = await create_claims(cluster.admin, namespace, [
@@ -352,13 +367,25 @@ async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
     assert sorted(devices_of(pair)) == ["gpu-1", "gpu-2"]
     plugin = await agent.start()
     assert plugin.health.to_dict()["registered"] is True
+    story = PreparedPair(cluster, agent, node, namespace, single, pair,
+                         await agent.prepare(ref(single), ref(pair)))
 
-    answer = await agent.prepare(ref(single), ref(pair))
-    assert sorted(answer) == sorted([single["metadata"]["uid"], pair["metadata"]["uid"]])
+    assert_cdi_specs_written(story)
+    assert_device_metadata_written(story)
+    prepared = await assert_prepared_conditions(story)
+    await assert_repeated_prepare_is_cached(story, prepared)
+    await assert_operator_ready_coexists(story)
+    await assert_unprepare_removes_everything(story)
+
+
+def assert_cdi_specs_written(story: PreparedPair) -> None:
+    """Step 1: one CDI spec per claim, valid and exact, and the response's CDI device IDs."""
+    single, pair, node = story.single, story.pair, story.node
+    assert sorted(story.answer) == sorted([single["metadata"]["uid"], pair["metadata"]["uid"]])
     for claim, request in ((single, "gpu"), (pair, "gpus")):
         uid = claim["metadata"]["uid"]
-        assert answer[uid].error == ""
-        assert response_devices(answer[uid]) == [
+        assert story.answer[uid].error == ""
+        assert response_devices(story.answer[uid]) == [
             ([request], NODE, g, cdi_ids(uid, g, request, i == 0))
             for i, g in enumerate(devices_of(claim))]
         document = json.loads(spec_file(node, uid).read_text())
@@ -369,7 +396,11 @@ async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
         *metadata_spec_names(single["metadata"]["uid"], "gpu"),
         *metadata_spec_names(pair["metadata"]["uid"], "gpus")])
 
-    # device metadata (KEP-5304): one file per request, mounted by a CDI spec of its own
+
+def assert_device_metadata_written(story: PreparedPair) -> None:
+    """Step 2: device metadata (KEP-5304), one file per request, mounted by a CDI spec of
+    its own."""
+    pair, node, namespace = story.pair, story.node, story.namespace
     pair_uid = pair["metadata"]["uid"]
     host = node.data_dir / "dra-device-metadata" / f"{namespace}_pair" / "gpus" / "metadata.json"
     streamed = [json.loads(line) for line in host.read_text().splitlines()]
@@ -394,7 +425,11 @@ async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
             "options": ["ro", "bind"]}]}}]}
     assert mount_spec["cdiVersion"] in ("0.3.0", "0.5.0")
 
-    # status.devices: the agent's Prepared condition on each device of our driver
+
+async def assert_prepared_conditions(story: PreparedPair) -> dict[str, Any]:
+    """Step 3: the agent's Prepared condition on each device of our driver in status.devices,
+    as ``kubectl describe`` shows it; returns claim ``single`` as read then."""
+    cluster, namespace, single, pair = story.cluster, story.namespace, story.single, story.pair
     single_now = await read_claim(cluster.admin, namespace, "single")
     prepared_at = single_now["status"]["devices"][0]["conditions"][0]["lastTransitionTime"]
     assert without_times(single_now["status"]["devices"]) == [prepared_entry(single, "gpu-0")]
@@ -416,19 +451,28 @@ async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
         "    Device:                  gpu-0",
         f"    Driver:                  {DRIVER}",
         f"    Pool:                    {NODE}"]
+    return single_now
 
-    # a repeated prepare is answered from the checkpoint: no API write
-    again = await agent.prepare(ref(single))
-    assert response_devices(again[single["metadata"]["uid"]]) == response_devices(
-        answer[single["metadata"]["uid"]])
-    assert (await read_claim(cluster.admin, namespace, "single"))["metadata"][
+
+async def assert_repeated_prepare_is_cached(story: PreparedPair,
+                                            single_now: dict[str, Any]) -> None:
+    """Step 4: a repeated prepare is answered from the checkpoint, with no API write."""
+    single, node = story.single, story.node
+    uid = single["metadata"]["uid"]
+    again = await story.agent.prepare(ref(single))
+    assert response_devices(again[uid]) == response_devices(story.answer[uid])
+    assert (await read_claim(story.cluster.admin, story.namespace, "single"))["metadata"][
         "resourceVersion"] == single_now["metadata"]["resourceVersion"]
     assert node.metric("kubedra_plugin_claims_total", operation="prepare", result="done") == 2
     assert node.metric("kubedra_plugin_claims_total", operation="prepare", result="cached") == 1
     assert node.metric("kubedra_plugin_prepared_claims") == 2
 
-    # the operator's Ready condition on the same entry coexists with the agent's
-    await cluster.admin.call_api(
+
+async def assert_operator_ready_coexists(story: PreparedPair) -> None:
+    """Step 5: the operator's Ready condition on the same entry coexists with the agent's
+    Prepared (two field managers, server-side apply)."""
+    admin, namespace = story.cluster.admin, story.namespace
+    await admin.call_api(
         f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/single/status",
         "PATCH", query_params=[("fieldManager", "kubedra-operator"), ("force", "true")],
         header_params={"Content-Type": APPLY_PATCH, "Accept": "application/json"},
@@ -440,24 +484,30 @@ async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
                                           "reason": "Published", "message": "",
                                           "lastTransitionTime": "2026-11-30T00:00:00Z"}]}]}},
         response_types_map={200: "object"}, auth_settings=["BearerToken"])
-    both = await read_claim(cluster.admin, namespace, "single")
+    both = await read_claim(admin, namespace, "single")
     assert [c["type"] for c in both["status"]["devices"][0]["conditions"]] == [
         "Prepared", "Ready"]
 
-    assert await agent.unprepare(ref(single), ref(pair)) == {
+
+async def assert_unprepare_removes_everything(story: PreparedPair) -> None:
+    """Step 6: unprepare removes the CDI specs, the metadata, the agent's conditions (the
+    operator's stay) and the checkpoint entries; unpreparing again is fine and touches
+    nothing."""
+    admin, namespace, single, pair, node = (story.cluster.admin, story.namespace, story.single,
+                                            story.pair, story.node)
+    assert await story.agent.unprepare(ref(single), ref(pair)) == {
         single["metadata"]["uid"]: "", pair["metadata"]["uid"]: ""}
     assert list(node.cdi_dir.iterdir()) == []
     assert list((node.data_dir / "dra-device-metadata").iterdir()) == []
-    after = await read_claim(cluster.admin, namespace, "single")
+    after = await read_claim(admin, namespace, "single")
     assert without_times(after["status"]["devices"]) == [
         {"driver": DRIVER, "pool": NODE, "device": "gpu-0", "conditions": [{
             "type": "Ready", "status": "True", "reason": "Published", "message": ""}]}]
-    assert "devices" not in (await read_claim(cluster.admin, namespace, "pair"))["status"]
+    assert "devices" not in (await read_claim(admin, namespace, "pair"))["status"]
     checkpoint = json.loads((node.data_dir / CHECKPOINT_FILE).read_text())
     assert checkpoint["data"]["claims"] == {}
     assert node.metric("kubedra_plugin_prepared_claims") == 0
-    # idempotent: unpreparing again is fine and touches nothing
-    assert await agent.unprepare(ref(single)) == {single["metadata"]["uid"]: ""}
+    assert await story.agent.unprepare(ref(single)) == {single["metadata"]["uid"]: ""}
     assert node.metric("kubedra_plugin_claims_total", operation="unprepare", result="done") == 2
     assert node.metric("kubedra_plugin_claims_total", operation="unprepare",
                        result="cached") == 1
