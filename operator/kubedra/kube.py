@@ -166,6 +166,25 @@ async def apply_inventory_status(api: ApiClient, name: str, status: dict[str, An
         _preload_content=False))
 
 
+async def apply_inventory_finalizer(api: ApiClient, name: str, present: bool,
+                                    field_manager: str) -> None:
+    """Server-side apply :data:`~kubedra.api.inventory.HELD_DEVICES_FINALIZER` on the
+    DeviceInventory ``name`` (``present``) or take it away (other finalizers are untouched:
+    ``metadata.finalizers`` is a set each manager owns its items of). A missing inventory is
+    fine when removing."""
+    body = {"apiVersion": inventory.API_VERSION, "kind": inventory.KIND,
+            "metadata": {"name": name,
+                         "finalizers": [inventory.HELD_DEVICES_FINALIZER] if present else []}}
+    try:
+        await _raw(client.CustomObjectsApi(api).patch_cluster_custom_object(
+            inventory.GROUP, inventory.VERSION, inventory.PLURAL, name, body,
+            field_manager=field_manager, force=True, _content_type=APPLY_PATCH,
+            _preload_content=False))
+    except ApiException as err:
+        if err.status != 404 or present:
+            raise
+
+
 # --- ResourceClaims -----------------------------------------------------------------------------
 
 async def get_resource_claim(api: ApiClient, namespace: str, name: str) -> resource.ResourceClaim:

@@ -200,10 +200,6 @@ class OperatorState:
     overlay: SliceOverlay = field(default_factory=SliceOverlay)
     pools: dict[str, PublishedPool] = field(default_factory=dict)
     """Inventory name → what it last published."""
-    last_published: dict[tuple[str, str], DesiredPool] = field(default_factory=dict)
-    """(driver, pool) → the pool as last published; kept when the pool is withdrawn or its
-    inventory deleted, so that devices claims still hold can be published again (in memory
-    only: an operator restart in such a window loses it)."""
     announced: dict[tuple[str, str], str] = field(default_factory=dict)
     """(kind, key) → last Event reason+message posted, so Events mark transitions only."""
     lease_states: dict[str, str] = field(default_factory=dict)
