@@ -364,6 +364,14 @@ class ControlPlane:
         if self.state_file.exists():
             self._write_state()
 
+    def kill_component(self, component: Component) -> None:
+        """SIGKILL one component (a crash: no cleanup runs), collect it and forget it."""
+        _signal(component, signal.SIGKILL)
+        _reap(component, time.monotonic())
+        self.components.remove(component)
+        if self.state_file.exists():
+            self._write_state()
+
     def _wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
         while time.monotonic() < deadline:
             for comp in self.components:

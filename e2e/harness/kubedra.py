@@ -45,6 +45,7 @@ class Kubedra:
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
         self.operator: Component | None = None
+        self.operator_options: dict[str, float] = {}
         self.agents: dict[str, Component] = {}
 
     def install(self) -> None:
@@ -63,6 +64,8 @@ class Kubedra:
     def start_operator(self, *, lease_check_interval: float = 1.0,
                        explain_event_interval: float = 60.0) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount."""
+        self.operator_options = {"lease_check_interval": lease_check_interval,
+                                 "explain_event_interval": explain_event_interval}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
@@ -71,6 +74,16 @@ class Kubedra:
                           lease_check_interval=str(lease_check_interval),
                           explain_event_interval=str(explain_event_interval)))
         return self.operator
+
+    def kill_operator(self) -> None:
+        """SIGKILL the operator (a crash: nothing it holds in memory survives)."""
+        if self.operator is not None:
+            self.plane.kill_component(self.operator)
+            self.operator = None
+
+    def restart_operator(self) -> Component:
+        """Start the operator again with the options it last started with."""
+        return self.start_operator(**self.operator_options)
 
     def add_node(self, node: str, labels: dict[str, str] | None = None) -> None:
         """Create kwok node ``node`` (kwok marks it Ready) and the agent's stand-in pod on it."""

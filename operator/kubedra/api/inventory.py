@@ -198,8 +198,11 @@ class DeviceInventoryStatus(KubeModel):
     allocated_count: int | None = Field(default=None, description="Devices held by claims.")
     allocations: list[DeviceAllocation] | None = None
     retained: RetainedDevices | None = Field(
-        default=None, description="Devices claims hold, kept while the pool is withdrawn "
-                                  "(written by the operator).")
+        default=None, json_schema_extra={"x-kubedra-free-form": True},
+        description="Devices claims hold, kept while the pool is withdrawn (written by the "
+                    "operator; its schema is the operator's, not checked at admission: a "
+                    "second copy of the device schema's CEL rules would exceed the CRD's "
+                    "validation cost budget).")
 
 
 class DeviceInventory(KubeModel):
