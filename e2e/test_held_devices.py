@@ -19,7 +19,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
-from e2e.invariants import converged, cluster_state, safety_violations
+from e2e.invariants import cluster_state, converged, safety_violations
 from e2e.kube_objects import condition, create_gpu_pod, read_inventory
 from e2e.test_mig import allocated_device, profile, stays_pending
 
