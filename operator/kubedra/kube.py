@@ -319,10 +319,26 @@ async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: s
 
 # --- Leases (node agent) --------------------------------------------------------------------------
 
+async def node_owner_reference(api: ApiClient, name: str) -> dict[str, Any] | None:
+    """An owner reference to Node ``name`` (its objects are garbage-collected with it), or
+    None if the Node does not exist.
+
+    Raises:
+        ApiException: reading the Node failed otherwise.
+    """
+    try:
+        node = await _raw(client.CoreV1Api(api).read_node(name, _preload_content=False))
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+
+
 async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
-                      duration_s: int) -> None:
+                      duration_s: int, owner: dict[str, Any] | None = None) -> None:
     """Create Lease ``namespace/name`` or set its ``renewTime`` to now, held by ``holder`` for
-    ``duration_s`` seconds.
+    ``duration_s`` seconds; ``owner`` (an owner reference) is set when it is created.
 
     Raises:
         ApiException: the Lease could not be read or written (409 when two writers race).
@@ -338,7 +354,9 @@ async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
             raise
         spec["acquireTime"] = now
         await coordination.create_namespaced_lease(
-            namespace, {"metadata": {"name": name, "namespace": namespace}, "spec": spec})
+            namespace, {"metadata": {"name": name, "namespace": namespace,
+                                     **({"ownerReferences": [owner]} if owner else {})},
+                        "spec": spec})
         return
     current["spec"] = {**(current.get("spec") or {}), **spec}
     await coordination.replace_namespaced_lease(name, namespace, current)

@@ -111,7 +111,8 @@ def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInp
         namespace=state.settings.namespace,
         rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))
                 if other],
-        uses=view.uses_of(driver, pool))
+        uses=view.uses_of(driver, pool),
+        node_exists=view.node_exists(node) if node else True)
 
 
 async def _publish(state: OperatorState, name: str, decision: InventoryDecision

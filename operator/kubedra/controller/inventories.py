@@ -5,16 +5,19 @@ Order of decisions (:func:`decide_inventory`):
 
 1. The inventory must parse; otherwise ``Ready=False`` (``InvalidInventory``) naming the field,
    and the slices already published stay as they are.
-2. A node-local inventory whose agent has reported (``status.discovered`` is set) is published
+2. A node-local inventory whose Node does not exist is not published (``NodeNotFound``, a
+   Warning Event): its slices would name a node no pod can run on, and an inventory typed
+   with a wrong node name must not look published. Its held devices are kept as in 3.
+3. A node-local inventory whose agent has reported (``status.discovered`` is set) is published
    only while the agent's Lease is live; when it expires the pool is withdrawn (its slices are
    deleted, as the kubelet also does for a driver that went away) and ``Published=False``
    (``AgentLeaseExpired``); it comes back when the Lease is renewed. A node-local inventory
    with neither declared devices nor a report waits for its agent (``WaitingForAgent``) rather
    than publishing an empty pool.
-3. The pool must validate (:func:`kubedra.publishing.pool.build_pool`); otherwise as in 1.
-4. Of the inventories naming one pool, the one created first publishes it; the others
+4. The pool must validate (:func:`kubedra.publishing.pool.build_pool`); otherwise as in 1.
+5. Of the inventories naming one pool, the one created first publishes it; the others
    withdraw theirs (``PoolConflict``).
-5. Devices that claims hold stay published, tainted, though the inventory dropped them
+6. Devices that claims hold stay published, tainted, though the inventory dropped them
    (:func:`kubedra.publishing.pool.keep_allocated_devices`); the planned slice writes are made
    in order (deletes, updates, creates).
 
@@ -71,7 +74,7 @@ from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import SliceWrite, SyncPlan, plan_sync
 
 Reason = Literal["SlicesPublished", "InvalidInventory", "AgentLeaseExpired", "WaitingForAgent",
-                 "PoolConflict", "PublishFailed", "Released"]
+                 "PoolConflict", "PublishFailed", "Released", "NodeNotFound"]
 """Reasons of the ``Published`` condition (``Ready`` says ``Published`` when it is True)."""
 
 EVENT_REASONS: Mapping[str, str] = {"SlicesPublished": "Published",
@@ -90,6 +93,7 @@ class InventoryInputs:
         namespace: the operator's namespace (where agent Leases live).
         rivals: the raw inventories that name the same pool (this one may be among them).
         uses: the allocated devices of the pool, with their claims.
+        node_exists: whether the Node of a node-local inventory exists (True for others).
     """
 
     raw: Mapping[str, Any]
@@ -98,6 +102,7 @@ class InventoryInputs:
     namespace: str
     rivals: Sequence[Mapping[str, Any]] = ()
     uses: Sequence[ClaimUse] = ()
+    node_exists: bool = True
 
     @property
     def name(self) -> str:
@@ -202,6 +207,12 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
     health = {d.name: (d.health, d.health_message) for d in inventory_devices(inventory)}
     node = inventory.spec.node_name
     has_agent = bool(inventory.status and inventory.status.discovered is not None)
+    if node and not inputs.node_exists:
+        return InventoryDecision(
+            "NodeNotFound", f"node {node} does not exist; pool {pool_name(inventory)} is not "
+                            "published until it does",
+            delete=tuple(inputs.existing), pool=_pool_or_none(inventory), health=health,
+            withdrawn=True, retained=retained_devices(inputs, inventory))
     if node and has_agent and inputs.lease != "live":
         return InventoryDecision(
             "AgentLeaseExpired",

@@ -88,6 +88,10 @@ class ClusterView:
         """All inventory names."""
         return list(self.inventories)
 
+    def node_exists(self, name: str) -> bool:
+        """Whether Node ``name`` exists."""
+        return name in self.nodes
+
     def inventories_on_node(self, node_name: str) -> list[str]:
         """Names of the node-local inventories of ``node_name``."""
         return list(self.node_inventories.get(node_name, ()))

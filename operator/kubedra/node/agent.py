@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, ApiException
@@ -72,10 +73,13 @@ class Agent:
         return {d.name: d for d in self.discovered.devices} if self.discovered else {}
 
     async def ensure_inventory(self) -> DeviceInventory:
-        """Read the agent's inventory, creating it for this node and driver if missing."""
+        """Read the agent's inventory, creating it for this node and driver if missing, owned
+        by the Node (deleted with it by the garbage collector)."""
         raw = await kube.get_inventory(self.api, self.name)
         if raw is None:
-            body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": self.name},
+            owner = await kube.node_owner_reference(self.api, self.node_name)
+            metadata = {"name": self.name, **({"ownerReferences": [owner]} if owner else {})}
+            body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata,
                     "spec": {"driver": self.settings.driver, "nodeName": self.node_name}}
             try:
                 raw = await kube.create_inventory(self.api, body)
@@ -130,12 +134,15 @@ class Agent:
             await asyncio.sleep(self.settings.rescan_interval)
 
     async def run_lease(self) -> None:
-        """Renew the agent Lease three times per lease duration, forever."""
+        """Renew the agent Lease three times per lease duration, forever; the Lease is owned by
+        the Node (deleted with it by the garbage collector)."""
         name = agent_lease_name(self.node_name)
+        owner: dict[str, Any] | None = None
         while True:
             try:
+                owner = owner or await kube.node_owner_reference(self.api, self.node_name)
                 await kube.renew_lease(self.api, self.settings.namespace, name, self.node_name,
-                                       self.settings.lease_duration)
+                                       self.settings.lease_duration, owner)
             except ApiException as err:
                 log.warning("lease renewal failed", lease=name,
                             error=kube.api_error_message(err))
