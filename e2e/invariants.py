@@ -116,10 +116,37 @@ def consistency_violations(slices: list[dict[str, Any]], inventories: list[dict[
     return found
 
 
+def claim_status_violations(claims: list[dict[str, Any]], inventories: list[dict[str, Any]]
+                            ) -> list[str]:
+    """Every allocated device of a pool a Ready inventory publishes has a ``status.devices``
+    entry with a ``Ready`` condition (the operator's), and no inventory lost its status."""
+    found = [f"DeviceInventory {i['metadata']['name']} has no status.conditions"
+             for i in inventories if not (i.get("status") or {}).get("conditions")]
+    ready_pools = set()
+    for i in inventories:
+        status = i.get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+        if ready and ready["status"] == "True" and status.get("pool"):
+            ready_pools.add((i["spec"]["driver"], status["pool"]["name"]))
+    for c in claims:
+        entries = {(d["driver"], d["pool"], d["device"]): d
+                   for d in (c.get("status") or {}).get("devices") or []}
+        for r in _results(c):
+            key = (r["driver"], r["pool"], r["device"])
+            if (key[0], key[1]) not in ready_pools:
+                continue
+            conditions = (entries.get(key) or {}).get("conditions") or []
+            if not any(x["type"] == "Ready" for x in conditions):
+                found.append(f"claim {c['metadata']['namespace']}/{c['metadata']['name']}: "
+                             f"no Ready condition for {'/'.join(key)}")
+    return found
+
+
 async def violations(api: ApiClient) -> list[str]:
-    """Every invariant broken now (safety and consistency)."""
+    """Every invariant broken now (safety, consistency, claim and inventory status)."""
     claims, slices, inventories = await cluster_state(api)
-    return safety_violations(claims, slices) + consistency_violations(slices, inventories)
+    return (safety_violations(claims, slices) + consistency_violations(slices, inventories)
+            + claim_status_violations(claims, inventories))
 
 
 async def converged(api: ApiClient, *, timeout: float = 60.0) -> float:
