@@ -186,17 +186,24 @@ async def test_a_disabled_but_allocated_partition_still_blocks_overlapping_ones(
         _content_type="application/merge-patch+json")
 
 
+async def small_runs_and_full_pends(api: ApiClient, ns: str) -> tuple[str, str]:
+    """Pod ``small`` gets a 1g.18gb partition, pod ``full`` (7g.141gb) stays pending; returns
+    the names of their claims."""
+    await create_gpu_pod(api, ns, "small", profile("1g.18gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    assert await allocated_device(api, ns, "small") == "gpu-0-mig-1g18gb-s0"
+    small = (await pod_claim(api, ns, "small") or {})["metadata"]["name"]
+    await create_gpu_pod(api, ns, "full", profile("7g.141gb"),
+                         device_class="mig.gpu.kubedra.io", node=NODE)
+    await stays_pending(api, ns, "full")
+    full = (await pod_claim(api, ns, "full") or {})["metadata"]["name"]
+    return small, full
+
+
 async def test_explain_names_the_counter_that_ran_out(
         kubedra: Kubedra, admin_api: ApiClient, gpu_free: str) -> None:
     ns = gpu_free
-    await create_gpu_pod(admin_api, ns, "small", profile("1g.18gb"),
-                         device_class="mig.gpu.kubedra.io", node=NODE)
-    assert await allocated_device(admin_api, ns, "small") == "gpu-0-mig-1g18gb-s0"
-    small = (await pod_claim(admin_api, ns, "small") or {})["metadata"]["name"]
-    await create_gpu_pod(admin_api, ns, "full", profile("7g.141gb"),
-                         device_class="mig.gpu.kubedra.io", node=NODE)
-    await stays_pending(admin_api, ns, "full")
-    full = (await pod_claim(admin_api, ns, "full") or {})["metadata"]["name"]
+    small, full = await small_runs_and_full_pends(admin_api, ns)
 
     async def explained() -> list[dict[str, Any]]:
         return await claim_events(admin_api, ns, full, "CannotAllocate")
@@ -228,6 +235,42 @@ async def test_explain_names_the_counter_that_ran_out(
         ("compute-slices", "7", "6", [holder]), ("copy-engines", "8", "7", [holder]),
         ("decoders", "7", "6", [holder]), ("jpeg-engines", "7", "6", [holder]),
         ("memory-slice-0", "1", "0", [holder])]
+
+
+async def test_explain_from_a_dump_is_the_live_explanation(
+        kubedra: Kubedra, admin_api: ApiClient, gpu_free: str, tmp_path: Path) -> None:
+    ns = gpu_free
+    _small, full = await small_runs_and_full_pends(admin_api, ns)
+    ours, kubectls = tmp_path / "dump.yaml", tmp_path / "kubectl"
+    kubectl(kubedra.plane, "dra", "dump", "-o", str(ours))
+    kubectls.mkdir()
+    (kubectls / "all.yaml").write_text(kubectl(
+        kubedra.plane, "get", "resourceslices,deviceclasses,devicetaintrules,resourceclaims,"
+        "nodes,pods", "-A", "-o", "yaml"))
+    explain = ["dra", "explain", "resourceclaim", full, "-n", ns]
+    live = kubectl(kubedra.plane, *explain)
+    assert "Verdict:        Unschedulable\n" in live
+    assert kubectl(kubedra.plane, *explain, "--from", str(ours)) == live
+    assert kubectl(kubedra.plane, *explain, "--from", str(kubectls)) == live
+    live_json = kubectl(kubedra.plane, *explain, "-o", "json")
+    assert kubectl(kubedra.plane, *explain, "-o", "json", "--from", str(ours)) == live_json
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "one-more", "namespace": ns},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "mig.gpu.kubedra.io",
+            "selectors": [{"cel": {"expression": profile("1g.18gb")}}]}}]}}}))
+    simulate = ["dra", "simulate", "-f", str(claim), "--node", NODE]
+    assert kubectl(kubedra.plane, *simulate, "--from", str(ours)) == \
+        kubectl(kubedra.plane, *simulate)
+    dumped = yaml.safe_load(ours.read_text())
+    kinds = {item["kind"] for item in dumped["items"]}
+    assert kinds <= {"ResourceSlice", "DeviceClass", "DeviceTaintRule", "ResourceClaim", "Node",
+                     "Pod"}
+    [pod] = [i for i in dumped["items"] if i["kind"] == "Pod" and i["metadata"]["name"] == "full"]
+    assert set(pod["spec"]) == {"nodeSelector", "resourceClaims"}
+    assert "containers" not in ours.read_text()
 
 
 @pytest.mark.usefixtures("gpu_free")

@@ -233,10 +233,12 @@ async def list_nodes(api: ApiClient) -> list[dict[str, Any]]:
     return _items(await _raw(client.CoreV1Api(api).list_node(_preload_content=False)))
 
 
-async def list_pods(api: ApiClient, namespace: str) -> list[dict[str, Any]]:
-    """The Pods of ``namespace``."""
-    return _items(await _raw(client.CoreV1Api(api).list_namespaced_pod(
-        namespace, _preload_content=False)))
+async def list_pods(api: ApiClient, namespace: str | None) -> list[dict[str, Any]]:
+    """The Pods of ``namespace`` (``None``: of all namespaces)."""
+    core = client.CoreV1Api(api)
+    if namespace is None:
+        return _items(await _raw(core.list_pod_for_all_namespaces(_preload_content=False)))
+    return _items(await _raw(core.list_namespaced_pod(namespace, _preload_content=False)))
 
 
 async def apply_claim_device_status(api: ApiClient, namespace: str, name: str,

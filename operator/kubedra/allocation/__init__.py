@@ -26,11 +26,13 @@ Typical use::
 
 The rest is for explaining decisions (:mod:`kubedra.explain`): the devices and pools of a node
 as the search sees them (:class:`NodePools`, :class:`Pool`, :class:`DeviceEntry`), the static
-capacity a request consumes, toleration of taints, node selectors, claim labels.
+capacity a request consumes, toleration of taints, node selectors, claim labels, a device's
+attribute as constraints compare it.
 """
 
 from kubedra.allocation.allocator import Allocator
 from kubedra.allocation.capacity import CapacityError, static_consumption
+from kubedra.allocation.constraints import MISSING, AttributeKey, lookup_attribute
 from kubedra.allocation.errors import AllocationError, AllocationFailed
 from kubedra.allocation.features import (
     DEFAULT_FEATURES,
@@ -49,12 +51,14 @@ from kubedra.allocation.taints import tolerated
 __all__ = [
     "DEFAULT_FEATURES",
     "FITS",
+    "MISSING",
     "STAGES",
     "AllocatedState",
     "AllocationError",
     "AllocationFailed",
     "Allocator",
     "AllocatorFeatures",
+    "AttributeKey",
     "CapacityError",
     "DeviceEntry",
     "DeviceID",
@@ -68,6 +72,7 @@ __all__ = [
     "UnsupportedFeaturesError",
     "claim_label",
     "compile_node_selector",
+    "lookup_attribute",
     "static_consumption",
     "tolerated",
 ]

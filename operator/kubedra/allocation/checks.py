@@ -199,7 +199,9 @@ def first_failed_stage(search: SearchState, data: RequestData, ci: int, device: 
         except AllocationError as err:
             errors.append(str(err))
             return Stage.CAPACITY
-    if device.consumes_counters:
+    shared = features.consumable_capacity and device.allow_multiple
+    if device.consumes_counters and not (shared and search.allocated.has_shares(device.id)):
+        # a further share of an allocated device consumes no more counters (_allocate_device)
         if not features.partitionable_devices:
             return Stage.COUNTERS
         available, overdrawn = search.available_counters(pool)

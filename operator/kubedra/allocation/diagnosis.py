@@ -26,9 +26,13 @@ def diagnose_request(search: SearchState, ci: int, data: RequestData) -> Request
                               node=search.node.name, needed=data.count)
     for pool in search.pools.pools:
         if pool.incomplete:
-            result.unusable_pools[str(pool)] = "incomplete"
+            result.unusable_pools[str(pool)] = (
+                f"incomplete ({pool.published_slices} of {pool.slice_count} slices published)")
         elif pool.invalid:
             result.unusable_pools[str(pool)] = f"invalid: {pool.invalid_reason}"
+    for name, generation in search.pools.obsolete.items():
+        result.unusable_pools[name] = (f"being updated (its slices for the node are of "
+                                       f"generation {generation}, a newer one is published)")
     counts: dict[str, int] = dict.fromkeys(STAGES, 0)
     fitting = []
     for device, pool in zip(search.pools.devices, search.pools.device_pools, strict=True):

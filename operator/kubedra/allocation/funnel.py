@@ -44,7 +44,8 @@ class RequestDiagnosis:
         constraints: per claim constraint covering this request, the largest number of fitting
             devices that satisfy it together (``matchAttribute``: the biggest group sharing a
             value; ``distinctAttribute``: the number of distinct values).
-        unusable_pools: pools the search skips, with why (``incomplete``, ``invalid: ...``).
+        unusable_pools: pools the search skips, with why (``incomplete (1 of 2 slices
+            published)``, ``invalid: ...``, ``being updated (...)``).
         errors: selector or node selector errors seen while checking.
     """
 

@@ -145,6 +145,9 @@ class Pool:
     name: str
     incomplete: bool = False
     invalid_reason: str | None = None
+    published_slices: int = 0
+    """For an incomplete pool: how many slices of its generation exist (of ``slice_count``)."""
+    slice_count: int = 0
     slices: list[SliceEntry] = field(default_factory=list)
     other_slices: list[SliceEntry] = field(default_factory=list)
     counter_sets: dict[str, dict[str, Number]] = field(default_factory=dict)
@@ -186,6 +189,9 @@ class NodePools:
     pools: list[Pool]
     devices: list[DeviceEntry]
     device_pools: list[Pool]
+    obsolete: dict[str, int] = field(default_factory=dict)
+    """Pools whose slices for the node are left out because a newer generation of the pool
+    is being published (``driver/pool`` -> that generation); the search never sees them."""
 
     @property
     def has_invalid(self) -> bool:
@@ -314,15 +320,18 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
 
     pools: list[Pool] = []
     pools_with_binding: list[Pool] = []
+    obsolete: dict[str, int] = {}
     for key, slices in candidates.items():
         generation, wanted = slices[0].generation, slices[0].slice_count
         all_slices = None
         if len(slices) != wanted:
             all_slices = _slices_of_generation(index, key, generation)
-            if all_slices is None:
-                continue  # obsolete: a newer generation is being published
+            if all_slices is None:  # obsolete: a newer generation is being published
+                obsolete[f"{key[0]}/{key[1]}"] = generation
+                continue
             if len(all_slices) != wanted:
-                pools.append(Pool(*key, incomplete=True))
+                pools.append(Pool(*key, incomplete=True, published_slices=len(all_slices),
+                                  slice_count=wanted))
                 continue
         pool = _build_pool(key, slices, features, all_slices)
         has_binding = any(d.binding_conditions is not None for s in pool.slices for d in s.devices)
@@ -339,4 +348,4 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         for entry in pool.slices:
             devices.extend(entry.devices)
             device_pools.extend([pool] * len(entry.devices))
-    return NodePools(pools, devices, device_pools)
+    return NodePools(pools, devices, device_pools, obsolete)

@@ -24,17 +24,22 @@ class SelectorError(AllocationError):
     Attributes:
         index: position of the selector in the class's or the request's list.
         from_class: whether it is a DeviceClass selector.
+        on_device: whether it failed evaluating a device (a runtime error), not compiling.
     """
 
-    def __init__(self, message: str, *, index: int, from_class: bool) -> None:
+    def __init__(self, message: str, *, index: int, from_class: bool, on_device: bool) -> None:
         super().__init__(message)
         self.index = index
         self.from_class = from_class
+        self.on_device = on_device
 
     def in_context(self, class_name: str, claim: str, device: DeviceEntry) -> AllocationError:
-        """The error as upstream words it, naming the class or claim and the device."""
+        """The error as upstream words it (``isSelectable``): the class or claim, and for a
+        runtime error the device (``claim ns/c: selector #0 on device d/p/x: CEL runtime
+        error: …``; a compile error names no device)."""
         owner = f"class {class_name}" if self.from_class else f"claim {claim}"
-        return AllocationError(f"{owner}: selector #{self.index} on device {device}: {self}")
+        where = f" on device {device}" if self.on_device else ""
+        return AllocationError(f"{owner}: selector #{self.index}{where}: {self}")
 
 
 class SelectorSet:
@@ -54,7 +59,8 @@ class SelectorSet:
     def _error(self, position: int, what: str, err: Exception) -> SelectorError:
         from_class = position < self.class_count
         index = position if from_class else position - self.class_count
-        return SelectorError(f"{what}: {err}", index=index, from_class=from_class)
+        return SelectorError(f"{what}: {err}", index=index, from_class=from_class,
+                             on_device=isinstance(err, CELRuntimeError))
 
     def _evaluate(self, device: DeviceEntry) -> bool | SelectorError:
         for position, expression in enumerate(self.expressions):

@@ -167,7 +167,7 @@ class _NoAliasDumper(yaml.SafeDumper):
         return True
 
 
-@click.command("crd")
+@click.command("crd", short_help="Print the DeviceInventory CustomResourceDefinition (YAML).")
 def crd_command() -> None:
     """Print the DeviceInventory CustomResourceDefinition (YAML)."""
     click.echo(inventory_crd_yaml(), nl=False)

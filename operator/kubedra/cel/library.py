@@ -12,6 +12,7 @@ Kubernetes libraries in Python:
 * lists (``library/lists.go``, version 1: ``isSorted``, ``sum``, ``min``, ``max``,
   ``indexOf``, ``lastIndexOf``, ``includes``);
 * regex ``find``/``findAll`` (``library/regex.go``);
+* URL, IP and CIDR in :mod:`kubedra.cel.network`;
 * the cross-type numeric ordering operators (``cel.CrossTypeNumericComparisons``), which the
   C++ runtime implements but whose checker declarations must be supplied.
 
@@ -71,12 +72,18 @@ def _to_quantity(text: str) -> Any:
         raise ValueError(str(err)) from None
 
 
-def _is_quantity(text: str) -> bool:
-    try:
-        parse_quantity(text)
-    except QuantityParseError:
-        return False
-    return True
+def accepts(parse: Callable[[str], object], error: type[Exception]) -> Callable[[str], bool]:
+    """An ``is…`` function (``isQuantity``, ``isURL``): whether ``parse`` accepts the text."""
+    def test(text: str) -> bool:
+        try:
+            parse(text)
+        except error:
+            return False
+        return True
+    return test
+
+
+_is_quantity = accepts(parse_quantity, QuantityParseError)
 
 
 def _as_integer(message: Any) -> int:
@@ -254,7 +261,7 @@ extensions:
   - name: "optional"
 stdlib:
   exclude_functions:
-""" + "".join(f'    - name: "{op}"\n' for op in COMPARISON_OPERATORS)
+""" + "".join(f'    - name: "{op}"\n' for op in [*COMPARISON_OPERATORS, "string"])
 
 
 _COMPARABLE = {"int": _I, "uint": _U, "double": _D, "bool": _B, "duration": _DUR,

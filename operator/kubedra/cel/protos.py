@@ -5,7 +5,8 @@ Two pools, kept apart so that selectors cannot name the AST types:
 * ``VALUE_POOL`` holds the message types that carry the Kubernetes CEL object types through
   cel-expr-python, which has no opaque values: ``kubernetes.Quantity`` (a
   ``resource.Quantity`` in Go's own representation, see :mod:`kubedra.cel.quantity`) and
-  ``kubernetes.Semver`` (see :mod:`kubedra.cel.semver`). The names are upstream's type names
+  ``kubernetes.Semver`` (see :mod:`kubedra.cel.semver`), ``kubernetes.URL``, ``net.IP`` and
+  ``net.CIDR`` (see :mod:`kubedra.cel.network`). The names are upstream's type names
   (``k8s.io/apiserver/pkg/cel``), so ``type(x)`` and error messages read the same.
 * ``AST_POOL`` holds the subset of ``cel.expr.CheckedExpr`` (cel-spec ``syntax.proto`` and
   ``checked.proto``; field numbers are the spec's) that kubedra reads and rewrites. Fields it
@@ -62,6 +63,24 @@ def _value_file() -> descriptor_pb2.FileDescriptorProto:
         ("is_num", 1, _F.TYPE_BOOL, _OPTIONAL, "", None),
         ("num", 2, _F.TYPE_UINT64, _OPTIONAL, "", None),
         ("str", 3, _F.TYPE_STRING, _OPTIONAL, "", None),
+    ])
+    url = [("scheme", 1), ("opaque", 2), ("user", 3), ("host", 4), ("path", 5), ("raw_path", 6),
+           ("raw_query", 7), ("fragment", 8), ("raw_fragment", 9)]
+    _message(f, "URL", [(name, n, _F.TYPE_STRING, _OPTIONAL, "", None) for name, n in url] + [
+        ("has_user", 10, _F.TYPE_BOOL, _OPTIONAL, "", None),
+        ("force_query", 11, _F.TYPE_BOOL, _OPTIONAL, "", None),
+        ("omit_host", 12, _F.TYPE_BOOL, _OPTIONAL, "", None),
+    ])
+    return f
+
+
+def _net_file() -> descriptor_pb2.FileDescriptorProto:
+    f = descriptor_pb2.FileDescriptorProto(name="kubedra/cel/net.proto", package="net",
+                                           syntax="proto3")
+    _message(f, "IP", [("octets", 1, _F.TYPE_BYTES, _OPTIONAL, "", None)])
+    _message(f, "CIDR", [
+        ("octets", 1, _F.TYPE_BYTES, _OPTIONAL, "", None),
+        ("bits", 2, _F.TYPE_INT32, _OPTIONAL, "", None),
     ])
     return f
 
@@ -183,13 +202,14 @@ def _ast_file() -> descriptor_pb2.FileDescriptorProto:
     return f
 
 
-def _build(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pool.DescriptorPool:
+def _build(*files: descriptor_pb2.FileDescriptorProto) -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
+    for file in files:
+        pool.Add(file)
     return pool
 
 
-VALUE_POOL = _build(_value_file())
+VALUE_POOL = _build(_value_file(), _net_file())
 AST_POOL = _build(_ast_file())
 
 
@@ -199,6 +219,9 @@ def _cls(pool: descriptor_pool.DescriptorPool, name: str) -> Any:
 
 QuantityMessage: Any = _cls(VALUE_POOL, "kubernetes.Quantity")
 SemverMessage: Any = _cls(VALUE_POOL, "kubernetes.Semver")
+URLMessage: Any = _cls(VALUE_POOL, "kubernetes.URL")
+IPMessage: Any = _cls(VALUE_POOL, "net.IP")
+CIDRMessage: Any = _cls(VALUE_POOL, "net.CIDR")
 CheckedExpr: Any = _cls(AST_POOL, "cel.expr.CheckedExpr")
 Expr: Any = _cls(AST_POOL, "cel.expr.Expr")
 Type: Any = _cls(AST_POOL, "cel.expr.Type")
@@ -206,3 +229,6 @@ AnyWrapper: Any = _cls(AST_POOL, "cel.expr.AnyWrapper")
 
 QUANTITY_TYPE = "kubernetes.Quantity"
 SEMVER_TYPE = "kubernetes.Semver"
+URL_TYPE = "kubernetes.URL"
+IP_TYPE = "net.IP"
+CIDR_TYPE = "net.CIDR"

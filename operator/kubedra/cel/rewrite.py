@@ -4,8 +4,9 @@ cel-expr-python type-checks with the C++ checker and hands back the checked AST
 (``cel.expr.CheckedExpr``). Before the program is planned, kubedra:
 
 * rejects what upstream's checker rejects but the C++ checker, given kubedra's value
-  types, would accept: field selection on and construction of ``kubernetes.Quantity`` /
-  ``kubernetes.Semver`` (opaque types upstream), and mixed-type list or map literals
+  types, would accept: field selection on and construction of ``kubernetes.Quantity``,
+  ``kubernetes.Semver``, ``kubernetes.URL``, ``net.IP`` and ``net.CIDR`` (types without
+  fields upstream), and mixed-type list or map literals
   (``cel.HomogeneousAggregateLiterals``);
 * checks the result type as ``validateOutputType`` does (``bool`` or ``dyn``);
 * replaces lookups of a domain in ``device.attributes`` / ``device.capacity`` with calls of
@@ -36,13 +37,24 @@ from .library import (
     QUANTITY_NOT_EQUALS,
     QUANTITY_NOT_EQUALS_OVERLOAD,
 )
-from .protos import QUANTITY_TYPE, SEMVER_TYPE, Expr, Type
+from .protos import CIDR_TYPE, IP_TYPE, QUANTITY_TYPE, SEMVER_TYPE, URL_TYPE, Expr, Type
 
 ATTRIBUTES_VARIABLE = "device.attributes"
 CAPACITY_VARIABLE = "device.capacity"
 _DOMAIN_FUNCTIONS = {ATTRIBUTES_VARIABLE: (ATTRIBUTE_DOMAIN, ATTRIBUTE_DOMAIN_OVERLOAD),
                      CAPACITY_VARIABLE: (CAPACITY_DOMAIN, CAPACITY_DOMAIN_OVERLOAD)}
-_OPAQUE_TYPES = (QUANTITY_TYPE, SEMVER_TYPE)
+_OPAQUE_TYPES = (QUANTITY_TYPE, SEMVER_TYPE, IP_TYPE, CIDR_TYPE)
+
+
+def field_selection_error(type_name: str) -> str:
+    """cel-go's compile error for selecting a field of a Kubernetes value type.
+
+    Upstream declares ``kubernetes.Quantity``, ``kubernetes.Semver`` and ``kubernetes.URL`` as
+    object types its type provider cannot resolve, ``net.IP`` and ``net.CIDR`` as opaque types.
+    """
+    if type_name.startswith("kubernetes."):
+        return f"unexpected failed resolution of '{type_name}'"
+    return f"type '{type_name}' does not support field selection"
 _PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
 _WELL_KNOWN = {1: "any", 2: "google.protobuf.Timestamp", 3: "google.protobuf.Duration"}
 
@@ -183,9 +195,8 @@ class Rewriter:
         operand = e.select_expr.operand
         operand_type = self.type_of(operand)
         if operand_type.WhichOneof("type_kind") == "message_type" and \
-                operand_type.message_type in _OPAQUE_TYPES:
-            raise CheckError(f"type '{operand_type.message_type}' does not support field "
-                             "selection", e.id)
+                operand_type.message_type in (*_OPAQUE_TYPES, URL_TYPE):
+            raise CheckError(field_selection_error(operand_type.message_type), e.id)
         variable = self._map_variable(operand)
         if variable is None:
             self._visit(operand)

@@ -32,8 +32,9 @@ from cel_expr_python import cel
 from .device import CELDevice, PreparedDevice
 from .errors import CELCompileError, CELRuntimeError
 from .library import ENV_CONFIG_YAML, QUANTITY, function_declarations, list_index_extension
+from .network import network_declarations
 from .protos import VALUE_POOL, AnyWrapper, CheckedExpr
-from .rewrite import CheckError, Rewriter, estimate_cost, format_type
+from .rewrite import CheckError, Rewriter, estimate_cost, field_selection_error, format_type
 
 COST_LIMIT = 1_000_000
 """``resourceapi.CELSelectorExpressionMaxCost``: the scheduler's runtime cost limit."""
@@ -54,6 +55,9 @@ _STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
 # of it as an undeclared name; upstream's object type reports an undefined field.
 _UNDECLARED_DEVICE_FIELD = re.compile(
     r"undeclared reference to 'device\.(\w+)' \(in container ''\)")
+# A field that kubedra's message for a Kubernetes value type lacks: upstream's types have none.
+_UNDEFINED_VALUE_FIELD = re.compile(
+    r"undefined field '\w+' not found in struct '(kubernetes\.\w+|net\.\w+)'")
 _MISSING_KEY = re.compile(r'Key not found in map ?: ?"?(.*?)"?$')
 
 
@@ -76,7 +80,8 @@ def _new_env() -> Any:
             "device.attributes": cel.Type.Map(string, cel.Type.Map(string, dyn)),
             "device.capacity": cel.Type.Map(string, cel.Type.Map(string, QUANTITY)),
         },
-        functions=function_declarations(_attribute_domain, _capacity_domain),
+        functions=[*function_declarations(_attribute_domain, _capacity_domain),
+                   *network_declarations()],
         extensions=[list_index_extension()],
     )
 
@@ -168,6 +173,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         compiled = _ENV.compile(expression)
     except RuntimeError as err:  # cel-expr-python reports parser and checker errors so
         message = _UNDECLARED_DEVICE_FIELD.sub(r"undefined field '\1'", _status_text(str(err)))
+        message = _UNDEFINED_VALUE_FIELD.sub(lambda m: field_selection_error(m.group(1)), message)
         raise CELCompileError("compilation failed: " + message) from None
     checked = CheckedExpr.FromString(AnyWrapper.FromString(compiled.serialize()).value)
     try:

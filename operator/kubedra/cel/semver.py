@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .gostrings import go_quote
 from .protos import SemverMessage
 
 _NUMBERS = frozenset("0123456789")
@@ -76,21 +77,16 @@ class Semver:
 
 def _parse_number(part: str, what: str) -> int:
     if not set(part) <= _NUMBERS:
-        raise SemverParseError(f"Invalid character(s) found in {what} number {_go_quote(part)}")
+        raise SemverParseError(f"Invalid character(s) found in {what} number {go_quote(part)}")
     if len(part) > 1 and part[0] == "0":
         raise SemverParseError(f"{what.capitalize()} number must not contain leading zeroes "
-                               f"{_go_quote(part)}")
+                               f"{go_quote(part)}")
     if not part:
         raise SemverParseError('strconv.ParseUint: parsing "": invalid syntax')
     value = int(part)
     if value > _UINT64_MAX:
-        raise SemverParseError(f"strconv.ParseUint: parsing {_go_quote(part)}: value out of range")
+        raise SemverParseError(f"strconv.ParseUint: parsing {go_quote(part)}: value out of range")
     return value
-
-
-def _go_quote(text: str) -> str:
-    """``%q`` for the ASCII strings that reach an error message."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def parse_semver(text: str) -> Semver:
@@ -121,7 +117,7 @@ def parse_semver(text: str) -> Semver:
             raise SemverParseError("Build meta data is empty")
         if not set(ident) <= _ALPHANUM:
             raise SemverParseError(f"Invalid character(s) found in build meta data "
-                                   f"{_go_quote(ident)}")
+                                   f"{go_quote(ident)}")
     return Semver(major, minor, patch, pre)
 
 
@@ -131,15 +127,15 @@ def _parse_prerelease(ident: str) -> PreRelease:
     if set(ident) <= _NUMBERS:
         if len(ident) > 1 and ident[0] == "0":
             raise SemverParseError(f"Numeric PreRelease version must not contain leading zeroes "
-                                   f"{_go_quote(ident)}")
+                                   f"{go_quote(ident)}")
         value = int(ident)
         if value > _UINT64_MAX:
-            raise SemverParseError(f"strconv.ParseUint: parsing {_go_quote(ident)}: "
+            raise SemverParseError(f"strconv.ParseUint: parsing {go_quote(ident)}: "
                                    "value out of range")
         return PreRelease(True, value)
     if set(ident) <= _ALPHANUM:
         return PreRelease(False, text=ident)
-    raise SemverParseError(f"Invalid character(s) found in prerelease {_go_quote(ident)}")
+    raise SemverParseError(f"Invalid character(s) found in prerelease {go_quote(ident)}")
 
 
 def parse_semver_normalized(text: str) -> Semver:

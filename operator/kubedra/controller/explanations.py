@@ -2,7 +2,8 @@
 
 When kube-scheduler marks a pod unschedulable because of its claims (condition
 ``PodScheduled=False``, reason ``Unschedulable``, a message about claims such as "cannot
-allocate all claims"), the operator explains each of the pod's unallocated claims with
+allocate all claims"), or fails on it with an error of the DRA plugin (reason
+``SchedulerError``), the operator explains each of the pod's unallocated claims with
 :func:`kubedra.explain.explain_claim` (the same code as ``kubectl dra explain``) and posts the
 short form as a Warning Event with reason ``CannotAllocate`` on the claim.
 
@@ -37,6 +38,8 @@ from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.state import OperatorState
 from kubedra.explain import ClaimExplanation, PodPlacement, explain_claim
+from kubedra.explain import pods as pod_explanations
+from kubedra.explain.claims import FILTER_ERROR
 from kubedra.logging import get_logger
 
 EVENT_REASON = "CannotAllocate"
@@ -47,22 +50,39 @@ log = get_logger(__name__)
 
 
 def unschedulable_for_claims(pod: Mapping[str, Any]) -> bool:
-    """Whether kube-scheduler reports the pod unschedulable because of its claims
-    (``PodScheduled=False``, reason ``Unschedulable``, a message that mentions claims)."""
+    """Whether kube-scheduler cannot schedule the pod because of its claims:
+    ``PodScheduled=False`` with reason ``Unschedulable`` and a message that mentions claims, or
+    reason ``SchedulerError`` from the DRA plugin (its allocator returned an error: a CEL
+    error, more than 32 devices, a pool being updated for an ``All`` request, a search that
+    timed out), whose message starts with :data:`kubedra.explain.claims.FILTER_ERROR`."""
     if not (pod.get("spec") or {}).get("resourceClaims"):
         return False
     for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == "Unschedulable" \
-                and "claim" in (condition.get("message") or "").lower():
+        if condition.get("type") != "PodScheduled" or condition.get("status") != "False":
+            continue
+        message = condition.get("message") or ""
+        if condition.get("reason") == "Unschedulable" and "claim" in message.lower():
+            return True
+        if condition.get("reason") == "SchedulerError" and FILTER_ERROR in message:
             return True
     return False
 
 
-def _explain_all(explain: ExplainState, inputs: Inputs, claims: Sequence[dict[str, Any]],
-                 pod: PodPlacement) -> list[ClaimExplanation]:
+def explain_messages(explain: ExplainState, inputs: Inputs,
+                     claims: Sequence[dict[str, Any]], pod: PodPlacement) -> list[str]:
+    """The message of each claim: its own explanation, or, when it fits on its own but the
+    pod's claims fit on no node together, the pod's explanation
+    (:func:`kubedra.explain.pods.explain_pod`)."""
     snapshot = explain.snapshot(inputs)
-    return [explain_claim(snapshot, ResourceClaim.from_api(c), [pod]) for c in claims]
+    parsed = [ResourceClaim.from_api(c) for c in claims]
+    found: list[ClaimExplanation] = [explain_claim(snapshot, c, [pod]) for c in parsed]
+    messages = [e.message for e in found]
+    if len(parsed) > 1 and any(e.verdict == "Fits" for e in found):
+        together = pod_explanations.explain_pod(snapshot, pod, parsed)
+        if together.verdict == "Unschedulable":
+            messages = [f"cannot be allocated with the pod's other claims: {together.message}"
+                        if e.verdict == "Fits" else e.message for e in found]
+    return messages
 
 
 def read_inputs(state: OperatorState) -> Inputs:
@@ -99,11 +119,11 @@ async def explain_pod(state: OperatorState, namespace: str, name: str) -> None:
     if delay:
         state.explain_queue.add_after(key, delay)
         return
-    explanations = await asyncio.get_running_loop().run_in_executor(
-        explain.executor, _explain_all, explain, read_inputs(state), claims, placement)
+    messages = await asyncio.get_running_loop().run_in_executor(
+        explain.executor, explain_messages, explain, read_inputs(state), claims, placement)
     settled = True
-    for claim, explanation in zip(claims, explanations, strict=True):
-        settled &= await _announce(state, key, claim, explanation.message)
+    for claim, message in zip(claims, messages, strict=True):
+        settled &= await _announce(state, key, claim, message)
     if settled:
         explain.evaluated[key] = versions
 

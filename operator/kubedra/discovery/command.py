@@ -14,7 +14,7 @@ from kubedra.discovery.errors import DiscoveryError
 from kubedra.logging import configure_logging
 
 
-@click.command("discover")
+@click.command("discover", short_help="Print the devices and counter sets a backend finds.")
 @click.option("--backend", envvar="KUBEDRA_BACKEND", default="pci", show_default=True,
               help="pci, nvml, snapshot:<capture folder> or static.")
 @click.option("--mig", type=click.Choice(["none", "partitions"]), default="none",

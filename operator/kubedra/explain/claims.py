@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from kubedra.allocation import (
+    FITS,
     STAGES,
     AllocationError,
     AllocationFailed,
@@ -33,7 +34,14 @@ from kubedra.allocation import (
     RequestDiagnosis,
 )
 from kubedra.api.resource import AllocationResult, ResourceClaim
-from kubedra.explain.findings import FindingContext, RequestSpec, device_finding, request_specs
+from kubedra.explain.constraints import ConstraintConflict, cross_request_conflicts
+from kubedra.explain.findings import (
+    FindingContext,
+    RequestSpec,
+    counter_competition,
+    device_finding,
+    request_specs,
+)
 from kubedra.explain.model import (
     FUNNEL_NAMES,
     ChosenDevice,
@@ -71,21 +79,47 @@ def _fit(count: int) -> str:
     return f"{count} device fits" if count == 1 else f"{count} devices fit"
 
 
-def _failed_stage(diagnosis: RequestDiagnosis) -> str | None:
-    """The first check that leaves fewer devices than the request needs."""
-    return next((stage for stage in STAGES if diagnosis.counts.get(stage, 0) < diagnosis.needed),
-                None)
+def _failed_stage(diagnosis: RequestDiagnosis, all_devices: bool = False) -> str | None:
+    """The first check that leaves fewer devices than the request needs (``allocationMode:
+    All`` needs every matching device, and at least one)."""
+    needed = max(diagnosis.needed, 1) if all_devices else diagnosis.needed
+    return next((stage for stage in STAGES if diagnosis.counts.get(stage, 0) < needed), None)
+
+
+def _needed_text(needed: int, all_devices: bool) -> str:
+    if not all_devices:
+        return f"{needed} needed"
+    return "allocationMode All needs at least one" if needed == 0 else \
+        f"all {needed} needed, allocationMode All"
+
+
+def _competing_counters(ctx: FindingContext, diagnosis: RequestDiagnosis,
+                        devices: dict[str, tuple[DeviceEntry, Pool]], all_devices: bool
+                        ) -> list[str]:
+    """When the devices the request must take together are fixed (``All``, or as many fit as
+    are needed): the shared counters they compete for."""
+    fitting = [devices[key] for key, verdict in diagnosis.verdicts.items()
+               if verdict == FITS and key in devices]
+    if not all_devices and len(fitting) != diagnosis.needed:
+        return []
+    return counter_competition(ctx, fitting)
 
 
 def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                      diagnosis: RequestDiagnosis, devices: dict[str, tuple[DeviceEntry, Pool]],
-                     deciding: bool, reason: str | None) -> RequestOutcome:
+                     deciding: bool, reason: str | None,
+                     conflicts: Sequence[ConstraintConflict] = (),
+                     alone: bool | None = None) -> RequestOutcome:
     counts = diagnosis.counts
-    stage = _failed_stage(diagnosis)
+    all_devices = spec is not None and spec.all_devices
+    stage = _failed_stage(diagnosis, all_devices)
+    needed = _needed_text(diagnosis.needed, all_devices)
     class_name = spec.device_class if spec is not None else ""
     outcome = RequestOutcome(
         request=diagnosis.request, device_class=class_name, needed=diagnosis.needed,
         funnel={FUNNEL_NAMES[s]: counts.get(s, 0) for s in STAGES}, failed_at=None, message="",
+        all_devices=all_devices,
+        fitting_devices=[key for key, verdict in diagnosis.verdicts.items() if verdict == FITS],
         constraints=sorted(diagnosis.constraints.items()),
         unusable_pools=sorted(diagnosis.unusable_pools.items()), errors=list(diagnosis.errors))
     if stage is not None:
@@ -94,10 +128,7 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                                               cls=class_name,
                                               devices=_plural(counts.get(stage, 0), "device"))
         outcome.failed_at = FUNNEL_NAMES[stage]
-        outcome.message = f"request {diagnosis.request}: {phrase} ({diagnosis.needed} needed)"
-        if stage == "devices" and diagnosis.unusable_pools:
-            outcome.message += ": " + "; ".join(
-                f"pool {pool} is {why}" for pool, why in sorted(diagnosis.unusable_pools.items()))
+        outcome.message = f"request {diagnosis.request}: {phrase} ({needed})"
         if spec is not None:
             outcome.devices = [device_finding(ctx, spec, *devices[key], stage)
                                for key, verdict in diagnosis.verdicts.items()
@@ -113,15 +144,35 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
                                            f"{name} together"
                                            for name, together in broken)
                                + f" ({diagnosis.needed} needed)")
+        elif mine := [c for c in conflicts if diagnosis.request in c.requests]:
+            outcome.failed_at = "constraints"
+            outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} on "
+                               "its own, but " + "; ".join(
+                                   f"constraint {c.constraint} over requests "
+                                   f"{', '.join(c.requests)} cannot be met: {c.reason}"
+                                   for c in mine))
+        elif competing := _competing_counters(ctx, diagnosis, devices, all_devices):
+            outcome.failed_at = "counters"
+            outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} on "
+                               "their own, but together they need more shared counters than "
+                               "are left: " + "; ".join(competing))
         else:
             outcome.failed_at = "together"
+            others = "with the claim's other requests" if alone is False else "with each other"
             outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} "
-                               f"on their own, but not together with the claim's other "
-                               f"requests: {reason}")
+                               f"on their own, but not together {others}: {reason}")
     else:
         outcome.message = (f"request {diagnosis.request}: {_fit(diagnosis.fitting)} "
                            f"({diagnosis.needed} needed)")
     return outcome
+
+
+def pool_notes(request: RequestOutcome) -> list[str]:
+    """For a request that fails: the pools of the node the search left out, and why."""
+    if request.failed_at is None:
+        return []
+    return [f"pool {pool} is {why}: its devices were not considered"
+            for pool, why in request.unusable_pools]
 
 
 def _request_message(request: RequestOutcome) -> str:
@@ -129,6 +180,7 @@ def _request_message(request: RequestOutcome) -> str:
     shown = reasons[:REASONS_IN_MESSAGE]
     if len(reasons) > len(shown):
         shown.append(f"and {_plural(len(reasons) - len(shown), 'more device')}")
+    shown += pool_notes(request)
     return request.message + (f": {'; '.join(shown)}" if shown else "")
 
 
@@ -140,6 +192,27 @@ def result_devices(allocation: AllocationResult) -> list[dict[str, str]]:
     """The devices of an allocation result: ``request``, ``driver``, ``pool``, ``device``."""
     return [{"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
             for r in (allocation.devices.results or () if allocation.devices else ())]
+
+
+def _mark_alternatives(requests: list[RequestOutcome], picked: set[str]) -> None:
+    """On a node where the claim fits: mark which ``firstAvailable`` alternative was chosen.
+    The allocator tries them in order, so an alternative before the chosen one could not be
+    met, also when each of its checks leaves enough devices (then it failed together with the
+    claim's other requests or its constraints)."""
+    chosen_parents = {name.partition("/")[0] for name in picked if "/" in name}
+    passed: set[str] = set()
+    for request in requests:
+        parent, sub, _ = request.request.partition("/")
+        if not sub:
+            continue
+        request.chosen = request.request in picked
+        if request.chosen:
+            passed.add(parent)
+        elif parent in chosen_parents and parent not in passed and request.failed_at is None:
+            request.failed_at = "together"
+            request.message = (f"request {request.request}: cannot be met together with the "
+                               "claim's other requests and constraints; a later alternative "
+                               "was chosen")
 
 
 def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: ResourceClaim,
@@ -160,13 +233,20 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
     failed_request = None
     if failed is not None:
         failed_request = failed.request or next(
-            (d.request for d in diagnoses if _failed_stage(d) is not None), None)
+            (d.request for d in diagnoses if _failed_stage(
+                d, (spec := specs.get(d.request)) is not None and spec.all_devices) is not None),
+            None)
+    conflicts = [] if failed is None else cross_request_conflicts(
+        claim.spec.devices.constraints or [] if claim.spec.devices else [], diagnoses,
+        {key: device for key, (device, _pool) in devices.items()})
+    alone = len(claim.spec.devices.requests or ()) == 1 if claim.spec.devices else True
     requests = [_request_outcome(ctx, specs.get(d.request), d, devices,
                                  d.request == failed_request,
-                                 failed.reason if failed is not None else None)
+                                 failed.reason if failed is not None else None, conflicts, alone)
                 for d in diagnoses]
     if failed is None:
         chosen = result_devices(allocation)
+        _mark_alternatives(requests, {c["request"] for c in chosen})
         names = ", ".join(f"{c['device']} (request {c['request']})" for c in chosen)
         return NodeOutcome(node.name, True, f"{node.name}: fits with {names}", devices=chosen,
                            requests=requests)
@@ -201,6 +281,30 @@ def _unschedulable_message(candidates: list[NodeOutcome]) -> str:
     return "cannot be allocated: " + "; ".join(parts)
 
 
+FILTER_ERROR = 'running "DynamicResources" filter plugin: '
+"""How kube-scheduler words a plugin's error in the pod's ``PodScheduled`` condition
+(``pkg/scheduler/framework/runtime/framework.go``, ``RunFilterPlugins``)."""
+
+
+def _error_message(erred: list[NodeOutcome]) -> str:
+    """The scheduler's error for the pod: an allocator error on any node aborts the whole
+    scheduling attempt (reason ``SchedulerError``, retried with back-off), even when other
+    nodes fit (``dynamicresources.go``: "Return an error to abort scheduling of it")."""
+    first = erred[0]
+    same = [o.node for o in erred[1:] if o.error == first.error]
+    others = [o.node for o in erred[1:] if o.error != first.error]
+    text = (f"kube-scheduler reports an error, not unschedulable, on node {first.node}"
+            + (f" (the same on {_plural(len(same), 'more node')}: {_named(same)})" if same
+               else "")
+            + (f" (other errors on {_plural(len(others), 'more node')}: {_named(others)})"
+               if others else ""))
+    return f"{text}: {FILTER_ERROR}{first.error}"
+
+
+def _named(nodes: list[str]) -> str:
+    return ", ".join(nodes[:NODES_NAMED]) + (", …" if len(nodes) > NODES_NAMED else "")
+
+
 def _no_candidates_message(counts: NodeCounts, pods: Sequence[PodPlacement]) -> str:
     if counts.total == 0:
         return "cannot be allocated: the cluster has no nodes"
@@ -232,13 +336,17 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
                                                       error=str(err)))
             counts.evaluated += 1
             continue
-        if not pools.pools:
+        if not pools.pools and not pools.obsolete:
             counts.without_devices += 1
             continue
         counts.evaluated += 1
         explanation.candidates.append(evaluate_node(snapshot, allocator, claim, node, pools))
     fitting = [c for c in explanation.candidates if c.fits]
-    if fitting:
+    erred = [c for c in explanation.candidates if c.error is not None]
+    if erred:
+        explanation.verdict = "Error"
+        explanation.message = _error_message(erred)
+    elif fitting:
         explanation.verdict = "Fits"
         names = ", ".join(c.node for c in fitting[:NODES_NAMED]) + (
             ", …" if len(fitting) > NODES_NAMED else "")

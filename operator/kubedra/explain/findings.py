@@ -55,6 +55,8 @@ class RequestSpec:
     request_selectors: tuple[str, ...]
     tolerations: tuple[DeviceToleration, ...]
     capacity: dict[str, Quantity] | None
+    all_devices: bool = False
+    """``allocationMode: All``: every matching device, at least one."""
 
 
 def request_specs(claim: ResourceClaim, snapshot: ClusterSnapshot) -> dict[str, RequestSpec]:
@@ -73,7 +75,8 @@ def request_specs(claim: ResourceClaim, snapshot: ClusterSnapshot) -> dict[str, 
                 name, part.device_class_name, class_exprs,
                 tuple(s.cel.expression for s in part.selectors or () if s.cel),
                 tuple(part.tolerations or ()),
-                part.capacity.requests if part.capacity is not None else None)
+                part.capacity.requests if part.capacity is not None else None,
+                part.allocation_mode == "All")
     return found
 
 
@@ -176,6 +179,30 @@ def _counter_reason(ctx: FindingContext, device: DeviceEntry, pool: Pool,
     used = f"; in use by {', '.join(holders)}" if holders else ""
     return (f"{ctx.label(device)} needs more of counter set {', '.join(sets)} than is left: "
             f"{counters}{used}")
+
+
+def counter_competition(ctx: FindingContext, devices: list[tuple[DeviceEntry, Pool]]
+                        ) -> list[str]:
+    """The shared counters that ``devices`` together need more of than their pool has left,
+    each with the devices that consume it (``counter set cs: mem (needs 4, 2 left) for whole
+    (2), half-0 (1), half-1 (1)``); empty when they fit together."""
+    totals: dict[tuple[str, str, str], list[tuple[str, Number]]] = {}
+    pools: dict[str, Pool] = {}
+    for device, pool in devices:
+        pools[str(pool)] = pool
+        for set_name, counters in device.consumes:
+            for counter, amount in counters:
+                totals.setdefault((str(pool), set_name, counter), []).append((device.name, amount))
+    found = []
+    for (pool_name, set_name, counter), users in sorted(totals.items()):
+        available, _overdrawn = ctx.allocator.available_counters(pools[pool_name])
+        left = available.get(set_name, {}).get(counter, 0)
+        needed = sum(amount for _, amount in users)
+        if needed > left:
+            who = ", ".join(f"{name} ({_number(amount)})" for name, amount in users)
+            found.append(f"counter set {set_name}: {counter} (needs {_number(needed)}, "
+                         f"{_number(left)} left) for {who}")
+    return found
 
 
 def _taint_text(taint: DeviceTaint) -> str:

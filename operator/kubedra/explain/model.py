@@ -21,7 +21,9 @@ The JSON form is stable (fields are added, never renamed or removed, within
            "devices": [DeviceFinding],           # the devices that failed at failedAt
            "constraints": [{"constraint", "together"}],
            "unusablePools": [{"pool", "reason"}],
-           "errors": ["..."]}]}],
+           "errors": ["..."],
+           "chosen": null | bool,             # firstAvailable: the alternative chosen
+           "allocationMode": "ExactCount" | "All"}]}],
      "allocation": null | {"node", "devices": [ChosenDevice]}}   # allocated claim
 
     DeviceFinding: {"device", "driver", "pool", "check", "reason",
@@ -114,6 +116,13 @@ class RequestOutcome:
     constraints: list[tuple[str, int]] = field(default_factory=list)
     unusable_pools: list[tuple[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    all_devices: bool = False
+    """``allocationMode: All`` (``needed`` is then the number of matching devices)."""
+    fitting_devices: list[str] = field(default_factory=list)
+    """The devices (``driver/pool/device``) that pass every check (not in the JSON)."""
+    chosen: bool | None = None
+    """For a subrequest (``firstAvailable``) on a node where the claim fits: whether it is
+    the alternative the allocator chose (the first that can be met); else ``None``."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
@@ -122,7 +131,8 @@ class RequestOutcome:
                 "message": self.message, "devices": [d.to_json() for d in self.devices],
                 "constraints": [{"constraint": c, "together": n} for c, n in self.constraints],
                 "unusablePools": [{"pool": p, "reason": r} for p, r in self.unusable_pools],
-                "errors": self.errors}
+                "errors": self.errors, "chosen": self.chosen,
+                "allocationMode": "All" if self.all_devices else "ExactCount"}
 
 
 @dataclass

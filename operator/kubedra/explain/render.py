@@ -2,21 +2,29 @@
 
 A header (claim, pods, verdict, the short form), a table with one row per evaluated node and
 request (the funnel of checks, then the result), and, per node that does not fit, the reasons
-for the devices that failed the deciding check, with the selector conjunct that failed. For an
+for the devices that failed the deciding check, with the selector conjunct that failed. Nodes
+whose rows and reasons read the same but for their name are one group (``node-000 (+299
+more)``): a claim that fails the same way on 300 nodes takes as many lines as on one. Fitting
+nodes come first. Devices of a node that fail the same way are folded into the first. For an
 allocated claim: the chosen devices and what each selector read from them.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 
-from kubedra.explain.model import ClaimExplanation, NodeOutcome, RequestOutcome
+from kubedra.explain.claims import NODES_NAMED, pool_notes
+from kubedra.explain.model import ClaimExplanation, DeviceFinding, NodeOutcome, RequestOutcome
+from kubedra.explain.pods import PodExplanation
 from kubedra.explain.simulate import Simulation
 
 _FUNNEL_COLUMNS = ("DEVICES", "IN-CLASS", "SELECTED", "FREE", "CAPACITY", "COUNTERS",
                    "UNTAINTED")
 _WIDTH = 100
+DEVICES_NAMED = 5
+"""Devices named when devices failing the same way are folded into one."""
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:
@@ -27,10 +35,22 @@ def table(rows: Sequence[Sequence[str]]) -> str:
                      for row in rows)
 
 
-def _wrap(text: str, indent: str) -> str:
-    return textwrap.fill(text, width=_WIDTH, initial_indent=indent,
-                         subsequent_indent=indent + "  ", break_on_hyphens=False,
-                         break_long_words=False)
+def _wrap(text: str, indent: str, first_indent: str | None = None,
+          subsequent: str | None = None) -> str:
+    """``text`` wrapped at :data:`_WIDTH` under ``indent``, line by line: the source and caret
+    lines of a CEL error (`` | …``) are kept as they are, so that the caret stays under the
+    column it points at."""
+    later = indent + "  " if subsequent is None else subsequent
+    lines = []
+    for i, line in enumerate(text.split("\n")):
+        start = (indent if first_indent is None else first_indent) if i == 0 else later
+        if line.startswith(" | "):
+            lines.append(later + line)
+            continue
+        lines.append(textwrap.fill(line, width=_WIDTH, initial_indent=start,
+                                   subsequent_indent=later, break_on_hyphens=False,
+                                   break_long_words=False))
+    return "\n".join(lines)
 
 
 def _result(node: NodeOutcome, request: RequestOutcome) -> str:
@@ -38,21 +58,80 @@ def _result(node: NodeOutcome, request: RequestOutcome) -> str:
         return "error"
     if node.fits:
         picked = [d["device"] for d in node.devices if d["request"] == request.request]
-        return "fits: " + ", ".join(picked) if picked else "fits"
+        if request.chosen is False:  # another alternative of firstAvailable was chosen
+            return f"fails at {request.failed_at}" if request.failed_at is not None \
+                else "fits, not chosen"
+        mark = " (chosen)" if request.chosen else ""
+        return ("fits: " + ", ".join(picked) if picked else "fits") + mark
     if request.failed_at is None:
         return "ok"
     return f"fails at {request.failed_at}"
 
 
-def _funnel_rows(candidates: Sequence[NodeOutcome]) -> list[list[str]]:
-    rows = [["NODE", "REQUEST", "NEEDED", *_FUNNEL_COLUMNS, "RESULT"]]
+def _masked(text: str, name: str) -> str:
+    """``text`` with every whole occurrence of ``name`` replaced, to compare across nodes or
+    devices (``gpu-0 on node-7`` and ``gpu-0 on node-8`` read the same)."""
+    return re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", "\0", text)
+
+
+def _request_cells(node: NodeOutcome) -> list[list[str]]:
+    if node.error is not None:
+        return [["-", "-", *(["-"] * len(_FUNNEL_COLUMNS)), "error"]]
+    return [[request.request, "all" if request.all_devices else str(request.needed),
+             *(str(v) for v in request.funnel.values()),
+             _result(node, request)] for request in node.requests]
+
+
+def group_nodes(candidates: Sequence[NodeOutcome], *, every_node: bool = False
+                ) -> list[list[NodeOutcome]]:
+    """The evaluated nodes in the order the table shows them, grouped: nodes whose rows and
+    reasons read the same but for the node's name are one group (with ``every_node``, each
+    node is its own group). Fitting nodes first, then the largest groups; by name within."""
+    groups: dict[tuple[str, ...], list[NodeOutcome]] = {}
     for node in candidates:
-        if node.error is not None:
-            rows.append([node.node, "-", "-", *(["-"] * len(_FUNNEL_COLUMNS)), "error"])
-        for request in node.requests:
-            rows.append([node.node, request.request, str(request.needed),
-                         *(str(v) for v in request.funnel.values()), _result(node, request)])
+        key = (node.node,) if every_node else tuple(
+            _masked("\t".join(cells), node.node)
+            for cells in [*_request_cells(node), _reasons(node)[1:]])
+        groups.setdefault(key, []).append(node)
+    return sorted(groups.values(), key=lambda g: (not g[0].fits, -len(g), g[0].node))
+
+
+def _others(group: Sequence[NodeOutcome]) -> str:
+    """``(the same on 2 more nodes: b, c)``, naming at most :data:`NODES_NAMED`."""
+    others = [n.node for n in group[1:]]
+    named = ", ".join(others[:NODES_NAMED]) + (", …" if len(others) > NODES_NAMED else "")
+    noun = "more node" if len(others) == 1 else "more nodes"
+    return f"(the same on {len(others)} {noun}: {named})"
+
+
+def _funnel_rows(groups: Sequence[Sequence[NodeOutcome]]) -> list[list[str]]:
+    rows = [["NODE", "REQUEST", "NEEDED", *_FUNNEL_COLUMNS, "RESULT"]]
+    for group in groups:
+        label = group[0].node + (f" (+{len(group) - 1} more)" if len(group) > 1 else "")
+        rows.extend([label, *cells] for cells in _request_cells(group[0]))
     return rows
+
+
+def _finding_lines(request: RequestOutcome) -> list[str]:
+    """The failing devices of a request; devices failing the same way fold into the first."""
+    folded: dict[tuple[str, str], list[DeviceFinding]] = {}
+    for finding in request.devices:
+        selector = finding.selector["conjunct"] if finding.selector is not None else ""
+        folded.setdefault((_masked(finding.reason, finding.device), selector), []).append(finding)
+    lines = []
+    for same in folded.values():
+        finding = same[0]
+        lines.append(_wrap(finding.reason, "    "))
+        if len(same) > 1:
+            names = ", ".join(f.device for f in same[1:DEVICES_NAMED + 1]) + (
+                ", …" if len(same) > DEVICES_NAMED + 1 else "")
+            lines.append(_wrap(f"(the same for {len(same) - 1} more "
+                               f"{'device' if len(same) == 2 else 'devices'}: {names})",
+                               "      "))
+        if finding.selector is not None:  # not wrapped: it is CEL to copy
+            lines.append(f"      selector of {finding.selector['source']}: "
+                         f"{finding.selector['conjunct']}")
+    return lines
 
 
 def _reasons(node: NodeOutcome) -> list[str]:
@@ -63,11 +142,8 @@ def _reasons(node: NodeOutcome) -> list[str]:
     failed = [r for r in node.requests if r.failed_at is not None]
     for request in failed:
         lines.append(_wrap(request.message, "  "))
-        for finding in request.devices:
-            lines.append(_wrap(finding.reason, "    "))
-            if finding.selector is not None:  # not wrapped: it is CEL to copy
-                lines.append(f"      selector of {finding.selector['source']}: "
-                             f"{finding.selector['conjunct']}")
+        lines.extend(_finding_lines(request))
+        lines.extend(_wrap(note, "    ") for note in pool_notes(request))
     if not failed:
         lines.append(_wrap(node.message, "  "))
     return lines
@@ -75,9 +151,7 @@ def _reasons(node: NodeOutcome) -> list[str]:
 
 def _field(label: str, value: str) -> str:
     """``Label:  value``, the value aligned and wrapped under itself."""
-    return textwrap.fill(value, width=_WIDTH, initial_indent=f"{label + ':':<16}",
-                         subsequent_indent=" " * 16, break_on_hyphens=False,
-                         break_long_words=False)
+    return _wrap(value, "", first_indent=f"{label + ':':<16}", subsequent=" " * 16)
 
 
 def _header(explanation: ClaimExplanation) -> list[str]:
@@ -87,8 +161,9 @@ def _header(explanation: ClaimExplanation) -> list[str]:
             _field("Message", explanation.message)]
 
 
-def render_explanation(explanation: ClaimExplanation) -> str:
-    """The table form of an explanation."""
+def render_explanation(explanation: ClaimExplanation, *, every_node: bool = False) -> str:
+    """The table form of an explanation: nodes that read the same are grouped (see
+    :func:`group_nodes`) unless ``every_node``."""
     lines = _header(explanation)
     if explanation.allocation is not None:
         lines.append(_field("Node", explanation.allocation_node or "any (see the claim)"))
@@ -103,18 +178,24 @@ def render_explanation(explanation: ClaimExplanation) -> str:
                                f"without ResourceSlices, {counts.excluded_by_pods} excluded by "
                                f"the pods' node selection ({counts.total} in total)"))
     if explanation.candidates:
-        lines += ["", table(_funnel_rows(explanation.candidates))]
-        failing = [c for c in explanation.candidates if not c.fits]
+        groups = group_nodes(explanation.candidates, every_node=every_node)
+        lines += ["", table(_funnel_rows(groups))]
+        failing = [g for g in groups if not g[0].fits]
         if failing:
             lines += ["", "Why not:"]
-            for node in failing:
-                lines.extend(_reasons(node))
+            for group in failing:
+                reasons = _reasons(group[0])
+                if group[0].error is not None and group[0].error in explanation.message:
+                    reasons[1:] = ["  error: the one in the Message above"]
+                if len(group) > 1:
+                    reasons[0] = _wrap(f"{group[0].node} {_others(group)}:", "")
+                lines.extend(reasons)
     return "\n".join(lines) + "\n"
 
 
-def render_simulation(simulation: Simulation) -> str:
-    """The table form of a simulation."""
-    text = render_explanation(simulation.explanation)
+def render_simulation(simulation: Simulation, *, every_node: bool = False) -> str:
+    """The table form of a simulation (``every_node`` as for :func:`render_explanation`)."""
+    text = render_explanation(simulation.explanation, every_node=every_node)
     lines = ["", _field("Copies", simulation.message())]
     if simulation.copies:
         rows = [["COPY", "NODE", "DEVICES"]]
@@ -123,3 +204,30 @@ def render_simulation(simulation: Simulation) -> str:
                  for i, (node, devices) in enumerate(simulation.copies)]
         lines += ["", table(rows)]
     return text + "\n".join(lines) + "\n"
+
+
+def render_pod_explanation(explanation: PodExplanation) -> str:
+    """The table form of a pod's explanation: one row per node (the claims that fit alone,
+    the result), then why the claims do not fit together on each node."""
+    claims = ", ".join(explanation.pending) or "none"
+    lines = [_field("Pod", explanation.pod),
+             _field("Claims", f"{claims} (to allocate)"
+                    + (f"; {', '.join(explanation.allocated)} (allocated)"
+                       if explanation.allocated else "")
+                    + (f"; {', '.join(explanation.missing)} (not found)"
+                       if explanation.missing else "")),
+             _field("Verdict", explanation.verdict), _field("Message", explanation.message)]
+    if explanation.nodes:
+        rows = [["NODE", "FIT-ALONE", "RESULT"]]
+        for node in explanation.nodes:
+            alone = f"{sum(o.fits for o in node.claims.values())} of {len(node.claims)}" \
+                if node.claims else "-"
+            result = "fits" if node.fits else "excluded" if node.excluded else "fails"
+            rows.append([node.node, alone, result])
+        lines += ["", table(rows)]
+        failing = [n for n in explanation.nodes if not n.fits]
+        if failing:
+            lines += ["", "Why not:"]
+            for node in failing:
+                lines += [f"{node.node}:", _wrap(node.message, "  ")]
+    return "\n".join(lines) + "\n"

@@ -14,9 +14,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
-from kubedra import kube
 from kubedra.allocation import (
     DEFAULT_FEATURES,
     AllocatedState,
@@ -180,34 +177,3 @@ class PodPlacement:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-
-async def read_snapshot(api: ApiClient) -> ClusterSnapshot:
-    """Read everything an explanation needs from the API server (one list per kind).
-
-    Needs ``list`` on resourceslices, deviceclasses, devicetaintrules, resourceclaims (all
-    namespaces) and nodes.
-
-    Raises:
-        ApiException: a list failed.
-    """
-    return ClusterSnapshot.from_api(
-        await kube.list_resource_slices(api), await kube.list_device_classes(api),
-        await kube.list_device_taint_rules(api), await kube.list_resource_claims(api),
-        await kube.list_nodes(api))
-
-
-async def pods_using(api: ApiClient, claim: ResourceClaim) -> list[PodPlacement]:
-    """The pods of the claim's namespace that use it (in ``reservedFor`` or referencing it).
-
-    Raises:
-        ApiException: the list failed.
-    """
-    namespace, name = claim.metadata.namespace or "", claim.metadata.name or ""
-    reserved = {r.uid for r in claim.status.reserved_for or () if r.resource == "pods"}
-    found = []
-    for pod in await kube.list_pods(api, namespace):
-        placement = PodPlacement.from_api(pod)
-        if name in placement.claims or (pod.get("metadata") or {}).get("uid") in reserved:
-            found.append(placement)
-    return sorted(found, key=lambda p: p.name)

@@ -16,7 +16,7 @@ from kubedra.options import common_options
 from kubedra.settings import settings_from_flags
 
 
-@click.command("operator")
+@click.command("operator", short_help="Run the operator (publish slices, reconcile claims).")
 @common_options
 @click.option("--liveness-port", type=int, default=8080, show_default=True,
               help="Port of /healthz (0 disables it)")

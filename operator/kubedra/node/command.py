@@ -13,7 +13,7 @@ from kubedra.options import common_options
 from kubedra.settings import settings_from_flags
 
 
-@click.command("agent")
+@click.command("agent", short_help="Run the node agent (discovery, kubelet DRA plugin).")
 @common_options
 @click.option("--node-name", default=None, help="This node [env KUBEDRA_NODE_NAME]")
 @click.option("--driver", default=None,

@@ -105,7 +105,7 @@ def test_invalid_and_incomplete_pools() -> None:
     assert failed.reason == "invalid resource pools were encountered"
     [diagnosis] = failed.diagnose()
     assert diagnosis.unusable_pools == {"gpu.example.com/a": "invalid: duplicate device name x",
-                                        "gpu.example.com/b": "incomplete"}
+                                        "gpu.example.com/b": "incomplete (1 of 2 slices published)"}
     assert diagnosis.counts["devices"] == 0
 
 

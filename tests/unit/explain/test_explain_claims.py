@@ -68,7 +68,8 @@ def test_demo_claim_asking_more_memory_than_the_h200_has() -> None:
                                  "conjunct": TOO_BIG},
                     "comparison": {"name": "gpu.kubedra.io/memory", "relation": ">=",
                                    "device": "150754820096", "asked": "151397597184"}}],
-                "constraints": [], "unusablePools": [], "errors": []}]}],
+                "constraints": [], "unusablePools": [], "errors": [],
+                "chosen": None, "allocationMode": "ExactCount"}]}],
         "allocation": None}
 
 
@@ -203,7 +204,10 @@ def test_selector_error_is_reported_per_node() -> None:
     assert outcome.error.startswith("claim demo/bad: selector #0 on device "
                                     "gpu.kubedra.io/demo-h200/gpu-0: CEL runtime error: no such "
                                     "key: profile")
-    assert explanation.message == f"cannot be allocated: demo-h200: error: {outcome.error}"
+    assert explanation.verdict == "Error"
+    assert explanation.message == (
+        "kube-scheduler reports an error, not unschedulable, on node demo-h200: running "
+        f'"DynamicResources" filter plugin: {outcome.error}')
 
 
 def test_pods_node_selection_limits_the_nodes() -> None:

@@ -38,6 +38,9 @@ def pod(*, claims: bool = True, status: str = "False", reason: str = "Unschedula
     (pod(claims=False), False),
     (pod(message="0/3 nodes are available: 3 Insufficient cpu."), False),
     (pod(reason="SchedulerError"), False),
+    (pod(reason="SchedulerError", message='running "DynamicResources" filter plugin: claim '
+         "demo/bad: selector #0: CEL compile error: compilation failed: …"), True),
+    (pod(reason="SchedulerError", message='running "NodeAffinity" filter plugin: x'), False),
     (pod(status="True", reason=""), False),
     ({"metadata": {"name": "p"}, "spec": {"resourceClaims": [{"name": "gpu"}]}}, False),
 ])

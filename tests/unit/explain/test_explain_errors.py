@@ -1,0 +1,88 @@
+"""When the allocator returns an error, kube-scheduler reports an error for the pod (reason
+``SchedulerError``, retried with back-off), not unschedulable: explain's verdict is ``Error``,
+worded as the scheduler's condition, even when other nodes fit."""
+
+from __future__ import annotations
+
+from test_explain_claims import demo
+
+from kubedra.api.resource import ResourceClaim
+from kubedra.explain import ClusterSnapshot, explain_claim
+from kubedra.explain.render import render_explanation
+from tests.support.explain_builders import gpu_claim, node
+from tests.support.scenario_builders import (
+    CLASSES,
+    claim,
+    device,
+    exact,
+    gpus,
+    resource_slice,
+)
+
+FILTER = 'running "DynamicResources" filter plugin: '
+
+
+def test_selector_that_does_not_compile_is_reported_once_with_its_caret_lines() -> None:
+    bad = gpu_claim("bad", 'device.attributes["gpu.kubedra.io"].type = "gpu"')
+    explanation = explain_claim(demo(bad), ResourceClaim.from_api(bad))
+    error = ("claim demo/bad: selector #0: CEL compile error: compilation failed: ERROR: "
+             "<input>:1:42: Syntax error: token recognition error at: '= '\n"
+             ' | device.attributes["gpu.kubedra.io"].type = "gpu"\n'
+             " | .........................................^\n"
+             "ERROR: <input>:1:44: Syntax error: extraneous input '\"gpu\"' expecting <EOF>\n"
+             ' | device.attributes["gpu.kubedra.io"].type = "gpu"\n'
+             " | ...........................................^")
+    data = explanation.to_json()
+    assert (data["verdict"], data["message"]) == (
+        "Error", "kube-scheduler reports an error, not unschedulable, on node demo-h200: "
+        f"{FILTER}{error}")
+    assert [(c["node"], c["fits"], c["error"], c["requests"]) for c in data["candidates"]] == [
+        ("demo-h200", False, error, [])]
+    assert render_explanation(explanation) == """\
+ResourceClaim:  demo/bad
+Pods:           none
+Verdict:        Error
+Message:        kube-scheduler reports an error, not unschedulable, on node demo-h200: running
+                "DynamicResources" filter plugin: claim demo/bad: selector #0: CEL compile error:
+                compilation failed: ERROR: <input>:1:42: Syntax error: token recognition error at:
+                '= '
+                 | device.attributes["gpu.kubedra.io"].type = "gpu"
+                 | .........................................^
+                ERROR: <input>:1:44: Syntax error: extraneous input '"gpu"' expecting <EOF>
+                 | device.attributes["gpu.kubedra.io"].type = "gpu"
+                 | ...........................................^
+Nodes:          1 evaluated, 0 without ResourceSlices, 0 excluded by the pods' node selection (1 in
+                total)
+
+NODE       REQUEST  NEEDED  DEVICES  IN-CLASS  SELECTED  FREE  CAPACITY  COUNTERS  UNTAINTED  RESULT
+demo-h200  -        -       -        -         -         -     -         -         -          error
+
+Why not:
+demo-h200:
+  error: the one in the Message above
+"""
+
+
+def test_a_pool_being_updated_makes_an_all_request_an_error_though_another_node_fits() -> None:
+    slices = [resource_slice("a-1", [device("gpu-0")], pool="a", node="a", count=2),
+              resource_slice("b-1", [device("gpu-0")], pool="b", node="b")]
+    wants = claim("c", exact("r", "gpu", allocationMode="All"))
+    snapshot = ClusterSnapshot.from_api(slices, CLASSES, [], [wants], [node("a"), node("b")])
+    data = explain_claim(snapshot, ResourceClaim.from_api(wants)).to_json()
+    error = ("claim default/c, request r: asks for all devices, but resource pool "
+             "gpu.example.com/a is currently being updated")
+    assert (data["verdict"], data["message"]) == (
+        "Error", f"kube-scheduler reports an error, not unschedulable, on node a: {FILTER}{error}")
+    assert [(c["node"], c["fits"], c["error"]) for c in data["candidates"]] == [
+        ("a", False, error), ("b", True, None)]
+
+
+def test_more_than_32_devices_is_an_error() -> None:
+    wants = claim("c", exact("r", "gpu", count=33))
+    snapshot = ClusterSnapshot.from_api([resource_slice("a-1", gpus(40), pool="a", node="a")],
+                                        CLASSES, [], [wants], [node("a")])
+    data = explain_claim(snapshot, ResourceClaim.from_api(wants)).to_json()
+    assert (data["verdict"], data["message"]) == (
+        "Error", "kube-scheduler reports an error, not unschedulable, on node a: "
+        f"{FILTER}claim default/c, request r: adding 33 devices exceeds the claim limit of 32, "
+        "with 0 already accounted for")

@@ -1,0 +1,117 @@
+"""kubedra explain pod: all of a pod's claims together, as the scheduler allocates them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kubedra.api.resource import ResourceClaim
+from kubedra.cli import main
+from kubedra.controller.explain_state import ExplainState, Inputs
+from kubedra.controller.explanations import explain_messages
+from kubedra.explain import ClusterSnapshot, PodPlacement
+from kubedra.explain.pods import explain_pod
+from kubedra.explain.render import render_pod_explanation
+from tests.support.explain_builders import node
+from tests.support.scenario_builders import (
+    CLASSES,
+    NIC,
+    claim,
+    device,
+    exact,
+    gpus,
+    resource_slice,
+)
+
+SLICES = [resource_slice("a-gpu", gpus(4), pool="a", node="a"),
+          resource_slice("a-nic", [device("nic-0")], pool="a-nic", node="a", driver=NIC),
+          resource_slice("b-gpu", gpus(8), pool="b", node="b")]
+CLAIMS = [claim("train-0", exact("gpu", "gpu", count=4)),
+          claim("train-1", exact("gpu", "gpu", count=4)), claim("net", exact("nic", "nic"))]
+POD = PodPlacement("default", "p", claims=("train-0", "train-1", "net"))
+
+
+def _explain(claims: list[dict[str, Any]]) -> Any:
+    snapshot = ClusterSnapshot.from_api(SLICES, CLASSES, [], claims, [node("a"), node("b")])
+    return explain_pod(snapshot, POD, [ResourceClaim.from_api(c) for c in claims])
+
+
+def test_claims_that_each_fit_alone_but_on_no_node_together() -> None:
+    explanation = _explain(CLAIMS)
+    a = ("a: each claim fits alone, but not all together: default/train-0 and default/train-1 "
+         "compete for the same 4 devices (gpu-0, gpu-1, gpu-2, gpu-3): claim default/train-1, "
+         "request gpu: cannot find 4 devices that fit together")
+    b = ("b: claim default/net does not fit: request nic: 0 of 8 devices are in class nic (1 "
+         "needed)")
+    data = explanation.to_json()
+    assert (data["verdict"], data["message"]) == (
+        "Unschedulable", f"no node fits all claims of the pod: {a}; {b}")
+    assert [(n["node"], n["fits"], [(c["claim"], c["fitsAlone"]) for c in n["claims"]])
+            for n in data["nodes"]] == [
+        ("a", False, [("default/train-0", True), ("default/train-1", True),
+                      ("default/net", True)]),
+        ("b", False, [("default/train-0", True), ("default/train-1", True),
+                      ("default/net", False)])]
+    assert render_pod_explanation(explanation).split("\n\n", 1)[1] == """\
+NODE  FIT-ALONE  RESULT
+a     3 of 3     fails
+b     2 of 3     fails
+
+Why not:
+a:
+  each claim fits alone, but not all together: default/train-0 and default/train-1 compete for the
+    same 4 devices (gpu-0, gpu-1, gpu-2, gpu-3): claim default/train-1, request gpu: cannot find 4
+    devices that fit together
+b:
+  claim default/net does not fit: request nic: 0 of 8 devices are in class nic (1 needed)
+"""
+
+
+def test_an_allocated_claim_pins_the_pod_to_its_node() -> None:
+    pinned = {**CLAIMS[2], "status": {"allocation": {
+        "devices": {"results": [{"request": "nic", "driver": NIC, "pool": "a-nic",
+                                 "device": "nic-0"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["a"]}]}]}}}}
+    data = _explain([CLAIMS[0], pinned]).to_json()
+    assert data["claims"] == {"allocated": ["default/net"], "pending": ["default/train-0"],
+                              "missing": ["default/train-1"]}
+    assert [(n["node"], n["fits"], n["excluded"], n["message"]) for n in data["nodes"]] == [
+        ("a", True, None, "all claims fit with gpu-0 (default/train-0, request gpu), gpu-1 "
+                          "(default/train-0, request gpu), gpu-2 (default/train-0, request gpu), "
+                          "gpu-3 (default/train-0, request gpu)"),
+        ("b", False, "claim default/net", "excluded: claim default/net is allocated on other "
+                                          "nodes")]
+    assert data["verdict"] == "Fits"
+
+
+def test_explain_pod_from_the_command_line(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"resourceClaims": [{"name": n, "resourceClaimName": n}
+                                       for n in ("train-0", "train-1", "net")]}}
+    kinds = [("ResourceSlice", "resource.k8s.io/v1", SLICES), ("DeviceClass",
+             "resource.k8s.io/v1", CLASSES), ("ResourceClaim", "resource.k8s.io/v1", CLAIMS),
+             ("Node", "v1", [node("a"), node("b")])]
+    items = [{"kind": k, "apiVersion": v, **o} for k, v, objs in kinds for o in objs]
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*items, pod]}))
+    result = CliRunner().invoke(main, ["explain", "pod", "p", "--from", str(dump)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[:3] == [
+        "Pod:            default/p",
+        "Claims:         default/train-0, default/train-1, default/net (to allocate)",
+        "Verdict:        Unschedulable"]
+
+
+def test_the_operator_tells_each_claim_that_fits_alone_the_pods_reason() -> None:
+    inputs = Inputs(slices=SLICES, classes=CLASSES, taint_rules=[], allocated=[],
+                    nodes=[node("a"), node("b")], inventory_version=1, claims_version=1)
+    messages = explain_messages(ExplainState(), inputs, CLAIMS, POD)
+    together = _explain(CLAIMS).message
+    assert messages == [f"cannot be allocated with the pod's other claims: {together}"] * 3

@@ -1,0 +1,121 @@
+"""Explaining from a dump: reading kubectl's and kubedra's dumps, and what ``kubedra dump``
+keeps of each object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from test_explain_claims import TOO_BIG
+
+from kubedra.api.resource import ResourceClaim
+from kubedra.cli import main
+from kubedra.explain.sources import ClusterObjects, DumpError, dump_document, pods_using, read_dump
+from tests.support.explain_builders import gpu_claim, h200_slices, node, shipped_classes
+
+POD = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "too-big", "namespace": "demo", "uid": "u-1",
+                    "labels": {"app": "x"}, "managedFields": [{"manager": "kubectl"}]},
+       "spec": {"nodeSelector": {"type": "kwok"},
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "type", "operator": "In", "values": ["kwok"]}]}]}},
+                    "podAntiAffinity": {"x": 1}},
+                "containers": [{"name": "c", "image": "i",
+                                "env": [{"name": "TOKEN", "value": "secret"}]}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]},
+       "status": {"phase": "Pending",
+                  "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "too-big"}]}}
+
+
+def _kubectl_list(*items: dict[str, object]) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": list(items),
+                           "metadata": {"resourceVersion": ""}})
+
+
+def _cluster(tmp_path: Path) -> Path:
+    """kubectl's dump of the demo cluster, as one file."""
+    typed = [{"kind": k, "apiVersion": v} for k, v in
+             (("ResourceSlice", "resource.k8s.io/v1"), ("DeviceClass", "resource.k8s.io/v1"))]
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             **gpu_claim("too-big", TOO_BIG)}
+    items = [{**typed[0], **s} for s in h200_slices("demo-h200")]
+    items += [{**typed[1], **c} for c in shipped_classes()]
+    items += [claim, {"apiVersion": "v1", "kind": "Node", **node("demo-h200", type="kwok")}, POD,
+              {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(_kubectl_list(*items))
+    return path
+
+
+def test_a_kubectl_list_is_read_by_kind_and_other_kinds_are_skipped(tmp_path: Path) -> None:
+    objects = read_dump([_cluster(tmp_path)])
+    counts = {kind: len(found) for kind, found in objects.by_kind().items()}
+    assert counts == {"ResourceSlice": 1, "DeviceClass": len(shipped_classes()),
+                      "DeviceTaintRule": 0, "ResourceClaim": 1, "Node": 1, "Pod": 1}
+
+
+def test_a_directory_api_lists_and_several_files(tmp_path: Path) -> None:
+    folder = tmp_path / "dump"
+    folder.mkdir()
+    (folder / "slices.json").write_text(yaml.safe_dump(
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSliceList",
+         "items": h200_slices("demo-h200")}))
+    (folder / "nodes.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Node", **node("a")}) + "---\n" + yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Node", **node("b")}))
+    (folder / "notes.txt").write_text("not read")
+    single = tmp_path / "pod.yaml"
+    single.write_text(yaml.safe_dump(POD))
+    objects = read_dump([folder, single])
+    assert [s["kind"] for s in objects.slices] == ["ResourceSlice"]
+    assert [n["metadata"]["name"] for n in objects.nodes] == ["a", "b"]
+    assert [p["metadata"]["name"] for p in objects.pods] == ["too-big"]
+
+
+def test_unreadable_dumps_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(DumpError, match=f"^{tmp_path}/missing: no such file or directory$"):
+        read_dump([tmp_path / "missing"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(DumpError, match=r"bad.yaml: not a Kubernetes object or list \(no kind\)$"):
+        read_dump([bad])
+
+
+def test_dump_keeps_only_what_explain_reads() -> None:
+    objects = ClusterObjects(pods=[POD], nodes=[{
+        "metadata": {"name": "n", "labels": {"a": "b"}, "annotations": {"x": "y"}},
+        "status": {"capacity": {"cpu": "4"}}}])
+    assert dump_document(objects) == {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"a": "b"}}},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "too-big", "namespace": "demo", "uid": "u-1"},
+         "spec": {"nodeSelector": {"type": "kwok"},
+                  "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+                  "affinity": {"nodeAffinity": POD["spec"]["affinity"]["nodeAffinity"]}},
+         "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "too-big"}]}},
+    ]}
+
+
+def test_pods_of_other_namespaces_do_not_use_the_claim() -> None:
+    claim = ResourceClaim.from_api(gpu_claim("too-big", TOO_BIG))
+    elsewhere = {**POD, "metadata": {**POD["metadata"], "namespace": "other"}}
+    assert [str(p) for p in pods_using(claim, [elsewhere, POD])] == ["demo/too-big"]
+
+
+def test_explain_from_a_dump_needs_no_cluster(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    dump = str(_cluster(tmp_path))
+    result = CliRunner().invoke(main, ["explain", "resourceclaim", "too-big", "-n", "demo",
+                                       "--from", dump])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[:3] == [
+        "ResourceClaim:  demo/too-big", "Pods:           demo/too-big",
+        "Verdict:        Unschedulable"]
+    result = CliRunner().invoke(main, ["explain", "resourceclaim", "nope", "-n", "demo",
+                                       "--from", dump])
+    assert (result.exit_code, result.output) == (
+        1, 'Error: resourceclaim "nope" in namespace "demo" not found\n')
