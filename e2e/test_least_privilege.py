@@ -5,10 +5,13 @@ account's own token), equals the table below — nothing more; and the node agen
 
 from __future__ import annotations
 
+import socket
 import stat
 from typing import Any
 
+import aiohttp
 import pytest
+import yaml
 from kubernetes_asyncio import client
 
 from e2e.harness.kubedra import NAMESPACE, Kubedra
@@ -67,6 +70,12 @@ DeviceInventory's spec by the agent beyond creating its own node's (agent-policy
 the operator beyond its finalizer (operator-policy.yaml)."""
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 async def _allowed(kubedra: Kubedra, account: str) -> set[Rule]:
     config = kubedra.plane.kubeconfig_for_service_account(NAMESPACE, account)
     api = await make_api_client(config)
@@ -93,11 +102,12 @@ async def test_each_service_account_may_do_exactly_what_the_table_says(
                    for r in allowed)
 
 
-async def test_agent_sockets_and_checkpoint_are_not_writable_by_others(
+async def test_agent_files_are_not_writable_by_others_and_its_endpoints_leak_no_token(
         kubedra: Kubedra) -> None:
     node = "perm-node"
     kubedra.add_node(node)
-    kubedra.start_agent(node)
+    port = _free_port()
+    kubedra.start_agent(node, metrics_port=port)
     try:
         async def files() -> list[Any] | None:
             found = [p for p in kubedra.node_dir(node).rglob("*")
@@ -109,5 +119,16 @@ async def test_agent_sockets_and_checkpoint_are_not_writable_by_others(
         for path in checked:
             mode = path.stat().st_mode
             assert not mode & stat.S_IWOTH, f"{path} is world-writable ({oct(mode)})"
+        config = yaml.safe_load(next(kubedra.plane.workdir.glob(
+            f"sa-{NAMESPACE}-kubedra-agent-kubedra-agent-{node}.kubeconfig")).read_text())
+        token = config["users"][0]["user"]["token"]
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
+            for path in ("/metrics", "/healthz"):
+                async with http.get(path) as response:
+                    text = await response.text()
+                    assert response.status == 200
+                    assert token not in text
+                    assert token[:16] not in text
+                    assert "bearer" not in text.lower()
     finally:
         kubedra.stop_agent(node)

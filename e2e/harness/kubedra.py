@@ -103,9 +103,9 @@ class Kubedra:
 
     def start_agent(self, node: str, *, backend: str = f"snapshot:{H200_CAPTURE}",
                     driver: str = "gpu.kubedra.io", lease_duration: int = 40,
-                    rescan_interval: float = 2.0) -> Component:
+                    rescan_interval: float = 2.0, metrics_port: int = 0) -> Component:
         """Start ``kubedra agent`` for ``node`` as the kubedra-agent ServiceAccount, with a token
-        bound to the node's stand-in agent pod."""
+        bound to the node's stand-in agent pod (``metrics_port`` 0: no /metrics, /healthz)."""
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=f"kubedra-agent-{node}")
         host = self.node_dir(node)
@@ -114,7 +114,7 @@ class Kubedra:
             [sys.executable, "-m", "kubedra", "agent"],
             env=self._env(kubeconfig=str(config), namespace=NAMESPACE, node_name=node,
                           backend=backend, driver=driver, lease_duration=str(lease_duration),
-                          rescan_interval=str(rescan_interval), metrics_port="0",
+                          rescan_interval=str(rescan_interval), metrics_port=str(metrics_port),
                           kubelet_registry_dir=str(host / "plugins_registry"),
                           kubelet_plugins_dir=str(host / "plugins"),
                           cdi_dir=str(host / "cdi")))
