@@ -13,12 +13,15 @@ import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiException
 
 from e2e.harness.kubedra import NAMESPACE, Kubedra
 from e2e.harness.wait import eventually
 from kubedra.kube import make_api_client
 
 pytestmark = pytest.mark.cluster
+
+INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
 
 Rule = tuple[str, str, str, str]
 """(API group, resource, verb, resource name or "")."""
@@ -132,3 +135,34 @@ async def test_agent_files_are_not_writable_by_others_and_its_endpoints_leak_no_
                     assert "bearer" not in text.lower()
     finally:
         kubedra.stop_agent(node)
+
+
+async def test_the_operator_may_only_touch_its_finalizer_on_an_inventory(
+        kubedra: Kubedra) -> None:
+    admin = await make_api_client(kubedra.plane.admin_kubeconfig)
+    async with admin:
+        await client.CustomObjectsApi(admin).create_cluster_custom_object(*INVENTORIES, {
+            "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+            "metadata": {"name": "policy-check"},
+            "spec": {"driver": "pci.kubedra.io", "allNodes": True, "pool": "policy-check",
+                     "devices": [{"name": "dev-0"}]}})
+    config = kubedra.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
+    api = await make_api_client(config)
+    async with api:
+        custom = client.CustomObjectsApi(api)
+        for patch in ({"spec": {"devices": []}}, {"metadata": {"labels": {"x": "y"}}}):
+            with pytest.raises(ApiException) as refused:
+                await custom.patch_cluster_custom_object(
+                    *INVENTORIES, "policy-check", patch,
+                    _content_type="application/merge-patch+json")
+            assert refused.value.status == 403
+            assert "the operator may only add or remove its finalizer" in refused.value.body
+
+        async def finalized() -> bool:
+            obj = await custom.get_cluster_custom_object(*INVENTORIES, "policy-check")
+            return obj["metadata"].get("finalizers") == ["kubedra.io/held-devices"]
+        await eventually(finalized, timeout=60, what="the operator's finalizer")
+    admin = await make_api_client(kubedra.plane.admin_kubeconfig)
+    async with admin:
+        await client.CustomObjectsApi(admin).delete_cluster_custom_object(
+            *INVENTORIES, "policy-check")
