@@ -313,3 +313,14 @@ def test_a_deleted_inventory_publishes_only_its_held_devices() -> None:
         "DeviceInventory is being deleted; 1 device in 1 ResourceSlice (pool node-1, "
         "generation 1); still allocated, so kept published with a NoSchedule taint until "
         "released: gpu-1 (deleted)")
+
+
+def test_an_inventory_of_a_missing_node_is_withdrawn_and_keeps_its_held_devices() -> None:
+    decision = decide_inventory(inputs(raw_inventory(), existing=EXISTING, node_exists=False,
+                                       uses=[use("gpu-0")]))
+    assert (decision.reason, decision.message) == (
+        "NodeNotFound", "node node-1 does not exist; pool node-1 is not published until it does")
+    assert decision.withdrawn
+    assert [s.metadata.name for s in decision.delete] == ["node-1-gpu-00000"]
+    assert decision.retained is not None
+    assert [d.name for d in decision.retained.devices] == ["gpu-0"]
