@@ -77,7 +77,7 @@ class Agent:
         by the Node (deleted with it by the garbage collector)."""
         raw = await kube.get_inventory(self.api, self.name)
         if raw is None:
-            owner = await kube.node_owner_reference(self.api, self.node_name)
+            owner = await self.node_owner()
             metadata = {"name": self.name, **({"ownerReferences": [owner]} if owner else {})}
             body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata,
                     "spec": {"driver": self.settings.driver, "nodeName": self.node_name}}
@@ -133,6 +133,19 @@ class Agent:
                 log.warning("the API server is unreachable; will retry", error=str(err))
             await asyncio.sleep(self.settings.rescan_interval)
 
+    async def node_owner(self) -> dict[str, Any] | None:
+        """An owner reference to this agent's Node, or None when it cannot be read now (the
+        Lease is renewed without one rather than not at all)."""
+        try:
+            return await kube.node_owner_reference(self.api, self.node_name)
+        except ApiException as err:
+            log.warning("reading the Node failed", node=self.node_name,
+                        error=kube.api_error_message(err))
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            log.warning("reading the Node failed: the API server is unreachable",
+                        node=self.node_name, error=str(err))
+        return None
+
     async def run_lease(self) -> None:
         """Renew the agent Lease three times per lease duration, forever; the Lease is owned by
         the Node (deleted with it by the garbage collector)."""
@@ -140,7 +153,7 @@ class Agent:
         owner: dict[str, Any] | None = None
         while True:
             try:
-                owner = owner or await kube.node_owner_reference(self.api, self.node_name)
+                owner = owner or await self.node_owner()
                 await kube.renew_lease(self.api, self.settings.namespace, name, self.node_name,
                                        self.settings.lease_duration, owner)
             except ApiException as err:
