@@ -36,9 +36,9 @@ from e2e.invariants import cluster_state, converged, safety_violations
 from e2e.kube_objects import create_gpu_pod, read_inventory
 from kubedra.kube import make_api_client
 
-pytestmark = [pytest.mark.cluster, pytest.mark.faults]
-
 FULL = os.environ.get("KUBEDRA_FAULTS") == "full"
+pytestmark = [pytest.mark.cluster, pytest.mark.faults,
+              pytest.mark.timeout(3600 if FULL else 600)]
 COUNTS = {"operator SIGKILL": 50 if FULL else 3,
           "kube-apiserver restart": 10 if FULL else 1,
           "etcd restart (data kept)": 5 if FULL else 1}
@@ -182,15 +182,19 @@ async def test_every_invariant_holds_through_injected_faults(
                          "violations": len(storm.violations) - before,
                          "converge_p50_s": round(statistics.median(times), 1),
                          "converge_p99_s": round(_percentile(times, 0.99), 1)})
+            await asyncio.to_thread(_write_report, _report(storm, rows))
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    report = {"mode": "full" if FULL else "bounded", "storm_rounds": storm.rounds,
-              "safety_checks": storm.checks, "safety_violations": storm.violations[:20],
-              "faults": rows}
-    await asyncio.to_thread(_write_report, report)
     assert storm.violations == []
     assert storm.checks > 0
+
+
+def _report(storm: Storm, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures so far (written after each kind of fault)."""
+    return {"mode": "full" if FULL else "bounded", "storm_rounds": storm.rounds,
+            "safety_checks": storm.checks, "safety_violations": storm.violations[:20],
+            "faults": rows}
 
 
 def _write_report(report: dict[str, Any]) -> None:
