@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+## binaries: the control plane's (hack/build-binaries.sh) and a real node's (kubelet,
+## containerd, runc, CNI loopback, crictl: hack/build-node-binaries.sh)
 binaries:
 	hack/build-binaries.sh
+	hack/build-node-binaries.sh
 
 lint: venv
 	$(VENV)/bin/ruff check operator tests e2e bench hack
@@ -36,8 +39,9 @@ faults: venv binaries
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+## cluster-up: a local control plane with kwok; REAL_NODES=N adds N real nodes (root)
 cluster-up: venv binaries
-	@$(PY) -m e2e.harness up
+	@$(PY) -m e2e.harness up $(if $(REAL_NODES),--real-nodes $(REAL_NODES))
 
 cluster-down: venv
 	@$(PY) -m e2e.harness down

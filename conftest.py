@@ -24,15 +24,17 @@ _planes: list[ControlPlane] = []
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A running control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-    kwok) for the whole session; stopped, by PID, when the session ends."""
+    kwok; real nodes that tests add) for the whole session; stopped, by PID, when the session
+    ends, and an error if a real node's process, mount or cgroup is left behind."""
     plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
     _planes.append(plane)
     plane.start()
     try:
         yield plane
     finally:
-        plane.stop()
+        left = plane.stop()
         _planes.remove(plane)
+        assert not left, f"left behind by the control plane: {left}"
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,15 @@
 """``make demo``: kubedra's main job on a local control plane, in one command.
 
-Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (v1.37.2),
-installs kubedra with ``kubectl apply -k manifests/``, runs the operator and a node agent for the
-kwok node ``demo-h200`` that replays the real NVIDIA H200 capture, and creates two pods:
-``trainer`` asks for a GPU with at least 140Gi of memory and compute capability 9.0 (it runs),
-``too-big`` asks for at least 141Gi (the H200 has 143771Mi, about 140.4Gi: it stays pending,
-and the operator explains why in an Event on its claim). Then it prints what a user would look
-at, ending with ``kubectl dra explain`` on the pending claim and ``kubectl dra simulate`` of one
-more whole-GPU claim. ``--keep`` leaves the cluster running.
+Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (v1.37.2) and a
+real node ``demo-h200`` (kubelet, containerd, runc: needs root), installs kubedra with
+``kubectl apply -k manifests/``, runs the operator and the node agent of ``demo-h200``, which
+replays the real NVIDIA H200 capture (stand-in device nodes), and creates two pods:
+``trainer`` asks for a GPU with at least 140Gi of memory and compute capability 9.0 (it runs,
+and its container prints the GPU it was given), ``too-big`` asks for at least 141Gi (the H200
+has 143771Mi, about 140.4Gi: it stays pending, and the operator explains why in an Event on
+its claim). Then it prints what a user would look at, ending with ``kubectl dra explain`` on
+the pending claim and ``kubectl dra simulate`` of one more whole-GPU claim. ``--keep`` leaves
+the cluster running.
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ from kubernetes_asyncio import client
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import REPO_ROOT
 from e2e.harness.kubedra import Kubedra, kubectl
+from e2e.harness.realnode import stand_in_devices
 from e2e.harness.wait import eventually
 from e2e.kube_objects import (
     claim_events,
     condition,
-    create_gpu_pod,
+    create_claim_template,
+    create_reporting_pod,
     pod_claim,
     read_inventory,
+    running_report,
 )
 from kubedra.kube import make_api_client
+from kubedra.node.edits import NVIDIA_CONTROL_NODES
 
 NODE = "demo-h200"
 INVENTORY = f"{NODE}-gpu.kubedra.io"
@@ -65,10 +71,10 @@ def show(plane: ControlPlane, *args: str) -> None:
     print(kubectl(plane, *args), flush=True)
 
 
-async def scenario(plane: ControlPlane) -> tuple[str, str]:
+async def scenario(plane: ControlPlane) -> tuple[str, str, str]:
     """Create the pods and wait for the expected outcome (the trainer runs; the too-big pod
     stays pending and the operator explains why on its claim); returns the names of the
-    trainer's and the too-big pod's claims."""
+    trainer's and the too-big pod's claims and what the trainer's container reported."""
     api = await make_api_client(plane.admin_kubeconfig)
     async with api:
         async def ready() -> Any:
@@ -78,14 +84,12 @@ async def scenario(plane: ControlPlane) -> tuple[str, str]:
         await client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         step("creating pod trainer (GPU with >= 140Gi and compute capability >= 9.0) "
              "and pod too-big (>= 141Gi)")
-        await create_gpu_pod(api, NAMESPACE, "trainer", FITS)
-        await create_gpu_pod(api, NAMESPACE, "too-big", TOO_BIG)
+        for name, selector in (("trainer", FITS), ("too-big", TOO_BIG)):
+            await create_claim_template(api, NAMESPACE, name, selector)
+            await create_reporting_pod(api, NAMESPACE, name, NODE, template=name)
         core = client.CoreV1Api(api)
-
-        async def running() -> bool:
-            pod = await core.read_namespaced_pod("trainer", NAMESPACE)
-            return bool(pod.status.phase == "Running")
-        await eventually(running, timeout=90, what="pod trainer Running")
+        trainer = await eventually(lambda: running_report(api, NAMESPACE, "trainer"),
+                                   timeout=180, what="pod trainer Running")
 
         async def reported() -> Any:
             claim = await pod_claim(api, NAMESPACE, "trainer")
@@ -105,7 +109,7 @@ async def scenario(plane: ControlPlane) -> tuple[str, str]:
             return bool(await claim_events(api, NAMESPACE, too_big_name, "CannotAllocate"))
         await eventually(explained, timeout=60, what="the operator's explanation on the claim")
         name: str = claim["metadata"]["name"]
-        return name, too_big_name
+        return name, too_big_name, str(trainer["report"])
 
 
 def main(argv: list[str]) -> int:
@@ -126,12 +130,16 @@ def main(argv: list[str]) -> int:
         step("installing kubedra: kubectl apply -k manifests/")
         deployment = Kubedra(plane)
         deployment.install()
+        step(f"starting the real node {NODE}: kubelet v1.37.2, containerd, runc")
+        node = deployment.add_real_node(NODE, {"kubedra.io/gpu": "true"})
+        stand_in_devices(node.device_root, ["/dev/nvidia0", *NVIDIA_CONTROL_NODES])
         step(f"starting the operator and the node agent of {NODE} "
              "(replaying hardware/nvidia-h200, a real NVIDIA H200 capture)")
         deployment.start_operator()
-        deployment.add_node(NODE, {"kubedra.io/gpu": "true"})
-        deployment.start_agent(NODE)
-        claim, too_big = asyncio.run(scenario(plane))
+        deployment.start_agent(NODE, device_root=node.device_root)
+        claim, too_big, report = asyncio.run(scenario(plane))
+        step("the trainer's container was given (its termination message):")
+        print(report, flush=True)
         show(plane, "get", "deviceinventories")
         show(plane, "describe", "deviceinventory", INVENTORY)
         show(plane, "get", "pods", "-n", NAMESPACE, "-o", "wide")
@@ -145,13 +153,17 @@ def main(argv: list[str]) -> int:
         show(plane, "dra", "simulate", "-f", os.path.relpath(template))
     except BaseException:
         print(plane.log_tails(), file=sys.stderr)
-        plane.stop()
+        for problem in plane.stop():
+            print(f"left behind by the real node: {problem}", file=sys.stderr)
         raise
     if args.keep:
         print(f"\nThe cluster keeps running: export KUBECONFIG={plane.admin_kubeconfig}\n"
               "Stop it with: make demo-down")
     else:
-        plane.stop()
+        left = plane.stop()
+        if left:
+            print(f"\nleft behind by the real node: {left}", file=sys.stderr)
+            return 1
         print("\nDemo finished; the control plane is stopped. Run `make demo KEEP=1` to keep it.")
     return 0
 

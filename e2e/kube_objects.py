@@ -1,5 +1,6 @@
 """Small helpers for end-to-end tests and the demo: read objects as plain dicts, make pods
-that use claim templates."""
+that use claim templates (on kwok nodes, or real containers on a real node that report what
+they were given)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness import KWOK_NODE_LABEL
+from e2e.harness.images import TEST_IMAGE
 from kubedra.api import inventory as inv
 
 
@@ -40,6 +42,30 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
     return None
 
 
+REPORT_SCRIPT = ("{ env | grep '^NVIDIA_' | sort; for f in /dev/nvidia* /dev/nvidia-caps/*; "
+                 'do [ -c "$f" ] && echo "$f"; done; } > /dev/termination-log; exit 0')
+"""What a reporting container writes as its termination message: the ``NVIDIA_*`` variables,
+sorted, then the NVIDIA device nodes it has, one per line."""
+
+
+def gpu_claim_spec(selector: str | None = None,
+                   device_class: str = "gpu.kubedra.io") -> dict[str, Any]:
+    """A ResourceClaim spec asking (request ``gpu``) for one device of ``device_class``
+    matching the CEL ``selector`` (any device of the class without one)."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+
+async def create_claim_template(api: ApiClient, namespace: str, name: str,
+                                selector: str | None = None,
+                                device_class: str = "gpu.kubedra.io") -> None:
+    """A ResourceClaimTemplate ``name`` with :func:`gpu_claim_spec`."""
+    await client.ResourceV1Api(api).create_namespaced_resource_claim_template(namespace, {
+        "metadata": {"name": name}, "spec": {"spec": gpu_claim_spec(selector, device_class)}})
+
+
 async def create_gpu_pod(api: ApiClient, namespace: str, name: str, selector: str, *,
                          device_class: str = "gpu.kubedra.io", node: str | None = None) -> None:
     """A ResourceClaimTemplate asking for one device of ``device_class`` matching the CEL
@@ -47,11 +73,7 @@ async def create_gpu_pod(api: ApiClient, namespace: str, name: str, selector: st
     node_selector = {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1]}
     if node:
         node_selector["kubernetes.io/hostname"] = node
-    await client.ResourceV1Api(api).create_namespaced_resource_claim_template(namespace, {
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": device_class,
-            "selectors": [{"cel": {"expression": selector}}]}}]}}}})
+    await create_claim_template(api, namespace, name, selector, device_class)
     await client.CoreV1Api(api).create_namespaced_pod(namespace, {
         "metadata": {"name": name},
         "spec": {
@@ -83,3 +105,44 @@ async def claim_events(api: ApiClient, namespace: str, claim: str,
     events = [api.sanitize_for_serialization(e) for e in listed.items]
     return sorted((e for e in events if e["involvedObject"].get("kind") == "ResourceClaim"),
                   key=lambda e: e.get("firstTimestamp") or "")
+
+
+async def create_reporting_pod(api: ApiClient, namespace: str, name: str, node: str, *,
+                               template: str | None = None, claim: str | None = None) -> None:
+    """A pod for real node ``node`` that uses claim ``gpu`` (from ResourceClaimTemplate
+    ``template`` or the existing ResourceClaim ``claim``) in two containers of the test image:
+    init container ``report`` writes :data:`REPORT_SCRIPT`'s report as its termination message
+    and exits; ``main`` sleeps, holding the claim until the pod is deleted. Host network, no
+    ServiceAccount token, never pulled."""
+    source = {"resourceClaimTemplateName": template} if template else {
+        "resourceClaimName": claim}
+    uses = {"claims": [{"name": "gpu"}]}
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "hostNetwork": True, "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "resourceClaims": [{"name": "gpu", **source}],
+            "initContainers": [{"name": "report", "image": TEST_IMAGE,
+                                "imagePullPolicy": "Never", "args": [REPORT_SCRIPT],
+                                "resources": uses}],
+            "containers": [{"name": "main", "image": TEST_IMAGE, "imagePullPolicy": "Never",
+                            "args": ["exec sleep 2147483647"], "resources": uses}],
+        }})
+
+
+async def running_report(api: ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """The pod ``name`` (as a dict) once its ``main`` container runs, with its ``report``
+    container's termination message under ``report``; None before."""
+    pod: dict[str, Any] = api.sanitize_for_serialization(
+        await client.CoreV1Api(api).read_namespaced_pod(name, namespace))
+    status = pod.get("status") or {}
+    main = next((c for c in status.get("containerStatuses") or [] if c["name"] == "main"), None)
+    report = next((c for c in status.get("initContainerStatuses") or []
+                   if c["name"] == "report"), None)
+    if not main or "running" not in (main.get("state") or {}) or not report:
+        return None
+    terminated = (report.get("state") or {}).get("terminated") or {}
+    pod["report"] = terminated.get("message")
+    return pod

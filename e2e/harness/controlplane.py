@@ -23,21 +23,27 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.client import HTTPSConnection
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from e2e.harness.certs import CertificateAuthority, CertPair, write_service_account_key
 
+if TYPE_CHECKING:
+    from e2e.harness.realnode import RealNode
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES_VERSION = "v1.37.2"
 KWOK_NODE_LABEL = ("type", "kwok")
 """Nodes with this label are managed by kwok (fake kubelet)."""
+KWOK_NODE_IP = "127.0.0.2"
+KWOK_POD_CIDR = "127.64.0.0/16"
+"""Addresses kwok writes into its nodes' and pods' status: loopback, never another host."""
 
 CONTROLLERS = (
     "resourceclaim-controller",
@@ -67,7 +73,8 @@ def default_bin_dir() -> Path:
     return Path(os.environ.get("KUBEDRA_CACHE", REPO_ROOT / ".cache")) / "bin"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -111,10 +118,13 @@ class ControlPlane:
         bin_dir: directory with the binaries (default :func:`default_bin_dir`).
         detached: keep the processes running after this Python process exits (``cluster-up``);
             otherwise they get SIGTERM when it dies, even on SIGKILL.
+        apiserver_args: more kube-apiserver flags (``bench/scale.py`` turns on an audit log).
     """
 
-    def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False):
+    def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
+                 apiserver_args: Sequence[str] = ()):
         self.workdir = workdir.resolve()
+        self.apiserver_args = list(apiserver_args)
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
         self.detached = detached
         self.components: list[Component] = []
@@ -124,6 +134,9 @@ class ControlPlane:
         self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
         self.state_file = self.workdir / "state.json"
         self._admin: CertPair | None = None
+        self.ca: CertificateAuthority | None = None
+        """The CA of every certificate (None before :meth:`start`)."""
+        self.real_nodes: list[RealNode] = []
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -163,22 +176,22 @@ class ControlPlane:
         self._write_state()
 
     def _start_all(self, deadline: float) -> None:
-        ca = CertificateAuthority(self.pki)
+        ca = self.ca = CertificateAuthority(self.pki)
         serving = ca.issue("apiserver", "kube-apiserver",
                            server_hosts=("127.0.0.1", "localhost", "kubernetes.default.svc"))
         self._admin = ca.issue("admin", "kubedra-admin", organizations=("system:masters",))
         sa_key = write_service_account_key(self.pki / "sa.key")
-        self.api_port = _free_port()
-        kcm_cfg = self._write_kubeconfig(
+        self.api_port = free_port()
+        kcm_cfg = self.write_kubeconfig(
             "controller-manager", ca.issue("kcm", "system:kube-controller-manager"))
-        sched_cfg = self._write_kubeconfig(
+        sched_cfg = self.write_kubeconfig(
             "scheduler", ca.issue("scheduler", "system:kube-scheduler"))
-        kwok_cfg = self._write_kubeconfig(
+        kwok_cfg = self.write_kubeconfig(
             "kwok", ca.issue("kwok", "kwok-controller", organizations=("system:masters",)))
         self.admin_kubeconfig.write_text(yaml.safe_dump(
             _kubeconfig(self.server, ca.pair.cert, "kubedra-admin", cert=self._admin)))
 
-        etcd_port, peer_port = _free_port(), _free_port()
+        etcd_port, peer_port = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._spawn("etcd", [
             "--name=kubedra-test", f"--data-dir={self.workdir / 'etcd'}",
@@ -188,7 +201,7 @@ class ControlPlane:
             f"--initial-cluster=kubedra-test=http://127.0.0.1:{peer_port}",
             "--unsafe-no-fsync=true", "--log-level=warn", "--quota-backend-bytes=4294967296",
         ])
-        self._wait(deadline, "etcd", lambda: self._http_ok(f"{etcd_url}/health"))
+        self.wait(deadline, "etcd", lambda: self._http_ok(f"{etcd_url}/health"))
 
         self._spawn("kube-apiserver", [
             f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
@@ -202,10 +215,11 @@ class ControlPlane:
             "--api-audiences=https://kubernetes.default.svc.cluster.local",
             "--enable-admission-plugins=NodeRestriction",
             "--profiling=false", "--cert-dir", str(self.pki / "apiserver-generated"),
+            *self.apiserver_args,
         ])
-        self._wait(deadline, "kube-apiserver", lambda: self._api_ok("/readyz"))
+        self.wait(deadline, "kube-apiserver", lambda: self._api_ok("/readyz"))
 
-        kcm_port, sched_port = _free_port(), _free_port()
+        kcm_port, sched_port = free_port(), free_port()
         self._spawn("kube-controller-manager", [
             f"--kubeconfig={kcm_cfg}", f"--authentication-kubeconfig={kcm_cfg}",
             f"--authorization-kubeconfig={kcm_cfg}", "--leader-elect=false",
@@ -226,19 +240,52 @@ class ControlPlane:
         self._spawn("kwok", [
             f"--kubeconfig={kwok_cfg}", f"--config={self._write_kwok_config()}",
             f"--manage-nodes-with-label-selector={KWOK_NODE_LABEL[0]}={KWOK_NODE_LABEL[1]}",
-            "--cidr=10.244.0.0/16", "--node-ip=10.99.0.1", "--server-address=127.0.0.1:0",
+            # fake node and pod addresses in loopback: a stray connection stays on this host
+            f"--cidr={KWOK_POD_CIDR}", f"--node-ip={KWOK_NODE_IP}",
+            "--server-address=127.0.0.1:0",
         ])
-        self._wait(deadline, "kube-controller-manager",
+        self.wait(deadline, "kube-controller-manager",
                    lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz"))
-        self._wait(deadline, "kube-scheduler",
+        self.wait(deadline, "kube-scheduler",
                    lambda: self._http_ok(f"https://127.0.0.1:{sched_port}/healthz"))
         # ServiceAccount admission needs the default ServiceAccount, made by KCM's controller.
-        self._wait(deadline, "serviceaccount-controller",
+        self.wait(deadline, "serviceaccount-controller",
                    lambda: self._api_ok("/api/v1/namespaces/default/serviceaccounts/default"))
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM every started process (newest first), SIGKILL those still alive after
-        ``timeout`` seconds. Safe to call twice."""
+    def add_real_node(self, name: str, labels: dict[str, str] | None = None,
+                      timeout: float = 180.0) -> RealNode:
+        """Start a real node ``name`` (containerd, runc, kubelet; see
+        :mod:`e2e.harness.realnode`) and wait until it is Ready; :meth:`stop` stops it.
+
+        Raises:
+            e2e.harness.realnode.RealNodeError: it cannot run here, or did not get Ready.
+        """
+        from e2e.harness.realnode import RealNode
+
+        node = RealNode(self, name, labels)
+        self.real_nodes.append(node)
+        self._write_state_if_recorded()
+        try:
+            node.start(timeout)
+        except BaseException:
+            self.real_nodes.remove(node)
+            self._write_state_if_recorded()
+            raise
+        return node
+
+    def stop(self, timeout: float = 15.0) -> list[str]:
+        """Stop the real nodes (containers, shims, mounts, cgroups: see
+        :meth:`RealNode.stop`; their files are deleted when nothing is left), then SIGTERM
+        every started process (newest first), SIGKILL those still alive after ``timeout``
+        seconds. Safe to call twice. Returns what a real node could not clean up (empty when
+        all is gone)."""
+        problems = []
+        for node in reversed(self.real_nodes):
+            left = node.stop()
+            if not left:
+                node.remove_files()
+            problems += left
+        self.real_nodes.clear()
         for comp in reversed(self.components):
             _signal(comp, signal.SIGTERM)
         deadline = time.monotonic() + timeout
@@ -246,17 +293,23 @@ class ControlPlane:
             _reap(comp, deadline)
         self.components.clear()
         self.state_file.unlink(missing_ok=True)
+        return problems
 
     @classmethod
     def stop_from_state(cls, workdir: Path) -> bool:
-        """Stop a detached control plane recorded in ``workdir/state.json``; False if none."""
+        """Stop a detached control plane recorded in ``workdir/state.json``, its real nodes
+        included; False if none."""
+        from e2e.harness.realnode import RealNode
+
         plane = cls(workdir)
         if not plane.state_file.exists():
             return False
         state = json.loads(plane.state_file.read_text())
         plane.components = [Component(c["name"], c["pid"], c["args"], Path(c["log"]))
                             for c in state["components"]]
-        plane.stop()
+        plane.real_nodes = [RealNode.from_state(plane, n) for n in state.get("realNodes", [])]
+        for problem in plane.stop():
+            print(f"left behind: {problem}")
         return True
 
     # --- credentials ---------------------------------------------------------------------
@@ -322,7 +375,8 @@ class ControlPlane:
 
     # --- internals -----------------------------------------------------------------------
 
-    def _write_kubeconfig(self, name: str, cert: CertPair) -> Path:
+    def write_kubeconfig(self, name: str, cert: CertPair) -> Path:
+        """Write ``<workdir>/<name>.kubeconfig`` for the client certificate ``cert``."""
         path = self.workdir / f"{name}.kubeconfig"
         path.write_text(yaml.safe_dump(_kubeconfig(self.server, self.pki / "ca.crt", name,
                                                    cert=cert)))
@@ -352,8 +406,7 @@ class ControlPlane:
                 preexec_fn=None if self.detached else _die_with_parent)
         component = Component(name, proc.pid, command, log, proc)
         self.components.append(component)
-        if self.state_file.exists():
-            self._write_state()
+        self._write_state_if_recorded()
         return component
 
     def stop_component(self, component: Component, timeout: float = 10.0) -> None:
@@ -361,8 +414,7 @@ class ControlPlane:
         _signal(component, signal.SIGTERM)
         _reap(component, time.monotonic() + timeout)
         self.components.remove(component)
-        if self.state_file.exists():
-            self._write_state()
+        self._write_state_if_recorded()
 
     def kill_component(self, component: Component) -> None:
         """SIGKILL one component (a crash: no cleanup runs), collect it and forget it."""
@@ -384,19 +436,28 @@ class ControlPlane:
             raise ControlPlaneError(f"no component {name}")
         self.kill_component(old)
         new = self.spawn(name, old.args)
-        self._wait(time.monotonic() + timeout, f"{name} restarted",
+        self.wait(time.monotonic() + timeout, f"{name} restarted",
                    lambda: self._api_ok("/readyz"))
         return new
 
-    def _wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
+    def wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
+        """Poll ``ready()`` until ``deadline`` (monotonic seconds); OS, API and subprocess
+        errors count as not ready.
+
+        Raises:
+            ControlPlaneError: a component exited, or the deadline passed (with log tails).
+        """
         while time.monotonic() < deadline:
             for comp in self.components:
                 if comp.process is not None and comp.process.poll() is not None:
                     raise ControlPlaneError(
                         f"{comp.name} exited with code {comp.process.returncode} while waiting "
                         f"for {what}\n{self.log_tails()}")
-            if ready():
-                return
+            try:
+                if ready():
+                    return
+            except (OSError, ControlPlaneError, subprocess.SubprocessError):
+                pass
             time.sleep(0.2)
         raise ControlPlaneError(f"timed out waiting for {what}\n{self.log_tails()}")
 
@@ -426,11 +487,16 @@ class ControlPlane:
         except OSError:
             return False
 
+    def _write_state_if_recorded(self) -> None:
+        if self.state_file.exists():
+            self._write_state()
+
     def _write_state(self) -> None:
         self.state_file.write_text(json.dumps({
             "server": self.server, "kubeconfig": str(self.admin_kubeconfig),
             "components": [{"name": c.name, "pid": c.pid, "args": c.args, "log": str(c.log)}
                            for c in self.components],
+            "realNodes": [n.to_state() for n in self.real_nodes],
         }, indent=2))
 
 

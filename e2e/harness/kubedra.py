@@ -3,8 +3,10 @@
 The operator and the agents run as local processes (``python -m kubedra …``) under the
 ServiceAccount tokens of ``kubedra-operator`` and ``kubedra-agent``, so exactly the RBAC rules
 in ``manifests/`` apply — never cluster admin. Each agent's token is bound to a stand-in agent
-pod on its kwok node, as a DaemonSet pod's projected token is, so the API server knows the
-agent's node.
+pod on its node, as a DaemonSet pod's projected token is, so the API server knows the agent's
+node. On a kwok node the stand-in is a fake pod; on a real node (:meth:`Kubedra.add_real_node`)
+it is a real container that sleeps, and the agent serves the node's kubelet through the
+kubelet's own plugin directories.
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, Component, ControlPlane
+from e2e.harness.images import TEST_IMAGE
+from e2e.harness.realnode import RealNode
 
 NAMESPACE = "kubedra-system"
 H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
+AGENT_POD_LABELS = {"app.kubernetes.io/name": "kubedra-agent"}
 
 
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
@@ -45,7 +52,7 @@ class Kubedra:
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
         self.operator: Component | None = None
-        self.operator_options: dict[str, float] = {}
+        self.operator_options: dict[str, Any] = {}
         self.agents: dict[str, Component] = {}
 
     def install(self) -> None:
@@ -57,20 +64,24 @@ class Kubedra:
     def _env(self, **settings: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEDRA_")}
         env.update({f"KUBEDRA_{k.upper()}": v for k, v in settings.items()})
-        env["PYTHONPATH"] = str(REPO_ROOT / "operator")
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "operator"), str(REPO_ROOT)])
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
     def start_operator(self, *, lease_check_interval: float = 1.0,
-                       explain_event_interval: float = 60.0) -> Component:
-        """Start ``kubedra operator`` as the kubedra-operator ServiceAccount."""
+                       explain_event_interval: float = 60.0, liveness_port: int = 0
+                       ) -> Component:
+        """Start ``kubedra operator`` as the kubedra-operator ServiceAccount; a non-zero
+        ``liveness_port`` serves kopf's ``/healthz`` (kubedra's probe) there."""
         self.operator_options = {"lease_check_interval": lease_check_interval,
-                                 "explain_event_interval": explain_event_interval}
+                                 "explain_event_interval": explain_event_interval,
+                                 "liveness_port": liveness_port}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
-            [sys.executable, "-m", "kubedra", "operator", "--liveness-port=0"],
-            env=self._env(kubeconfig=str(config), namespace=NAMESPACE,
+            [sys.executable, "-m", "kubedra", "operator", f"--kubeconfig={config}",
+             f"--liveness-port={liveness_port}"],
+            env=self._env(namespace=NAMESPACE,
                           lease_check_interval=str(lease_check_interval),
                           explain_event_interval=str(explain_event_interval)))
         return self.operator
@@ -92,39 +103,85 @@ class Kubedra:
         self.plane.request("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": node, "labels": all_labels}})
-        self.plane.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", {
+        self.create_agent_pod(f"kubedra-agent-{node}", node, {
+            "containers": [{"name": "agent", "image": "ghcr.io/kubedra/kubedra:0.1.0"}]})
+
+    def add_real_node(self, node: str, labels: dict[str, str] | None = None) -> RealNode:
+        """Start real node ``node`` (:meth:`ControlPlane.add_real_node`) and the agent's
+        stand-in pod on it (a real container that sleeps, on the host network); returns the
+        node when the pod runs."""
+        real = self.plane.add_real_node(node, labels)
+        self.create_real_agent_pod(f"kubedra-agent-{node}", node)
+        return real
+
+    def create_real_agent_pod(self, name: str, node: str) -> str:
+        """Create a stand-in agent pod ``name`` on real node ``node`` (a container of the test
+        image that sleeps, on the host network) and wait until it runs; returns its UID."""
+        uid = self.create_agent_pod(name, node, {
+            "hostNetwork": True, "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "agent", "image": TEST_IMAGE, "imagePullPolicy": "Never",
+                            "args": ["exec sleep 2147483647"]}]})
+        self.plane.wait(time.monotonic() + 180, f"pod {NAMESPACE}/{name} Running",
+                        lambda: self.plane.request(
+                            "GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}",
+                        )["status"].get("phase") == "Running")
+        return uid
+
+    def create_agent_pod(self, name: str, node: str, spec: dict[str, Any]) -> str:
+        """Create the agent's stand-in pod ``name`` on ``node`` with the pod ``spec`` given
+        (``nodeName``, the ServiceAccount and a toleration of every taint are added); returns
+        its UID."""
+        pod = self.plane.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"kubedra-agent-{node}",
-                         "labels": {"app.kubernetes.io/name": "kubedra-agent"}},
+            "metadata": {"name": name, "labels": AGENT_POD_LABELS},
             "spec": {"nodeName": node, "serviceAccountName": "kubedra-agent",
-                     "tolerations": [{"operator": "Exists"}],
-                     "containers": [{"name": "agent", "image": "ghcr.io/kubedra/kubedra:0.1.0"}]},
-        })
+                     "tolerations": [{"operator": "Exists"}], **spec}})
+        uid: str = pod["metadata"]["uid"]
+        return uid
 
     def start_agent(self, node: str, *, backend: str = f"snapshot:{H200_CAPTURE}",
                     driver: str = "gpu.kubedra.io", lease_duration: int = 40,
-                    rescan_interval: float = 2.0, metrics_port: int = 0) -> Component:
+                    rescan_interval: float = 2.0, pod: str | None = None,
+                    pod_uid: str | None = None, device_root: Path | None = None,
+                    boot_id_path: Path | None = None, name: str | None = None,
+                    module: str = "kubedra", metrics_port: int = 0) -> Component:
         """Start ``kubedra agent`` for ``node`` as the kubedra-agent ServiceAccount, with a token
-        bound to the node's stand-in agent pod (``metrics_port`` 0: no /metrics, /healthz)."""
+        bound to the stand-in agent pod ``pod`` (default ``kubedra-agent-<node>``).
+
+        ``pod_uid`` gives the agent rolling-update socket names; ``device_root`` is where its
+        CDI specs find the device nodes (stand-ins for the replayed capture); ``boot_id_path``
+        replaces the kernel's boot ID (tests simulate a reboot with it); ``name`` is the
+        component's name (default ``kubedra-agent-<node>``; a second instance needs another);
+        ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
+        agent with a fake MIG partitioner); a non-zero ``metrics_port`` serves ``/metrics`` and
+        ``/healthz`` there.
+        """
         config = self.plane.kubeconfig_for_service_account(
-            NAMESPACE, "kubedra-agent", bound_pod=f"kubedra-agent-{node}")
+            NAMESPACE, "kubedra-agent", bound_pod=pod or f"kubedra-agent-{node}")
         host = self.node_dir(node)
+        settings = {"namespace": NAMESPACE, "node_name": node, "backend": backend,
+                    "driver": driver, "lease_duration": str(lease_duration),
+                    "rescan_interval": str(rescan_interval), "metrics_port": str(metrics_port),
+                    "kubelet_registry_dir": str(host / "plugins_registry"),
+                    "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}
+        for key, value in (("pod_uid", pod_uid), ("device_root", device_root),
+                           ("boot_id_path", boot_id_path)):
+            if value is not None:
+                settings[key] = str(value)
         agent = self.plane.spawn(
-            f"kubedra-agent-{node}",
-            [sys.executable, "-m", "kubedra", "agent"],
-            env=self._env(kubeconfig=str(config), namespace=NAMESPACE, node_name=node,
-                          backend=backend, driver=driver, lease_duration=str(lease_duration),
-                          rescan_interval=str(rescan_interval), metrics_port=str(metrics_port),
-                          kubelet_registry_dir=str(host / "plugins_registry"),
-                          kubelet_plugins_dir=str(host / "plugins"),
-                          cdi_dir=str(host / "cdi")))
+            name or f"kubedra-agent-{node}",
+            [sys.executable, "-m", module, "agent", f"--kubeconfig={config}"],
+            env=self._env(**settings))
         self.agents[node] = agent
         return agent
 
     def node_dir(self, node: str) -> Path:
-        """Where the agent of ``node`` keeps what a real node has under /var/lib/kubelet and
-        /var/run/cdi (registration and DRA sockets, checkpoint, CDI specs)."""
-        return self.plane.workdir / "nodes" / node
+        """Where the agent of ``node`` finds what a node has under /var/lib/kubelet and
+        /var/run/cdi (registration and DRA sockets, checkpoint, CDI specs): on a real node
+        the kubelet's ``--root-dir`` and containerd's CDI directory are there."""
+        real = next((n for n in self.plane.real_nodes if n.name == node), None)
+        return real.root if real else self.plane.workdir / "nodes" / node
 
     def stop_agent(self, node: str) -> None:
         """Stop the agent of ``node`` (its Lease then expires)."""

@@ -337,6 +337,21 @@ async def node_owner_reference(api: ApiClient, name: str) -> dict[str, Any] | No
     return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
 
 
+async def read_lease(api: ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """GET Lease ``namespace/name``; None if it does not exist.
+
+    Raises:
+        ApiException: any other error.
+    """
+    try:
+        return await _raw(client.CoordinationV1Api(api).read_namespaced_lease(
+            name, namespace, _preload_content=False))
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
 async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
                       duration_s: int, owner: dict[str, Any] | None = None) -> None:
     """Create Lease ``namespace/name`` or set its ``renewTime`` to now, held by ``holder`` for

@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     """Where the plugin writes CDI specs (the container runtime's dynamic CDI directory)."""
     boot_id_path: Path = DEFAULT_BOOT_ID_PATH
     """The kernel's boot ID file; prepared claims of an earlier boot are prepared again."""
+    device_root: Path = Path("/")
+    """Where the host's device nodes are: CDI specs name ``<device_root>/dev/...`` as the
+    host path of each container's ``/dev/...`` (stand-ins for replayed hardware); ``/`` on a
+    real node."""
     pod_uid: str | None = None
     """The agent pod's UID (downward API); when set, sockets get rolling-update names."""
 

@@ -8,6 +8,7 @@ pod, and deleting the pod makes the claim controller deallocate and delete the c
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import KWOK_NODE_LABEL, ControlPlane
+from e2e.harness.controlplane import KWOK_NODE_IP, KWOK_POD_CIDR
 from e2e.harness.wait import eventually
 
 pytestmark = pytest.mark.cluster
@@ -94,6 +96,12 @@ async def test_scheduler_allocates_the_device_the_selector_admits(
 
     pod = await eventually(running_pod, what="pod to be Running", timeout=60)
     assert pod.spec.node_name == "foundation-b"
+    # kwok's addresses are loopback ones: nothing could reach another host through them
+    node = await core.read_node("foundation-b")
+    assert [(a.type, a.address) for a in node.status.addresses if a.type == "InternalIP"] == [
+        ("InternalIP", KWOK_NODE_IP)]
+    assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(KWOK_POD_CIDR)
+    assert ipaddress.ip_network(KWOK_POD_CIDR).subnet_of(ipaddress.ip_network("127.0.0.0/8"))
     statuses = pod.status.resource_claim_statuses
     assert [s.name for s in statuses] == ["device"]
     claim_name = statuses[0].resource_claim_name

@@ -27,6 +27,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import KWOK_NODE_LABEL, ControlPlane
+from e2e.harness.realnode import stand_in_devices
 from e2e.harness.wait import eventually
 from kubedra.api.inventory import InventoryDevice
 from kubedra.api.resource import DeviceAttribute
@@ -50,9 +51,10 @@ AGENT = "kubedra-agent"
 ROLE = "kubedra-agent-plugin-test"
 """A copy of the agent's ClusterRole under a name of its own (the e2e tests install the real
 one)."""
-NODE_GPUS = range(16)
-"""The agent's GPUs gpu-0 … gpu-15 (each test uses its own, so no test waits for another's
-claims to be deallocated); the slice also publishes gpu-99, which the node lacks."""
+NODE_GPUS = range(18)
+"""The agent's GPUs gpu-0 … gpu-17 (each test uses its own, so no test waits for another's
+claims to be deallocated; gpu-16 has no device node); the slice also publishes gpu-99, which
+the node lacks."""
 CONTROL_NODES = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
 
 
@@ -284,9 +286,15 @@ def spec_file(node: PluginNode, uid: str) -> Path:
     return node.cdi_dir / f"{DRIVER}-claim_{uid}.json"
 
 
-def expected_spec(claim: dict[str, Any], request: str,
+def device_nodes(node: PluginNode, *paths: str) -> list[dict[str, str]]:
+    """CDI device nodes for container ``paths``, taken from the node's stand-ins."""
+    return [{"path": p, "hostPath": f"{node.device_root}{p}"} for p in paths]
+
+
+def expected_spec(node: PluginNode, claim: dict[str, Any], request: str,
                   extra_env: list[str] | None = None) -> dict[str, Any]:
-    """The CDI spec kubedra must write for a claim of GPUs (all of request ``request``)."""
+    """The CDI spec kubedra must write on ``node`` for a claim of GPUs (all of request
+    ``request``)."""
     meta = claim["metadata"]
     gpus = devices_of(claim)
     visible = "NVIDIA_VISIBLE_DEVICES=" + ",".join(f"GPU-{g.removeprefix('gpu-')}" for g in gpus)
@@ -300,8 +308,8 @@ def expected_spec(claim: dict[str, Any], request: str,
                             "kubedra.io/requests": request},
             "containerEdits": {
                 "env": sorted([visible, *(extra_env or [])]),
-                "deviceNodes": [{"path": f"/dev/nvidia{g.removeprefix('gpu-')}"}]
-                + [{"path": p} for p in CONTROL_NODES]}} for g in gpus]}
+                "deviceNodes": device_nodes(node, f"/dev/nvidia{g.removeprefix('gpu-')}",
+                                            *CONTROL_NODES)}} for g in gpus]}
 
 
 def prepared_entry(claim: dict[str, Any], device: str) -> dict[str, Any]:
@@ -343,7 +351,7 @@ async def test_prepare_two_claims_then_unprepare(cluster: Cluster, agent: Agent,
             ([request], NODE, g, [f"{DRIVER}/claim={uid}-{g}"]) for g in devices_of(claim)]
         document = json.loads(spec_file(node, uid).read_text())
         assert schema_errors(document) == []
-        assert document == expected_spec(claim, request)
+        assert document == expected_spec(node, claim, request)
     assert sorted(p.name for p in node.cdi_dir.iterdir()) == sorted(
         spec_file(node, c["metadata"]["uid"]).name for c in (single, pair))
 
@@ -454,7 +462,7 @@ async def test_prepare_after_reboot_recreates_the_spec(cluster: Cluster, agent: 
     answer = await agent.prepare(ref(claim))
     assert answer[uid].error == ""
     assert node.metric("kubedra_plugin_claims_total", operation="prepare", result="done") == 1
-    assert json.loads(spec_file(node, uid).read_text()) == expected_spec(claim, "gpu")
+    assert json.loads(spec_file(node, uid).read_text()) == expected_spec(node, claim, "gpu")
     checkpoint = json.loads((node.data_dir / CHECKPOINT_FILE).read_text())
     assert checkpoint["data"]["claims"][uid]["bootID"] == "boot-2"
     assert await agent.unprepare(ref(claim)) == {uid: ""}
@@ -517,7 +525,7 @@ async def test_bad_claims_fail_alone(cluster: Cluster, agent: Agent, node: Plugi
         uid["foreign"]: f"claim {namespace}/foreign has no device of driver {DRIVER} "
                         f"(allocated: {OTHER_DRIVER}/{NODE}/dev-0)",
         uid["missing"]: f"device {NODE}/gpu-99 (request gpu) of claim {namespace}/missing does "
-                        "not exist on this node (16 devices: gpu-0, gpu-1, gpu-10, gpu-11, "
+                        "not exist on this node (18 devices: gpu-0, gpu-1, gpu-10, gpu-11, "
                         "gpu-12, gpu-13, gpu-14, gpu-15, ...)",
         uid["badconfig"]: f"claim {namespace}/badconfig: config[0] (FromClaim) for {DRIVER} is "
                           "invalid: GpuConfig.driverCapabilities.1: Input should be 'compute', "
@@ -528,7 +536,7 @@ async def test_bad_claims_fail_alone(cluster: Cluster, agent: Agent, node: Plugi
                         "was deleted and created again",
     }
     assert json.loads(spec_file(node, uid["good"]).read_text()) == expected_spec(
-        good, "gpu", GOOD_CONFIG_ENV)
+        node, good, "gpu", GOOD_CONFIG_ENV)
     assert sorted(p.name for p in node.cdi_dir.iterdir()) == [spec_file(node, uid["good"]).name]
     now = await read_claim(cluster.admin, namespace, "good")
     assert without_times(now["status"]["devices"]) == [prepared_entry(good, "gpu-11")]
@@ -550,6 +558,62 @@ async def test_unhealthy_device_is_refused(cluster: Cluster, agent: Agent, node:
         f"device {NODE}/gpu-9 (request gpu) of claim {namespace}/sick is Unhealthy: "
         "XID 79: GPU has fallen off the bus")
     assert not node.cdi_dir.exists()
+
+
+async def test_missing_device_node_fails_the_claim(cluster: Cluster, agent: Agent,
+                                                   node: PluginNode, namespace: str) -> None:
+    """gpu-16's node /dev/nvidia16 is not on the host: prepare fails naming it, instead of
+    succeeding and leaving the runtime to refuse the container."""
+    claim = (await create_claims(cluster.admin, namespace, [
+        claim_body("nodeless", selector=by_uuid("GPU-16"))]))["nodeless"]
+    uid = claim["metadata"]["uid"]
+    await agent.start()
+    assert (await agent.prepare(ref(claim)))[uid].error == (
+        f"claim {namespace}/nodeless: device node {node.device_root}/dev/nvidia16 does not "
+        "exist on this host (the container runtime would refuse the container)")
+    assert node.metric("kubedra_plugin_claim_errors_total", operation="prepare",
+                       reason="DeviceNodeMissing") == 1
+    assert not spec_file(node, uid).exists()
+    assert "devices" not in (await read_claim(cluster.admin, namespace, "nodeless"))["status"]
+
+    stand_in_devices(node.device_root, ["/dev/nvidia16"])
+    assert (await agent.prepare(ref(claim)))[uid].error == ""
+    assert json.loads(spec_file(node, uid).read_text()) == expected_spec(node, claim, "gpu")
+    assert await agent.unprepare(ref(claim)) == {uid: ""}
+
+
+async def test_device_still_prepared_for_a_deleted_claim_is_refused(
+        cluster: Cluster, agent: Agent, node: PluginNode, namespace: str) -> None:
+    """The scheduler hands gpu-17 to a new claim as soon as the old claim is gone, before the
+    kubelet unprepared the old one (a force-deleted pod): the node refuses double use."""
+    old = (await create_claims(cluster.admin, namespace, [
+        claim_body("old", selector=by_uuid("GPU-17"))], pod="old-pod"))["old"]
+    await agent.start()
+    assert (await agent.prepare(ref(old)))[old["metadata"]["uid"]].error == ""
+    core, resource = client.CoreV1Api(cluster.admin), client.ResourceV1Api(cluster.admin)
+    await core.delete_namespaced_pod("old-pod", namespace, grace_period_seconds=0)
+    await resource.delete_namespaced_resource_claim("old", namespace)
+
+    async def old_gone() -> bool:
+        return "old" not in {c.metadata.name for c in (
+            await resource.list_namespaced_resource_claim(namespace)).items}
+    await eventually(old_gone, timeout=60, what="claim old deleted")
+    new = (await create_claims(cluster.admin, namespace, [
+        claim_body("new", selector=by_uuid("GPU-17"))], pod="new-pod"))["new"]
+    uid = new["metadata"]["uid"]
+    assert devices_of(new) == ["gpu-17"]
+    assert (await agent.prepare(ref(new)))[uid].error == (
+        f"device {NODE}/gpu-17 of claim {namespace}/new is still prepared for claim "
+        f"{namespace}/old (UID {old['metadata']['uid']}); it is prepared once that claim is "
+        "unprepared")
+    assert node.metric("kubedra_plugin_claim_errors_total", operation="prepare",
+                       reason="DeviceInUse") == 1
+    assert not spec_file(node, uid).exists()
+
+    assert await agent.unprepare(ref(old)) == {old["metadata"]["uid"]: ""}
+    assert (await agent.prepare(ref(new)))[uid].error == ""
+    assert json.loads(spec_file(node, uid).read_text()) == expected_spec(node, new, "gpu")
+    assert await agent.unprepare(ref(new)) == {uid: ""}
 
 
 async def test_concurrent_prepares_prepare_each_claim_once(cluster: Cluster, agent: Agent,
@@ -618,7 +682,7 @@ async def test_claim_with_non_canonical_config_json_is_prepared_without_status(
     answer = await agent.prepare(ref(claim))
     assert answer[uid].error == ""
     assert json.loads(spec_file(node, uid).read_text()) == expected_spec(
-        claim, "gpu", GOOD_CONFIG_ENV)
+        node, claim, "gpu", GOOD_CONFIG_ENV)
     assert "devices" not in (await read_claim(cluster.admin, namespace, "pyconfig"))["status"]
     assert node.metric("kubedra_plugin_status_writes_skipped_total") == 1
     assert await agent.unprepare(ref(claim)) == {uid: ""}
@@ -645,9 +709,9 @@ async def test_mig_placement_is_created_at_prepare_and_destroyed_at_unprepare(
     assert schema_errors(document) == []
     assert document["devices"][0]["containerEdits"] == {
         "env": ["NVIDIA_VISIBLE_DEVICES=MIG-fake-1"],
-        "deviceNodes": [{"path": p} for p in [
-            "/dev/nvidia0", *CONTROL_NODES, "/dev/nvidia-caps/nvidia-cap102",
-            "/dev/nvidia-caps/nvidia-cap103"]]}
+        "deviceNodes": device_nodes(node, "/dev/nvidia0", *CONTROL_NODES,
+                                    "/dev/nvidia-caps/nvidia-cap102",
+                                    "/dev/nvidia-caps/nvidia-cap103")}
 
     # after a restart, unprepare still knows which instance to destroy
     await agent.stop()

@@ -1,6 +1,6 @@
-"""A node for kubelet-plugin tests: the kubelet's directories, a CDI directory and a boot ID
-file under a short temporary root (unix socket paths must stay under 108 bytes), and plugins
-built on them the way the agent builds its plugin."""
+"""A node for kubelet-plugin tests: the kubelet's directories, a CDI directory, a boot ID
+file and stand-in device nodes under a short temporary root (unix socket paths must stay under
+108 bytes), and plugins built on them the way the agent builds its plugin."""
 
 from __future__ import annotations
 
@@ -12,17 +12,25 @@ from pathlib import Path
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
+from e2e.harness.realnode import stand_in_devices
 from kubedra.api.inventory import InventoryDevice
+from kubedra.node.edits import NVIDIA_CONTROL_NODES
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import MigInstance, MigPartitioner, MigPlacement
 from kubedra.node.plugin import KubeletPlugin, kubelet_plugin
 from kubedra.settings import Settings
 
+STAND_IN_NODES = [*(f"/dev/nvidia{minor}" for minor in (*range(16), 17)), *NVIDIA_CONTROL_NODES,
+                  *(f"/dev/nvidia-caps/nvidia-cap{minor}" for minor in range(100, 132))]
+"""Device nodes every PluginNode has under its ``device_root``: GPUs 0-15 and 17, the NVIDIA control
+nodes and the capability nodes :class:`FakeMigPartitioner` hands out."""
+
 
 class PluginNode:
     """Directories of one node and the state a test sets: ``devices`` (the agent's current
     inventory) and the boot ID. Each :meth:`plugin` is a fresh agent process's plugin (new
-    metrics registry, state read from disk)."""
+    metrics registry, state read from disk). Its device nodes are stand-ins under
+    ``device_root`` (:data:`STAND_IN_NODES`)."""
 
     def __init__(self, name: str = "node-1", driver: str = "gpu.kubedra.io") -> None:
         self.name = name
@@ -32,6 +40,8 @@ class PluginNode:
         self.plugins_dir = self.root / "plugins"
         self.cdi_dir = self.root / "cdi"
         self.boot_id_path = self.root / "boot_id"
+        self.device_root = self.root / "host"
+        stand_in_devices(self.device_root, STAND_IN_NODES)
         self.registry_dir.mkdir()
         self.boot_id_path.write_text("boot-1\n")
         self.devices: dict[str, InventoryDevice] = {}
@@ -56,7 +66,8 @@ class PluginNode:
         self.metrics_registry = CollectorRegistry()
         settings = Settings(driver=self.driver, kubelet_registry_dir=self.registry_dir,
                             kubelet_plugins_dir=self.plugins_dir, cdi_dir=self.cdi_dir,
-                            boot_id_path=self.boot_id_path, pod_uid=pod_uid)
+                            boot_id_path=self.boot_id_path, device_root=self.device_root,
+                            pod_uid=pod_uid)
         return kubelet_plugin(settings, api, node_name=self.name, pool=self.name,
                               devices=self.current_devices,
                               metrics=PluginMetrics(self.metrics_registry), mig=mig)

@@ -8,6 +8,7 @@ most 63 characters, a slash, and a C identifier of at most 32 characters).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated
 
@@ -36,8 +37,12 @@ DriverName = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, max
 """A driver name: a DNS subdomain of at most 63 characters (``DriverNameMaxLength``)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def qualified_name_error(name: str) -> str | None:
-    """Why ``name`` is not a valid attribute or capacity name, or ``None`` if it is."""
+    """Why ``name`` is not a valid attribute or capacity name, or ``None`` if it is.
+
+    Remembered per name: every device of a fleet repeats the same few names, and matching them
+    was the largest cost of decoding an inventory (bench/scale.py)."""
     if not _QUALIFIED.match(name):
         return ("must be a C identifier, optionally prefixed with a DNS subdomain and '/' "
                 "(e.g. memory or gpu.kubedra.io/memory)")

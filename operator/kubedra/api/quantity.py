@@ -11,6 +11,7 @@ decimal suffix whose exponent is a multiple of 3.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -181,7 +182,7 @@ class Quantity:
                 return value
             if isinstance(value, (str, int)) and not isinstance(value, bool):
                 try:
-                    return Quantity(value)
+                    return _parsed(value)
                 except QuantityError as err:
                     raise ValueError(str(err)) from None
             raise ValueError(
@@ -194,3 +195,11 @@ class Quantity:
             serialization=core_schema.plain_serializer_function_ser_schema(
                 lambda q: q.canonical(), when_used="always"),
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str | int) -> Quantity:
+    """``Quantity(text)``, remembered: a fleet repeats the same few quantities in every device
+    (``143771Mi``, ``132``), and parsing with exact fractions dominated decoding slices and
+    inventories (bench/scale.py). Quantities are immutable, so sharing one is safe."""
+    return Quantity(text)

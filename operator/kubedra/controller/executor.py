@@ -50,7 +50,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         state.overlay.forget(name)
         state.pools.pop(name, None)
         return  # the garbage collector deletes the slices through their owner reference
-    inputs = _inventory_inputs(state, raw)
+    inputs = await _inventory_inputs(state, raw)
     decision = decide_inventory(inputs)
     if decision.release:
         state.pools.pop(name, None)
@@ -97,17 +97,26 @@ async def _write_status(state: OperatorState, inputs: InventoryInputs,
                                           OPERATOR_FIELD_MANAGER)
 
 
-def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
-    """What :func:`decide_inventory` reads, from the caches."""
+async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
+    """What :func:`decide_inventory` reads, from the caches; the agent Lease of a reporting
+    node is read again from the API server when the cache says it is not live, since a
+    withdrawal must not rest on a lagging watch (:meth:`LeaseCache.confirm`).
+
+    Raises:
+        ApiException: that Lease could not be read.
+    """
     name = raw["metadata"]["name"]
     driver, pool = pool_key(raw)
     node = (raw.get("spec") or {}).get("nodeName")
     view = state.view
+    lease = state.leases.state(node, utcnow()) if node else None
+    if node and lease != "live" and (raw.get("status") or {}).get("discovered") is not None:
+        lease = await state.leases.confirm(node, utcnow())
     return InventoryInputs(
         raw=raw,
         existing=[ResourceSlice.from_api(s)
                   for s in state.overlay.merge(name, view.slices_of(name))],
-        lease=state.leases.state(node, utcnow()) if node else None,
+        lease=lease,
         namespace=state.settings.namespace,
         rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))
                 if other],
@@ -168,7 +177,7 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
     Raises:
         ApiException: the status write failed (the caller retries with back-off).
     """
-    claim = state.view.claim(namespace, name)
+    claim = state.claim_overlay.merge((namespace, name), state.view.claim(namespace, name))
     if claim is None:  # deleted or deallocated (only allocated claims are cached)
         state.refused_claims = {k for k in state.refused_claims if k[:2] != (namespace, name)}
         return
@@ -186,9 +195,9 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
     if decision.entries is None:
         return
     try:
-        await kube.apply_claim_device_status(state.api, namespace, name,
-                                             [e.to_api() for e in decision.entries],
-                                             OPERATOR_FIELD_MANAGER)
+        stored = await kube.apply_claim_device_status(state.api, namespace, name,
+                                                      [e.to_api() for e in decision.entries],
+                                                      OPERATOR_FIELD_MANAGER)
     except ApiException as err:
         if not kube.refuses_claim_status_writes(err):
             raise
@@ -197,6 +206,7 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
                     claim=f"{namespace}/{name}")
         state.refused_claims.add(refusal_key)  # no write can succeed while the claim exists
         return
+    state.claim_overlay.record((namespace, name), stored)
     key = ("ResourceClaim", f"{namespace}/{name}")
     if decision.problems and state.announced.get(key) != decision.event_message:
         state.announced[key] = decision.event_message

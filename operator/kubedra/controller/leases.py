@@ -15,7 +15,8 @@ from typing import Any, Literal
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
-from kubedra.api.inventory import AGENT_LEASE_PREFIX
+from kubedra import kube
+from kubedra.api.inventory import AGENT_LEASE_PREFIX, agent_lease_name
 from kubedra.api.time import parse_timestamp
 from kubedra.logging import get_logger
 
@@ -77,6 +78,22 @@ class LeaseCache:
         """The Lease state of ``node_name``'s agent at ``now``."""
         lease = self.leases.get(node_name)
         return lease.state(now) if lease else "missing"
+
+    async def confirm(self, node_name: str, now: datetime.datetime) -> LeaseState:
+        """The state of ``node_name``'s agent Lease read from the API server now (the cache
+        takes it): withdrawing a pool must not rest on a watch that lags behind, as it does in
+        an operator busy with thousands of pools (bench/scale.py).
+
+        Raises:
+            ApiException: the Lease could not be read.
+        """
+        raw = await kube.read_lease(self.api, self.namespace, agent_lease_name(node_name))
+        lease = parse_lease(raw) if raw else None
+        if lease is None:
+            self.leases.pop(node_name, None)
+            return "missing"
+        self.leases[node_name] = lease
+        return lease.state(now)
 
     async def run(self) -> None:
         """List, then watch, forever; relist after errors with a short back-off."""

@@ -73,6 +73,10 @@ class WorkQueue(Generic[K]):
         """Consecutive failures of ``key`` so far."""
         return self._failures.get(key, 0)
 
+    def busy(self) -> int:
+        """Keys queued or being processed (retries waiting for their back-off excluded)."""
+        return len(self._queued | self._active)
+
     def __len__(self) -> int:
         return self._queue.qsize()
 

@@ -177,6 +177,33 @@ class SliceOverlay:
 
 
 @dataclass
+class ClaimOverlay:
+    """The operator's own claim status writes not yet seen through the watch, by (namespace,
+    name): a reconcile right after a write (the claim's inventory changed, another event of the
+    claim) would otherwise find no ``Ready`` condition in the cached claim and write it again,
+    with a new transition time. An entry is dropped once the watched claim is at least as new,
+    is another claim (UID), or is gone."""
+
+    written: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def record(self, key: tuple[str, str], claim: dict[str, Any]) -> None:
+        """Remember the claim the status write returned."""
+        self.written[key] = claim
+
+    def merge(self, key: tuple[str, str], watched: dict[str, Any] | None
+              ) -> dict[str, Any] | None:
+        """The watched claim, or the one last written if that is newer."""
+        mine = self.written.get(key)
+        if mine is None:
+            return watched
+        if (watched is None or watched["metadata"].get("uid") != mine["metadata"].get("uid")
+                or _rv(watched) >= _rv(mine)):
+            del self.written[key]
+            return watched
+        return mine
+
+
+@dataclass
 class PublishedPool:
     """The pool an inventory last published, with device health, for claim checks."""
 
@@ -202,6 +229,7 @@ class OperatorState:
     """Pods (namespace, name) whose claims to explain."""
     explain: ExplainState = field(default_factory=ExplainState)
     overlay: SliceOverlay = field(default_factory=SliceOverlay)
+    claim_overlay: ClaimOverlay = field(default_factory=ClaimOverlay)
     pools: dict[str, PublishedPool] = field(default_factory=dict)
     """Inventory name → what it last published."""
     announced: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -212,6 +240,9 @@ class OperatorState:
     :func:`kubedra.kube.refuses_claim_status_writes`)."""
     slice_writes: int = 0
     """API writes to ResourceSlices since start (for benchmarks and tests)."""
+    inventories_reconciled: int = 0
+    """Successful inventory reconciles since start (``bench/scale.py`` waits for every
+    inventory to be verified after a restart)."""
 
     def inventory_for_pool(self, driver: str, pool: str) -> str | None:
         """The inventory that publishes pool ``(driver, pool)``: of those naming it (an index

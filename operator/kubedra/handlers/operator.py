@@ -87,7 +87,8 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 @kopf.on.probe(id="kubedra", registry=resources.registry)
 async def probe(memo: Any, **_: Any) -> dict[str, Any]:
-    """What ``/healthz`` shows about kubedra: caches filled, Leases synced, queue lengths."""
+    """What ``/healthz`` shows about kubedra: caches filled, Leases synced, queue lengths, keys
+    queued or in progress (``…Busy``), inventories reconciled and slice writes since start."""
     runtime = _runtime(memo)
     state = runtime.state
     return {
@@ -95,6 +96,9 @@ async def probe(memo: Any, **_: Any) -> dict[str, Any]:
         "leasesSynced": bool(runtime.leases and runtime.leases.synced.is_set()),
         "inventoriesQueued": len(state.inventory_queue) if state else 0,
         "claimsQueued": len(state.claim_queue) if state else 0,
+        "inventoriesBusy": state.inventory_queue.busy() if state else 0,
+        "claimsBusy": state.claim_queue.busy() if state else 0,
+        "inventoriesReconciled": state.inventories_reconciled if state else 0,
         "sliceWrites": state.slice_writes if state else 0,
     }
 

@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from kubedra.api import inventory as inv
+from kubedra.controller.compact import Compactor
 
 registry = kopf.OperatorRegistry()
 
@@ -20,8 +21,10 @@ PODS = ("v1", "pods")
 NODES = ("v1", "nodes")
 
 
+_compactor = Compactor()
+
+
 def plain(body: Any) -> dict[str, Any]:
-    """A plain-dict copy of a kopf body without ``managedFields``."""
-    data = dict(body)
-    meta = {k: v for k, v in dict(data.get("metadata", {})).items() if k != "managedFields"}
-    return {**data, "metadata": meta}
+    """A compact plain-dict copy of a kopf body without ``managedFields`` (see
+    :mod:`kubedra.controller.compact`)."""
+    return _compactor.copy(body)

@@ -13,7 +13,9 @@ mounts.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -133,6 +135,30 @@ def validate_spec(spec: CDISpec) -> None:
     needed = minimum_version(spec)
     if CDI_VERSIONS.index(spec.cdi_version) < CDI_VERSIONS.index(needed):
         raise ValueError(f"CDI spec uses fields of version {needed} but says {spec.cdi_version}")
+
+
+def host_node_problem(node: DeviceNode) -> str | None:
+    """Why a runtime would refuse ``node`` when the container starts, or None.
+
+    The runtime takes a node's type, major and minor from the host node at ``hostPath`` (or
+    ``path``), found with ``lstat``, unless the spec gives a type and a major (or type ``p``);
+    a missing node or one that is not a block, character or FIFO device fails the container
+    (CDI ``pkg/cdi/container-edits_unix.go``, ``fillMissingInfo``: "failed to stat CDI host
+    device"). Checked at prepare, so the claim fails with this message instead of the pod
+    ending in CreateContainerError after prepare reported success.
+    """
+    if node.type and (node.major or node.type == "p"):
+        return None
+    host = node.host_path or node.path
+    try:
+        mode = os.lstat(host).st_mode
+    except FileNotFoundError:
+        return f"device node {host} does not exist on this host"
+    except OSError as err:
+        return f"device node {host} cannot be read: {err.strerror}"
+    if not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)):
+        return f"{host} is not a device node"
+    return None
 
 
 def qualified_name(kind: str, device: str) -> str:

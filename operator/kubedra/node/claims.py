@@ -24,8 +24,9 @@ class ClaimError(Exception):
     """A claim cannot be prepared or unprepared. ``reason`` is a CamelCase word for metrics
     (``NotFound``, ``Replaced``, ``NotAllocated``, ``NoDeviceOfDriver``, ``WrongPool``,
     ``UnknownDevice``, ``UnhealthyDevice``, ``InvalidConfig``, ``InvalidDevice``, ``MIG``,
-    ``CDIWrite``, ``StatusWrite``, ``APIError``, ``Internal``); the message is for people and
-    goes back to the kubelet as the claim's error."""
+    ``DeviceNodeMissing``, ``DeviceInUse``, ``CDIWrite``, ``StatusWrite``, ``APIError``,
+    ``Internal``); the message is for people and goes back to the kubelet as the claim's
+    error."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)

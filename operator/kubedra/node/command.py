@@ -39,6 +39,9 @@ from kubedra.settings import settings_from_flags
                    "[env KUBEDRA_KUBELET_PLUGINS_DIR; default /var/lib/kubelet/plugins]")
 @click.option("--cdi-dir", type=click.Path(path_type=Path), default=None,
               help="Where CDI specs are written [env KUBEDRA_CDI_DIR; default /var/run/cdi]")
+@click.option("--device-root", type=click.Path(path_type=Path), default=None,
+              help="Where the host's device nodes are, for replayed hardware with stand-in "
+                   "nodes [env KUBEDRA_DEVICE_ROOT; default /]")
 def agent_command(**flags: object) -> None:
     """Run the node agent: discover devices, report them, renew the agent Lease, and serve
     the kubelet's DRA plugin API."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from kubedra.api.inventory import InventoryDevice
@@ -178,10 +179,23 @@ def resolve_device(device: InventoryDevice, driver: str, request: str,
     return ResolvedDevice(base, device.name, kind, bus_id, nodes)
 
 
-def container_edits(devices: list[ResolvedDevice],
-                    configs: list[EffectiveConfig]) -> list[ContainerEdits]:
+HOST_ROOT = Path("/")
+
+
+def host_device_node(path: str, device_root: Path = HOST_ROOT) -> DeviceNode:
+    """The CDI device node for container path ``path`` (e.g. ``/dev/nvidia0``): the host's
+    node at the same path, or with a ``device_root`` other than ``/`` the one at
+    ``<device_root>/<path>`` (``hostPath``), e.g. stand-ins for replayed hardware."""
+    if device_root == HOST_ROOT:
+        return DeviceNode(path=path)
+    return DeviceNode(path=path, host_path=str(device_root / path.lstrip("/")))
+
+
+def container_edits(devices: list[ResolvedDevice], configs: list[EffectiveConfig],
+                    device_root: Path = HOST_ROOT) -> list[ContainerEdits]:
     """The CDI container edits of each of a claim's ``devices`` (same order), with
-    ``configs[i]`` the merged opaque config of ``devices[i]``; env entries sorted by name."""
+    ``configs[i]`` the merged opaque config of ``devices[i]``; env entries sorted by name;
+    device nodes from the host's ``device_root`` (see :func:`host_device_node`)."""
     visible: dict[tuple[str, str], list[str]] = {}
     for d in devices:
         group = "pci" if d.type == "pci" else "nvidia"
@@ -197,5 +211,5 @@ def container_edits(devices: list[ResolvedDevice],
                 env[DRIVER_CAPABILITIES_ENV] = ",".join(config.driver_capabilities)
         result.append(ContainerEdits(
             env=[f"{k}={v}" for k, v in sorted(env.items())],
-            device_nodes=[DeviceNode(path=p) for p in d.nodes] or None))
+            device_nodes=[host_device_node(p, device_root) for p in d.nodes] or None))
     return result

@@ -249,7 +249,8 @@ def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str, pool: 
         api=api, driver=settings.driver, node_name=node_name, pool=pool, devices=devices,
         paths=PluginPaths(data_dir=plugin_data_dir(settings.kubelet_plugins_dir,
                                                    settings.driver),
-                          cdi_dir=settings.cdi_dir, boot_id=settings.boot_id_path),
+                          cdi_dir=settings.cdi_dir, boot_id=settings.boot_id_path,
+                          device_root=settings.device_root),
         metrics=metrics, mig=mig)
     return KubeletPlugin(preparer, driver=settings.driver,
                          registry_dir=settings.kubelet_registry_dir,

@@ -2,6 +2,7 @@
 
 Prepare, per claim: read the claim (before taking the lock, like upstream's kubeletplugin
 helper), check it (:mod:`kubedra.node.claims`) and its opaque config (:mod:`kubedra.node.config`),
+refuse a device another claim still holds on this node (:meth:`ClaimPreparer._holder`),
 create MIG instances for MIG placement devices, write the claim's CDI spec
 (:mod:`kubedra.node.claimspec`), apply the ``Prepared`` condition to the claim's
 ``status.devices`` entries of our driver (server-side apply, field manager ``kubedra-agent``;
@@ -59,6 +60,7 @@ from kubedra.node.claimspec import (
 )
 from kubedra.node.config import ConfigError, DriverConfig, driver_configs, effective_config
 from kubedra.node.edits import (
+    HOST_ROOT,
     DeviceError,
     DeviceType,
     container_edits,
@@ -97,11 +99,14 @@ class PrepareResult:
 @dataclass
 class PluginPaths:
     """Where the plugin keeps files: ``data_dir`` (checkpoint, lock; the kubelet's
-    ``<plugins dir>/<driver>``), ``cdi_dir`` (specs) and the kernel's ``boot_id`` file."""
+    ``<plugins dir>/<driver>``), ``cdi_dir`` (specs) and the kernel's ``boot_id`` file; and
+    where the host's device nodes are (``device_root``, see
+    :func:`kubedra.node.edits.host_device_node`)."""
 
     data_dir: Path
     cdi_dir: Path = DEFAULT_CDI_DIR
     boot_id: Path = DEFAULT_BOOT_ID_PATH
+    device_root: Path = HOST_ROOT
 
 
 def _now() -> str:
@@ -231,6 +236,13 @@ class ClaimPreparer:
                 and known.boot_id == self._boot_id and path.exists()
                 and [_device_key(d) for d in known.devices] == [_device_key(d) for d in wanted]):
             return known.devices, False
+        for d in wanted:
+            holder = self._holder(ref.uid, d)
+            if holder is not None:
+                raise ClaimError("DeviceInUse", f"device {d.pool_name}/{d.device_name} of claim "
+                                 f"{claim_key(ref.namespace, ref.name)} is still prepared for "
+                                 f"claim {claim_key(holder.namespace, holder.name)} (UID "
+                                 f"{holder.uid}); it is prepared once that claim is unprepared")
 
         reusable = self._mig_instances(known)
         await self._destroy_mig([m for k, m in reusable.items()
@@ -246,6 +258,12 @@ class ClaimPreparer:
                 d.mig = await self._create_mig(a, devices)
                 self._save()
         edits = self._edits(ref, allocated, record.devices, configs)
+        missing = [problem for e in edits for n in e.device_nodes or []
+                   if (problem := cdi.host_node_problem(n))]
+        if missing:
+            raise ClaimError("DeviceNodeMissing", f"claim {claim_key(ref.namespace, ref.name)}: "
+                             f"{'; '.join(missing)} (the container runtime would refuse the "
+                             "container)")
         try:
             cdi.write_spec(path, claim_spec(self._driver, record, edits))
         except (OSError, ValueError) as err:
@@ -257,6 +275,19 @@ class ClaimPreparer:
         log.info("claim prepared", claim=claim_key(ref.namespace, ref.name), uid=ref.uid,
                  devices=[d.device_name for d in record.devices])
         return record.devices, True
+
+    def _holder(self, uid: str, device: PreparedDevice) -> PreparedClaim | None:
+        """Another claim this node prepared (or began to prepare) with ``device``, unless both
+        hold it with a share ID (a device that allows multiple allocations). The scheduler
+        may allocate a device again as soon as a force-deleted pod's claim is gone, while the
+        kubelet has not yet unprepared it: the node is the last line of defence against
+        double use."""
+        for claim in self._checkpoint.claims.values():
+            if claim.uid != uid and any(
+                    (d.pool_name, d.device_name) == (device.pool_name, device.device_name)
+                    and (d.share_id is None or device.share_id is None) for d in claim.devices):
+                return claim
+        return None
 
     def _mig_instances(self, known: PreparedClaim | None
                        ) -> dict[tuple[str, str, str | None], MigInstance]:
@@ -308,7 +339,7 @@ class ClaimPreparer:
         except ConfigError as err:
             raise ClaimError("InvalidConfig", f"claim {claim_key(ref.namespace, ref.name)}: "
                              f"{err}") from None
-        return container_edits(resolved, merged)
+        return container_edits(resolved, merged, self._paths.device_root)
 
     async def _apply_status(self, ref: ClaimRef, devices: list[PreparedDevice]) -> None:
         """Apply our ``status.devices`` entries of the claim: ``Prepared`` for each device, or

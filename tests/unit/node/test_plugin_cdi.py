@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from kubedra.node.cdi import (
     ContainerEdits,
     DeviceNode,
     Mount,
+    host_node_problem,
     minimum_version,
     qualified_name,
     read_spec,
@@ -121,3 +123,29 @@ def test_schema_check_can_fail() -> None:
     assert schema_errors({"cdiVersion": "0.3.0", "kind": "a/b",
                           "devices": [{"name": "d"}]}) == [
         "devices/0: 'containerEdits' is a required property"]
+
+
+def test_host_node_problem_is_what_a_runtime_refuses(tmp_path: Path) -> None:
+    """As CDI's fillMissingInfo: the host node (hostPath, else path) must be a block,
+    character or FIFO device unless the spec gives its type and major."""
+    char = tmp_path / "nvidia0"
+    os.mknod(char, 0o666 | stat.S_IFCHR, os.stat("/dev/null").st_rdev)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    link = tmp_path / "link"
+    link.symlink_to(char)
+    missing = tmp_path / "missing"
+    assert host_node_problem(DeviceNode(path="/dev/nvidia0", host_path=str(char))) is None
+    assert host_node_problem(DeviceNode(path=str(char))) is None
+    assert host_node_problem(DeviceNode(path="/dev/f", host_path=str(fifo))) is None
+    assert host_node_problem(DeviceNode(path="/dev/x", host_path=str(missing))) == (
+        f"device node {missing} does not exist on this host")
+    assert host_node_problem(DeviceNode(path="/dev/x", host_path=str(plain))) == (
+        f"{plain} is not a device node")
+    assert host_node_problem(DeviceNode(path="/dev/x", host_path=str(link))) == (
+        f"{link} is not a device node")  # lstat: a link is not a device
+    assert host_node_problem(DeviceNode(path=str(missing), type="c", major=195)) is None
+    assert host_node_problem(DeviceNode(path=str(missing), type="p")) is None
+    assert host_node_problem(DeviceNode(path=str(missing), type="c")) is not None

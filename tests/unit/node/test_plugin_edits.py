@@ -7,6 +7,8 @@ MinorNumber 0; nvidia_smi.json lists /dev/nvidia0, /dev/nvidiactl, /dev/nvidia-u
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kubedra.api.inventory import InventoryDevice
@@ -17,6 +19,7 @@ from kubedra.node.edits import (
     DeviceError,
     container_edits,
     device_type,
+    host_device_node,
     mig_placement,
     resolve_device,
 )
@@ -153,3 +156,16 @@ def test_type_defaults_to_pci_with_bus_id() -> None:
     device = InventoryDevice(name="x", attributes={
         "resource.kubernetes.io/pciBusID": s("0000:01:00.0")})
     assert device_type(device, DRIVER) == "pci"
+
+
+def test_device_root_names_stand_ins_as_host_paths() -> None:
+    assert host_device_node("/dev/nvidia0") == DeviceNode(path="/dev/nvidia0")
+    assert host_device_node("/dev/nvidia0", Path("/")) == DeviceNode(path="/dev/nvidia0")
+    assert host_device_node("/dev/nvidia-caps/nvidia-cap1", Path("/srv/node")) == DeviceNode(
+        path="/dev/nvidia-caps/nvidia-cap1", host_path="/srv/node/dev/nvidia-caps/nvidia-cap1")
+    resolved = resolve_device(gpu("gpu-2", H200_UUID, 2), DRIVER, "gpu")
+    [edits] = container_edits([resolved], [EffectiveConfig()], Path("/n"))
+    assert [(n.path, n.host_path) for n in edits.device_nodes or []] == [
+        ("/dev/nvidia2", "/n/dev/nvidia2"), ("/dev/nvidiactl", "/n/dev/nvidiactl"),
+        ("/dev/nvidia-uvm", "/n/dev/nvidia-uvm"), ("/dev/nvidia-uvm-tools",
+                                                  "/n/dev/nvidia-uvm-tools")]

@@ -1,0 +1,764 @@
+"""bench/scale: kubedra on thousands of nodes, side by side with upstream's Go publisher.
+
+On one local v1.37.2 control plane (``e2e.harness``), the bench plays N node agents: it creates
+N kwok nodes, their agent Leases ``kubedra-agent-<node>`` (renewed every
+``lease_duration / 3`` seconds, as the agent does, for the whole run) and their
+DeviceInventories with ``status.discovered`` written by server-side apply as the agent's field
+manager: 8 H200 GPUs per node from the real capture (``hardware/nvidia-h200``), or with
+``--mig`` every MIG placement of each GPU (26 devices and one counter set per GPU). Then, each
+phase measured on its own:
+
+* ``peer``: the Go peer (``hack/slicepublisher``: upstream's
+  ``k8s.io/dynamic-resource-allocation/resourceslice`` controller v0.37.2, one per node, owned by
+  the Node, as every kubelet plugin runs it) publishes the same slices under driver
+  ``peer.gpu.kubedra.io``: process start → every slice exists; its slices are deleted after.
+* ``publish``: kubedra's operator starts with every inventory reported: start → every slice
+  exists. Seconds, API writes, peak RSS (``VmHWM``), CPU seconds, for both.
+* ``restart``: the operator is stopped and started again: start → every inventory reconciled
+  (its ``/healthz`` probe), with the API writes it made (should be none).
+* ``steady``: only Lease renewals for ``--steady`` seconds: slice writes, operator CPU %, the
+  operator's requests per second (from the API server's audit log, which records only the
+  operator's ServiceAccount).
+* ``churn``: ``--churn-percent`` of the inventories per minute get a changed device for
+  ``--churn`` seconds: status written → the slice shows it, p50/p99.
+* ``claims``: ``--claims`` pods with one-GPU claims at ``--claim-rate`` per second, allocated by
+  kube-scheduler: allocation seen → the operator's ``Ready`` in ``status.devices``, p50/p99,
+  and the operator's writes per claim.
+* ``explain``: one claim no device satisfies: pod created → ``CannotAllocate`` Event, and the
+  wall time of ``kubectl dra explain`` and ``kubectl dra simulate --max-copies 1000``.
+
+Usage (after ``make venv binaries``; Go ≥ 1.26 builds the peer on first use)::
+
+    PYTHONPATH=.:operator .venv/bin/python -m bench.scale --nodes 500 [--mig] [--steady 600]
+
+prints one JSON object with every figure; ``--phases`` picks phases (default all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client import ApiClient
+
+from bench.publish import cpu_seconds, peak_rss_mib, writes_by_resource
+from e2e.harness import ControlPlane
+from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
+from e2e.harness.kubedra import H200_CAPTURE, NAMESPACE, Kubedra, kubectl
+from e2e.harness.wait import eventually
+from kubedra import kube
+from kubedra.api.inventory import AGENT_LEASE_PREFIX, DeviceInventory, DiscoverySettings
+from kubedra.api.resource import OwnerReference
+from kubedra.discovery.backends import discover
+from kubedra.kube import make_api_client
+from kubedra.publishing.pool import build_pool
+from kubedra.publishing.slices import split_pool
+from kubedra.publishing.sync import plan_sync
+
+DRIVER = "gpu.kubedra.io"
+PEER_DRIVER = "peer.gpu.kubedra.io"
+GPUS_PER_NODE = 8
+LEASE_DURATION = 40
+"""Seconds, the agent's default (``Settings.lease_duration``); renewed every third of it."""
+OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+CONCURRENCY = 16
+PHASES = ("peer", "publish", "restart", "steady", "churn", "claims", "explain")
+CHURN_ATTRIBUTE = "benchChurn"
+Json = dict[str, Any]
+
+
+# --- what the agents report ------------------------------------------------------------------
+
+def node_name(index: int) -> str:
+    """``scale-00042``."""
+    return f"scale-{index:05d}"
+
+
+def h200_node(index: int, mig: bool) -> Json:
+    """``status.discovered`` of node ``index``: the capture's H200 as 8 GPUs (uuid, PCI bus ID and
+    minor number per GPU), with every MIG placement and one counter set per GPU if ``mig``."""
+    result = discover(f"snapshot:{H200_CAPTURE}",
+                      DiscoverySettings(mig="partitions" if mig else "none"))
+    one = json.dumps({"devices": [d.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                  for d in result.devices],
+                      "counterSets": [c.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                      for c in result.counter_sets or []]})
+    uuid = result.devices[0].attributes["uuid"].string_value
+    assert uuid
+    devices: list[Json] = []
+    counter_sets: list[Json] = []
+    for gpu in range(GPUS_PER_NODE):
+        text = (one.replace('"gpu-0', f'"gpu-{gpu}')
+                .replace(uuid, f"GPU-{index:08x}-0000-4000-8000-{gpu:012x}")
+                .replace('"0000:00:06.0"', f'"0000:{gpu + 1:02x}:00.0"')
+                .replace('"minor": {"int": 0}', f'"minor": {{"int": {gpu}}}'))
+        copy = json.loads(text)
+        devices += copy["devices"]
+        counter_sets += copy["counterSets"]
+    discovered: Json = {"devices": devices, "backend": "snapshot", "agentVersion": "bench"}
+    if counter_sets:
+        discovered["counterSets"] = counter_sets
+    return discovered
+
+
+def inventory_body(node: str) -> Json:
+    """The DeviceInventory an agent creates for ``node``."""
+    return {"apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+            "metadata": {"name": f"{node}-{DRIVER}"},
+            "spec": {"driver": DRIVER, "nodeName": node}}
+
+
+def published_slices(node: str, discovered: Json) -> list[Json]:
+    """The slices kubedra publishes for ``node`` (``spec`` fields the Go peer needs):
+    ``[{"devices": [...], "sharedCounters": [...]}]``."""
+    inventory = DeviceInventory.from_api({**inventory_body(node), "status": {
+        "discovered": discovered}})
+    owner = OwnerReference(api_version="kubedra.io/v1alpha1", kind="DeviceInventory",
+                           name=node, uid="00000000-0000-0000-0000-000000000000")
+    pool = build_pool(inventory)
+    plan = plan_sync(node, owner, pool, split_pool(pool), [])
+    specs = [w.body["spec"] for w in plan.writes if w.body is not None]
+    return [{k: spec[k] for k in ("devices", "sharedCounters") if k in spec} for spec in specs]
+
+
+# --- the agents --------------------------------------------------------------------------------
+
+async def gather_limited(calls: Iterable[Callable[[], Awaitable[Any]]],
+                         limit: int = CONCURRENCY) -> None:
+    """Run the calls, ``limit`` at a time."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Callable[[], Awaitable[Any]]) -> None:
+        async with gate:
+            await call()
+    await asyncio.gather(*(one(c) for c in calls))
+
+
+def micro_time() -> str:
+    """Now as a Lease ``MicroTime``."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class Agents:
+    """N node agents played by the bench: their nodes, Leases and inventories."""
+
+    api: ApiClient
+    nodes: list[str]
+    discovered: Json
+    renewals: int = 0
+    late_renewals: int = 0
+    failed_renewals: int = 0
+    churned: dict[tuple[str, int], float] = field(default_factory=dict)
+    """(node, churn value) → when its status write returned (monotonic seconds)."""
+
+    async def create_nodes(self) -> None:
+        """kwok nodes, one per agent."""
+        core = client.CoreV1Api(self.api)
+        await gather_limited(lambda n=n: core.create_node(  # type: ignore[misc]
+            {"metadata": {"name": n, "labels": {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1],
+                                                "kubernetes.io/hostname": n}}},
+            _preload_content=False) for n in self.nodes)
+
+    async def create_leases(self) -> None:
+        """The agents' Leases, renewed now."""
+        coordination = client.CoordinationV1Api(self.api)
+        await gather_limited(lambda n=n: coordination.create_namespaced_lease(  # type: ignore[misc]
+            NAMESPACE, {"metadata": {"name": f"{AGENT_LEASE_PREFIX}{n}"},
+                        "spec": {"holderIdentity": n, "leaseDurationSeconds": LEASE_DURATION,
+                                 "acquireTime": micro_time(), "renewTime": micro_time()}},
+            _preload_content=False) for n in self.nodes)
+
+    async def renew_leases(self) -> None:
+        """Renew every Lease once per ``LEASE_DURATION / 3`` seconds, spread evenly, forever:
+        one merge patch of ``renewTime`` each (the agent reads and replaces: the same watch
+        event for the operator, one request fewer for this bench)."""
+        coordination = client.CoordinationV1Api(self.api)
+        period = LEASE_DURATION / 3
+        gate = asyncio.Semaphore(CONCURRENCY)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def renew(node: str) -> None:
+            async with gate:
+                try:
+                    await coordination.patch_namespaced_lease(
+                        f"{AGENT_LEASE_PREFIX}{node}", NAMESPACE,
+                        {"spec": {"renewTime": micro_time()}}, _preload_content=False)
+                except (aiohttp.ClientError, TimeoutError, client.ApiException):
+                    self.failed_renewals += 1  # as an agent would, try again next period
+                else:
+                    self.renewals += 1
+        start = time.monotonic()
+        while True:
+            for i, node in enumerate(self.nodes):
+                due = start + i * period / len(self.nodes)
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                elif delay < -period / 3:
+                    self.late_renewals += 1
+                task = asyncio.create_task(renew(node))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            start += period
+
+    async def report(self) -> None:
+        """Every agent creates its inventory and applies ``status.discovered``."""
+        async def one(node: str) -> None:
+            body = inventory_body(node)
+            await kube.create_inventory(self.api, body)
+            await kube.apply_discovered(self.api, body["metadata"]["name"], self.discovered)
+        await gather_limited(lambda n=n: one(n) for n in self.nodes)  # type: ignore[misc]
+
+    async def churn(self, node: str, value: int) -> None:
+        """Change gpu-0 of ``node`` (an attribute ``benchChurn: value``) as its agent would
+        report a change; remembers when the write returned."""
+        devices = [dict(d) for d in self.discovered["devices"]]
+        devices[0] = {**devices[0], "attributes": {**devices[0]["attributes"],
+                                                   CHURN_ATTRIBUTE: {"int": value}}}
+        await kube.apply_discovered(self.api, inventory_body(node)["metadata"]["name"],
+                                    {**self.discovered, "devices": devices})
+        self.churned[(node, value)] = time.monotonic()
+
+
+# --- what the API server shows -----------------------------------------------------------------
+
+async def watch_forever(list_call: Callable[..., Any], *args: Any,
+                        on_object: Callable[[str, Json], None]) -> None:
+    """List, then watch, forever: ``on_object(type, object)`` for every listed object
+    (``ADDED``) and every watch event; relists after a dropped or failed watch."""
+    while True:
+        try:
+            response = await list_call(*args, _preload_content=False)
+            listed = json.loads(await response.read())
+            for item in listed["items"]:
+                on_object("ADDED", item)
+            stream = watch.Watch(return_type="object")
+            async for event in stream.stream(
+                    list_call, *args, resource_version=listed["metadata"]["resourceVersion"],
+                    timeout_seconds=300):
+                if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+                    break  # ERROR (e.g. 410 Gone): relist
+                on_object(event["type"], event["object"])
+        except (aiohttp.ClientError, TimeoutError, client.ApiException):
+            await asyncio.sleep(0.5)
+
+
+@dataclass
+class SliceWatch:
+    """Every ResourceSlice by name, kept by one watch: driver, node, and the churn value of the
+    first device (with the time it was first seen)."""
+
+    api: ApiClient
+    slices: dict[str, tuple[str, str]] = field(default_factory=dict)
+    churn_seen: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    def seen(self, node: str, value: int) -> float | None:
+        """When ``node``'s slice first showed churn value ``value`` or a later one (a later
+        change may overtake an earlier one before it is published)."""
+        times = [t for (n, v), t in self.churn_seen.items() if n == node and v >= value]
+        return min(times) if times else None
+
+    def count(self, driver: str) -> int:
+        """Slices of ``driver`` now."""
+        return sum(1 for d, _node in self.slices.values() if d == driver)
+
+    async def run(self) -> None:
+        """Keep :attr:`slices` current, forever."""
+        def on_object(kind: str, obj: Json) -> None:
+            if kind == "DELETED":
+                self.slices.pop(obj["metadata"]["name"], None)
+            else:
+                self._see(obj)
+        await watch_forever(client.ResourceV1Api(self.api).list_resource_slice,
+                            on_object=on_object)
+
+    def _see(self, obj: Json) -> None:
+        spec = obj["spec"]
+        node = spec.get("nodeName") or ""
+        self.slices[obj["metadata"]["name"]] = (spec["driver"], node)
+        for device in spec.get("devices") or []:
+            if device["name"] == "gpu-0":
+                value = ((device.get("attributes") or {}).get(CHURN_ATTRIBUTE) or {}).get("int")
+                if value is not None:
+                    self.churn_seen.setdefault((node, value), time.monotonic())
+
+
+class AuditLog:
+    """The API server's audit log, which records the operator's ServiceAccount only."""
+
+    POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+              "omitStages": ["RequestReceived", "ResponseStarted"],
+              "rules": [{"level": "Metadata", "users": [OPERATOR_USER]}, {"level": "None"}]}
+
+    def __init__(self, workdir: Path) -> None:
+        self.policy = workdir / "audit-policy.yaml"
+        self.path = workdir / "audit.log"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.policy.write_text(yaml.safe_dump(self.POLICY))
+
+    def apiserver_args(self) -> list[str]:
+        """kube-apiserver flags that turn it on."""
+        return [f"--audit-policy-file={self.policy}", f"--audit-log-path={self.path}",
+                "--audit-log-format=json", "--audit-log-maxsize=0"]
+
+    def offset(self) -> int:
+        """Where the log ends now (bytes)."""
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def requests_since(self, offset: int) -> dict[str, int]:
+        """The operator's requests after ``offset``, by ``verb resource[/subresource]``
+        (watches count when they end)."""
+        counts: dict[str, int] = {}
+        with self.path.open("rb") as log:
+            log.seek(offset)
+            for line in log:
+                event = json.loads(line)
+                ref = event.get("objectRef") or {}
+                key = f"{event['verb']} {ref.get('resource', '')}" + (
+                    f"/{ref['subresource']}" if ref.get("subresource") else "")
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+
+def writes(requests: dict[str, int]) -> int:
+    """The writes among :meth:`AuditLog.requests_since`'s counts."""
+    return sum(n for key, n in requests.items() if key.split(" ")[0] in WRITE_VERBS)
+
+
+def percentiles(samples: list[float]) -> Json:
+    """``{"n", "p50", "p99", "max"}`` in seconds (p99 by nearest rank)."""
+    if not samples:
+        return {"n": 0}
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, max(0, round(0.99 * len(ordered)) - 1))]
+    return {"n": len(ordered), "p50": round(statistics.median(ordered), 3),
+            "p99": round(p99, 3), "max": round(ordered[-1], 3)}
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+@dataclass
+class Options:
+    """What to run (defaults: every phase, a short steady phase)."""
+
+    nodes: int
+    mig: bool = False
+    phases: tuple[str, ...] = PHASES
+    steady_s: float = 60.0
+    churn_s: float = 120.0
+    churn_percent: float = 1.0
+    claims: int = 200
+    claim_rate: float = 50.0
+    peer_hold_s: float = 35.0
+    """How long the Go peer runs after publishing: its controllers sync every pool again
+    30 s after the informer's last event (``DefaultSyncDelay``)."""
+
+
+class ScaleBench:
+    """One run on ``plane`` (started with :meth:`AuditLog.apiserver_args`)."""
+
+    def __init__(self, plane: ControlPlane, audit: AuditLog, options: Options) -> None:
+        self.plane = plane
+        self.audit = audit
+        self.options = options
+        self.kubedra = Kubedra(plane)
+        self.results: Json = {"nodes": options.nodes, "mig": options.mig}
+        self.liveness_port = 0
+
+    async def run(self) -> Json:
+        """Every chosen phase in order; returns the figures."""
+        opts = self.options
+        self.kubedra.install()
+        api = await make_api_client(self.plane.admin_kubeconfig)
+        async with api:
+            discovered = h200_node(0, opts.mig)
+            agents = Agents(api, [node_name(i) for i in range(opts.nodes)], discovered)
+            self.expected = len(published_slices(agents.nodes[0], discovered)) * opts.nodes
+            self.results.update(devices=len(discovered["devices"]) * opts.nodes,
+                                slices=self.expected)
+            start = time.monotonic()
+            await agents.create_nodes()
+            await agents.create_leases()
+            renewing = asyncio.create_task(agents.renew_leases())
+            await agents.report()
+            self.results["agents_reported_s"] = round(time.monotonic() - start, 2)
+            watcher = SliceWatch(api)
+            watching = asyncio.create_task(watcher.run())
+            try:
+                for phase in PHASES:
+                    if phase in opts.phases:
+                        self.results[phase] = await getattr(self, phase)(api, agents, watcher)
+                        self.results[phase]["load_average"] = os.getloadavg()[0]
+                        print(f"{phase}: {json.dumps(self.results[phase])}", file=sys.stderr,
+                              flush=True)
+            finally:
+                renewing.cancel()
+                watching.cancel()
+            self.results["lease_renewals"] = agents.renewals
+            self.results["late_lease_renewals"] = agents.late_renewals
+            self.results["failed_lease_renewals"] = agents.failed_renewals
+        return self.results
+
+    # --- phases --------------------------------------------------------------------------------
+
+    async def peer(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
+        """The Go peer publishes the same slices; then they are deleted."""
+        binary = build_peer()
+        pools = {"driver": PEER_DRIVER, "pools": [
+            {"node": n, "slices": published_slices(n, agents.discovered)} for n in agents.nodes]}
+        pools_file = self.plane.workdir / "peer-pools.json"
+        pools_file.write_text(json.dumps(pools))
+        del pools
+        before = await writes_by_resource(self.plane)
+        start = time.monotonic()
+        peer = self.plane.spawn("slicepublisher", [
+            str(binary), f"--kubeconfig={self.plane.admin_kubeconfig}",
+            f"--pools={pools_file}"])
+        await eventually(lambda: _true(watcher.count(PEER_DRIVER) >= self.expected),
+                         timeout=3600, interval=0.2, what="every slice of the Go peer")
+        published = time.monotonic() - start
+        cpu_published = cpu_seconds(peer.pid)
+        await asyncio.sleep(self.options.peer_hold_s)
+        after = await writes_by_resource(self.plane)
+        result = {"publish_s": round(published, 2), "cpu_s_publish": round(cpu_published, 2),
+                  "cpu_s": round(cpu_seconds(peer.pid), 2),
+                  "rss_mib": round(peak_rss_mib(peer.pid), 1),
+                  "slice_writes": after.get("resourceslices", 0)
+                  - before.get("resourceslices", 0),
+                  "slices": watcher.count(PEER_DRIVER)}
+        self.plane.stop_component(peer)
+
+        async def deleted() -> bool:
+            if watcher.count(PEER_DRIVER):  # a loaded API server may time out (504): again
+                await client.ResourceV1Api(api).delete_collection_resource_slice(
+                    field_selector=f"spec.driver={PEER_DRIVER}")
+            return watcher.count(PEER_DRIVER) == 0
+        await eventually(deleted, timeout=900, interval=1.0, what="the Go peer's slices deleted")
+        return result
+
+    def start_operator(self) -> None:
+        self.liveness_port = free_port()
+        self.kubedra.start_operator(liveness_port=self.liveness_port)
+
+    async def probe(self) -> Json:
+        """The operator's ``/healthz`` probe (``{}`` while it does not answer)."""
+        try:
+            async with aiohttp.ClientSession() as session, session.get(
+                    f"http://127.0.0.1:{self.liveness_port}/healthz",
+                    timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                return dict((await resp.json()).get("kubedra") or {})
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            return {}
+
+    async def settle(self) -> None:
+        """Wait until the operator has nothing queued or in progress."""
+        async def idle() -> bool:
+            probe = await self.probe()
+            return bool(probe.get("cachesReady")) and probe.get("inventoriesBusy") == 0 \
+                and probe.get("claimsBusy") == 0
+        await eventually(idle, timeout=600, interval=0.2, what="the operator idle")
+
+    async def publish(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
+        """The operator starts with every inventory reported → every slice exists."""
+        before = await writes_by_resource(self.plane)
+        audit = self.audit.offset()
+        start = time.monotonic()
+        self.start_operator()
+        assert self.kubedra.operator is not None
+        pid = self.kubedra.operator.pid
+        await eventually(lambda: _true(watcher.count(DRIVER) >= self.expected), timeout=3600,
+                         interval=0.2, what="every slice of kubedra")
+        published = time.monotonic() - start
+        cpu_published = cpu_seconds(pid)
+        await self.settle()
+        after = await writes_by_resource(self.plane)
+        requests = self.audit.requests_since(audit)
+        return {"publish_s": round(published, 2), "cpu_s_publish": round(cpu_published, 2),
+                "settled_s": round(time.monotonic() - start, 2),
+                "cpu_s": round(cpu_seconds(pid), 2), "rss_mib": round(peak_rss_mib(pid), 1),
+                "slice_writes": after.get("resourceslices", 0) - before.get("resourceslices", 0),
+                "status_writes": requests.get("patch deviceinventories/status", 0),
+                "operator_writes": writes(requests), "slices": watcher.count(DRIVER)}
+
+    async def restart(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
+        """Stop the operator, start it again → every inventory reconciled, 0 writes."""
+        assert self.kubedra.operator is not None
+        self.plane.stop_component(self.kubedra.operator)
+        audit = self.audit.offset()
+        start = time.monotonic()
+        self.start_operator()
+        pid = self.kubedra.operator.pid
+        n = len(agents.nodes)
+
+        async def verified() -> bool:
+            probe = await self.probe()
+            return probe.get("inventoriesReconciled", 0) >= n and \
+                probe.get("inventoriesBusy") == 0
+        await eventually(verified, timeout=3600, interval=0.2, what="every pool verified")
+        elapsed = time.monotonic() - start
+        requests = self.audit.requests_since(audit)
+        return {"verified_s": round(elapsed, 2), "cpu_s": round(cpu_seconds(pid), 2),
+                "rss_mib": round(peak_rss_mib(pid), 1), "operator_writes": writes(requests),
+                "operator_requests": sum(requests.values()), "requests": requests}
+
+    async def steady(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
+        """Only Lease renewals: slice writes, operator CPU and requests per second."""
+        assert self.kubedra.operator is not None
+        pid = self.kubedra.operator.pid
+        await self.settle()
+        before = await writes_by_resource(self.plane)
+        audit, cpu, renewals = self.audit.offset(), cpu_seconds(pid), agents.renewals
+        start = time.monotonic()
+        await asyncio.sleep(self.options.steady_s)
+        elapsed = time.monotonic() - start
+        after = await writes_by_resource(self.plane)
+        requests = self.audit.requests_since(audit)
+        return {"seconds": round(elapsed, 1),
+                "slice_writes": after.get("resourceslices", 0) - before.get("resourceslices", 0),
+                "operator_writes": writes(requests),
+                "operator_cpu_percent": round(100 * (cpu_seconds(pid) - cpu) / elapsed, 1),
+                "operator_requests_per_s": round(sum(requests.values()) / elapsed, 2),
+                "lease_renewals_per_s": round((agents.renewals - renewals) / elapsed, 1),
+                "rss_mib": round(peak_rss_mib(pid), 1), "requests": requests}
+
+    async def churn(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
+        """``churn_percent`` of inventories per minute change: write → slice shows it."""
+        assert self.kubedra.operator is not None
+        pid = self.kubedra.operator.pid
+        opts = self.options
+        per_s = max(opts.churn_percent / 100 * len(agents.nodes) / 60, 1 / 60)
+        order = list(agents.nodes)
+        random.Random(14).shuffle(order)  # each node once before any twice
+        audit, cpu = self.audit.offset(), cpu_seconds(pid)
+        start = time.monotonic()
+        changes: list[tuple[str, int]] = []
+        value = 0
+        while time.monotonic() - start < opts.churn_s:
+            node = order[value % len(order)]
+            value += 1
+            await agents.churn(node, value)
+            changes.append((node, value))
+            await asyncio.sleep(max(0.0, start + value / per_s - time.monotonic()))
+        elapsed = time.monotonic() - start
+
+        await eventually(lambda: _true(all(watcher.seen(*c) for c in changes)), timeout=120,
+                         interval=0.1, what="every churned slice")
+        latencies = [(watcher.seen(n, v) or 0.0) - agents.churned[(n, v)] for n, v in changes]
+        requests = self.audit.requests_since(audit)
+        return {"seconds": round(elapsed, 1), "changes_per_min": round(per_s * 60, 1),
+                "latency": percentiles(latencies),
+                "operator_cpu_percent": round(100 * (cpu_seconds(pid) - cpu) / elapsed, 1),
+                "operator_requests_per_s": round(sum(requests.values()) / elapsed, 2),
+                "operator_writes": writes(requests), "requests": requests}
+
+    async def claims(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
+        """Pods with one-GPU claims at ``claim_rate``/s: allocation → Ready written."""
+        opts = self.options
+        core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+        namespace = "scale-claims"
+        await core.create_namespace({"metadata": {"name": namespace}})
+        await eventually(lambda: _sa_exists(core, namespace), timeout=60, interval=0.2,
+                         what="the default ServiceAccount")
+        tracker = ClaimTracker(api, namespace)
+        tracking = asyncio.create_task(tracker.run())
+        await asyncio.sleep(0.5)
+        audit = self.audit.offset()
+        start = time.monotonic()
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(i: int) -> None:
+            async with gate:
+                name = f"claim-{i:05d}"
+                await resource.create_namespaced_resource_claim(namespace, {
+                    "metadata": {"name": name}, "spec": {"devices": {"requests": [
+                        {"name": "gpu", "exactly": {"deviceClassName": "gpu.kubedra.io"}}]}}},
+                    _preload_content=False)
+                await core.create_namespaced_pod(namespace, pod_with_claim(name),
+                                                 _preload_content=False)
+        tasks = []
+        for i in range(opts.claims):
+            await asyncio.sleep(max(0.0, start + i / opts.claim_rate - time.monotonic()))
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+        created = time.monotonic() - start
+        await eventually(lambda: _true(len(tracker.ready) >= opts.claims), timeout=900,
+                         interval=0.2, what="every claim Ready")
+        elapsed = time.monotonic() - start
+        tracking.cancel()
+        await self.settle()
+        requests = self.audit.requests_since(audit)
+        claim_writes = sum(n for k, n in requests.items()
+                           if k.split(" ")[0] in WRITE_VERBS and "resourceclaims" in k)
+        latencies = [tracker.ready[k] - tracker.allocated[k] for k in tracker.ready]
+        return {"claims": opts.claims, "created_per_s": round(opts.claims / created, 1),
+                "all_ready_s": round(elapsed, 1), "allocated_to_ready": percentiles(latencies),
+                "claim_writes_per_claim": round(claim_writes / opts.claims, 2),
+                "operator_writes_per_claim": round(writes(requests) / opts.claims, 2),
+                "requests": requests}
+
+    async def explain(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
+        """One claim no device satisfies: Event latency, explain and simulate wall time."""
+        core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+        namespace = "scale-explain"
+        await core.create_namespace({"metadata": {"name": namespace}})
+        await eventually(lambda: _sa_exists(core, namespace), timeout=60, interval=0.2,
+                         what="the default ServiceAccount")
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "too-big", "namespace": namespace},
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                     "deviceClassName": "gpu.kubedra.io", "selectors": [{"cel": {"expression": (
+                         'device.capacity["gpu.kubedra.io"].memory.compareTo('
+                         'quantity("200Gi")) >= 0')}}]}}]}}}
+        start = time.monotonic()
+        await resource.create_namespaced_resource_claim(namespace, claim)
+        await core.create_namespaced_pod(namespace, pod_with_claim("too-big"))
+
+        async def explained() -> bool:
+            events = await core.list_namespaced_event(
+                namespace, field_selector="involvedObject.name=too-big,reason=CannotAllocate")
+            return bool(events.items)
+        await eventually(explained, timeout=600, interval=0.1, what="the CannotAllocate Event")
+        event_s = time.monotonic() - start
+        explain_s, explained_text = timed(lambda: kubectl(
+            self.plane, "dra", "explain", "resourceclaim", "too-big", "-n", namespace))
+        claim_file = self.plane.workdir / "one-gpu-claim.yaml"
+        claim_file.write_text(yaml.safe_dump({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "one-more", "namespace": namespace},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.kubedra.io"}}]}}}))
+        simulate_s, simulated = timed(lambda: kubectl(
+            self.plane, "dra", "simulate", "-f", str(claim_file), "--max-copies", "1000"))
+        return {"event_s": round(event_s, 2), "explain_s": round(explain_s, 2),
+                "simulate_s": round(simulate_s, 2),
+                "explain_first_line": explained_text.strip().splitlines()[0],
+                "simulate_first_line": simulated.strip().splitlines()[0]}
+
+
+@dataclass
+class ClaimTracker:
+    """When each claim of a namespace was first seen allocated and first seen with kubedra's
+    ``Ready`` condition in ``status.devices``."""
+
+    api: ApiClient
+    namespace: str
+    allocated: dict[str, float] = field(default_factory=dict)
+    ready: dict[str, float] = field(default_factory=dict)
+
+    async def run(self) -> None:
+        """Record the times, forever."""
+        def on_object(kind: str, obj: Json) -> None:
+            name, status = obj["metadata"]["name"], obj.get("status") or {}
+            now = time.monotonic()
+            if status.get("allocation"):
+                self.allocated.setdefault(name, now)
+            if any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for d in status.get("devices") or [] for c in d.get("conditions") or []):
+                self.ready.setdefault(name, now)
+        await watch_forever(client.ResourceV1Api(self.api).list_namespaced_resource_claim,
+                            self.namespace, on_object=on_object)
+
+
+def pod_with_claim(claim: str) -> Json:
+    """A pod on a kwok node using ResourceClaim ``claim``."""
+    return {"metadata": {"name": claim},
+            "spec": {"nodeSelector": {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1]},
+                     "tolerations": [{"operator": "Exists"}],
+                     "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+
+async def _sa_exists(core: Any, namespace: str) -> bool:
+    try:
+        await core.read_namespaced_service_account("default", namespace)
+    except client.ApiException:
+        return False
+    return True
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def timed(call: Callable[[], str]) -> tuple[float, str]:
+    """(wall seconds, output) of ``call``."""
+    start = time.monotonic()
+    out = call()
+    return time.monotonic() - start, out
+
+
+def free_port() -> int:
+    """A free loopback TCP port."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def build_peer() -> Path:
+    """Build ``hack/slicepublisher`` into ``$KUBEDRA_CACHE/bin`` (Go's build cache makes a
+    second build take a second or two); returns the binary."""
+    out = default_bin_dir() / "slicepublisher"
+    subprocess.run(["go", "build", "-trimpath", "-ldflags=-s -w", "-o", str(out), "."],
+                   cwd=REPO_ROOT / "hack" / "slicepublisher", check=True,
+                   env={**os.environ, "CGO_ENABLED": "0"})
+    return out
+
+
+def run(options: Options, workdir: Path) -> Json:
+    """One whole run on a fresh control plane in ``workdir``."""
+    audit = AuditLog(workdir / "audit")
+    with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args()) as plane:
+        return asyncio.run(ScaleBench(plane, audit, options).run())
+
+
+def main() -> None:
+    """Parse the options, run, print the figures as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--mig", action="store_true")
+    parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--steady", type=float, default=60.0, help="seconds")
+    parser.add_argument("--churn", type=float, default=120.0, help="seconds")
+    parser.add_argument("--churn-percent", type=float, default=1.0, help="per minute")
+    parser.add_argument("--claims", type=int, default=200)
+    parser.add_argument("--claim-rate", type=float, default=50.0, help="per second")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    phases = tuple(p for p in args.phases.split(",") if p)
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
+    options = Options(nodes=args.nodes, mig=args.mig, phases=phases, steady_s=args.steady,
+                      churn_s=args.churn, churn_percent=args.churn_percent,
+                      claims=args.claims, claim_rate=args.claim_rate)
+    if args.workdir:
+        result = run(options, args.workdir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="kubedra-scale-") as tmp:
+            result = run(options, Path(tmp))
+    print(json.dumps(result, indent=1), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""bench/scale.py at a tiny size (3 nodes of 8 H200, every phase, seconds each), so the bench
+cannot rot unnoticed: exact slice counts for kubedra and the Go peer, no write on restart or in
+steady state, every churned device published, one claim status write per claim, and the
+explanation of a claim nothing can satisfy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.scale import Options, run
+
+pytestmark = pytest.mark.cluster
+
+NODES = 3
+
+
+def test_scale_bench_tiny(tmp_path: Path) -> None:
+    result = run(Options(nodes=NODES, steady_s=3, churn_s=4, churn_percent=2000, claims=4,
+                         claim_rate=10, peer_hold_s=0), tmp_path)
+
+    assert (result["devices"], result["slices"]) == (8 * NODES, NODES)  # 8 GPUs: one slice
+    assert result["peer"]["slices"] == NODES
+    assert result["peer"]["slice_writes"] == NODES
+    publish = result["publish"]
+    assert (publish["slices"], publish["slice_writes"]) == (NODES, NODES)
+    assert publish["status_writes"] == NODES
+    restart = result["restart"]
+    assert restart["operator_writes"] == 0, restart["requests"]
+    assert result["steady"]["slice_writes"] == 0
+    assert result["steady"]["operator_writes"] == 0, result["steady"]["requests"]
+    churn = result["churn"]
+    assert churn["latency"]["n"] >= 3
+    assert churn["requests"].get("update resourceslices") == churn["latency"]["n"]
+    claims = result["claims"]
+    assert claims["allocated_to_ready"]["n"] == 4
+    assert claims["claim_writes_per_claim"] == 1.0, claims["requests"]
+    explain = result["explain"]
+    assert "too-big" in explain["explain_first_line"]

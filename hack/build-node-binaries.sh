@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Builds the pinned binaries of a real node from the Go module proxy into
+# .cache/kubernetes/<module>-<stamp>/ (git-ignored) and links them into .cache/bin:
+#   kubelet                                 k8s.io/kubernetes v1.37.2 (hack/kubelet)
+#   containerd, containerd-shim-runc-v2, ctr github.com/containerd/containerd/v2 (hack/containerd)
+#   runc (cgo, seccomp)                     github.com/opencontainers/runc (hack/runc)
+#   loopback (CNI plugin)                   github.com/containernetworking/plugins (hack/cni-plugins)
+#   crictl (for humans)                     sigs.k8s.io/cri-tools (hack/crictl)
+# and installs the Debian packages a real node needs: libseccomp-dev (runc's seccomp) and
+# busybox-static (the shell of the node's images, see e2e/harness/images.py).
+# A module is rebuilt only when its go.mod, go.sum or its build settings below change (this
+# script's other lines are not part of the stamp), so editing comments rebuilds nothing.
+# Usage: hack/build-node-binaries.sh [--force]
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache="${KUBEDRA_CACHE:-$root/.cache}"
+force=0
+[[ "${1:-}" == "--force" ]] && force=1
+
+die() { echo "build-node-binaries: error: $*" >&2; exit 1; }
+command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
+
+# Debian packages: installed with apt-get when missing (needs root and the package mirror).
+packages=(libseccomp-dev busybox-static)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if (( ${#missing[@]} )); then
+  command -v apt-get >/dev/null \
+    || die "missing packages ${missing[*]} and no apt-get: install them (libseccomp headers, a static busybox) by hand"
+  [[ $(id -u) == 0 ]] || die "missing Debian packages ${missing[*]}: run 'sudo apt-get install ${missing[*]}' (installing needs root)"
+  echo "build-node-binaries: installing Debian packages: ${missing[*]}"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } \
+    || die "'apt-get install ${missing[*]}' failed (is the Debian mirror reachable?)"
+fi
+
+# build <name> <module dir> <packages...>: one go build per tool module, skipped when its
+# stamp (hash of go.mod, go.sum and the settings CGO, TAGS, LDFLAGS, packages) matches.
+build() {
+  local name=$1 dir=$2; shift 2
+  local settings="cgo=${CGO:-0} tags=${TAGS:-} ldflags=${LDFLAGS:-} packages=$*"
+  local stamp out
+  stamp=$( { cat "$root/hack/$dir/go.mod" "$root/hack/$dir/go.sum"; echo "$settings"; } \
+           | sha256sum | cut -c1-16)
+  out="$cache/kubernetes/$dir-$stamp"
+  if [[ $force == 0 && -f "$out/.complete" ]]; then
+    echo "build-node-binaries: $name: up to date ($out)"
+  else
+    echo "build-node-binaries: $name: building (cold builds take minutes)..."
+    local start=$SECONDS
+    rm -rf "$out" && mkdir -p "$out"
+    ( cd "$root/hack/$dir" && go mod download ) \
+      || die "$name: 'go mod download' failed in hack/$dir (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
+    ( cd "$root/hack/$dir" && CGO_ENABLED=${CGO:-0} go build -trimpath -tags "${TAGS:-}" \
+        -ldflags "${LDFLAGS:-}" -o "$out/" "$@" ) \
+      || die "$name: 'go build' failed in hack/$dir for: $*"
+    touch "$out/.complete"
+    echo "build-node-binaries: $name: built in $((SECONDS - start)) s"
+  fi
+  mkdir -p "$cache/bin"
+  local f
+  for f in "$out"/*; do ln -sf "$f" "$cache/bin/$(basename "$f")"; done
+}
+
+version() { (cd "$root/hack/$1" && go list -m -f '{{.Version}}' "$2"); }
+
+K8S_VERSION=v1.37.2
+minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+LDFLAGS="-s -w \
+ -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
+ -X k8s.io/component-base/version.gitMajor=1 \
+ -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/component-base/version.gitTreeState=clean" \
+  build "kubelet $K8S_VERSION" kubelet k8s.io/kubernetes/cmd/kubelet
+
+v=$(version containerd github.com/containerd/containerd/v2)
+TAGS="no_btrfs no_devmapper no_zfs" \
+LDFLAGS="-s -w -X github.com/containerd/containerd/v2/version.Version=$v" \
+  build "containerd $v" containerd github.com/containerd/containerd/v2/cmd/containerd \
+  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+  github.com/containerd/containerd/v2/cmd/ctr
+
+v=$(version runc github.com/opencontainers/runc)
+CGO=1 TAGS="seccomp urfave_cli_no_docs" LDFLAGS="-s -w -X main.version=${v#v}" \
+  build "runc $v" runc github.com/opencontainers/runc
+
+v=$(version cni-plugins github.com/containernetworking/plugins)
+LDFLAGS="-s -w" build "CNI plugins $v" cni-plugins \
+  github.com/containernetworking/plugins/plugins/main/loopback
+
+v=$(version crictl sigs.k8s.io/cri-tools)
+LDFLAGS="-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" \
+  build "crictl $v" crictl sigs.k8s.io/cri-tools/cmd/crictl
+
+"$cache/bin/kubelet" --version
+"$cache/bin/containerd" --version
+"$cache/bin/runc" --version | sed -n 1p  # sed reads to the end: no SIGPIPE
+echo "build-node-binaries: binaries in $cache/bin"
