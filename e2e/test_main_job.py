@@ -296,7 +296,8 @@ async def test_invalid_inventories_are_rejected_or_reported_and_others_keep_publ
     assert rejected.value.status == 422
     assert "spec.devices[0].name" in rejected.value.body
 
-    # passes admission, but consumes a counter set nobody declared
+    # passes admission, but consumes a counter set nobody declared: only that device is left
+    # out, named with the field; the other is published
     unknown_counter = _static_inventory("unknown-counter", 2)
     unknown_counter["spec"]["devices"][1]["consumesCounters"] = [
         {"counterSet": "nowhere", "counters": {"slots": {"value": "1"}}}]
@@ -304,16 +305,19 @@ async def test_invalid_inventories_are_rejected_or_reported_and_others_keep_publ
         "kubedra.io", "v1alpha1", "deviceinventories", unknown_counter)
 
     async def reported() -> dict[str, Any] | None:
-        ready = condition(await read_inventory(admin_api, "unknown-counter"), "Ready")
-        return ready if ready and ready["status"] == "False" else None
-    ready = await eventually(reported, what="Ready=False on unknown-counter")
-    assert (ready["reason"], ready["message"]) == (
-        "InvalidInventory",
-        "spec.devices[1].consumesCounters[0].counterSet: no counter set named 'nowhere'")
-    assert await slices_of(admin_api, "unknown-counter") == []
+        published = condition(await read_inventory(admin_api, "unknown-counter"), "Published")
+        return published if published and published["reason"] == "DevicesLeftOut" else None
+    published = await eventually(reported, what="DevicesLeftOut on unknown-counter")
+    assert (published["status"], published["message"]) == (
+        "True",
+        "1 device in 1 ResourceSlice (pool unknown-counter, generation 1); left out, as the API "
+        "server would refuse them: dev-001 (spec.devices[1].consumesCounters[0].counterSet: no "
+        "usable counter set named 'nowhere')")
+    [published_slice] = await slices_of(admin_api, "unknown-counter")
+    assert [d["name"] for d in published_slice["spec"]["devices"]] == ["dev-000"]
     events = await client.CoreV1Api(admin_api).list_namespaced_event(
         "default", field_selector="involvedObject.name=unknown-counter")
-    assert [(e.type, e.reason) for e in events.items] == [("Warning", "InvalidInventory")]
+    assert [(e.type, e.reason) for e in events.items] == [("Warning", "DevicesLeftOut")]
     healthy = await _ready_inventory(admin_api, "healthy")
     assert healthy["status"]["deviceCount"] == 2
 

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kubedra.api.inventory import MigMode
-from kubedra.discovery.backends import check_limits
+from kubedra.discovery.backends import screen
 from kubedra.discovery.capture import differences, write_capture
 from kubedra.discovery.errors import DiscoveryError
 from kubedra.discovery.nvidia import nvidia_discovery
@@ -45,9 +45,8 @@ def check(folder: Path, nvml: Any, sysfs_root: Path) -> int:
     """Compare the live inventory with the replay of ``folder``; 0 when equal, 1 otherwise."""
     different = False
     for mig in MIG_MODES:
-        live = nvidia_discovery(LiveNvml(nvml), LiveSysfs(sysfs_root), mig)
-        replay = nvidia_discovery(RecordedNvml(folder), RecordedSysfs(folder), mig)
-        check_limits(live)
+        live = screen(nvidia_discovery(LiveNvml(nvml), LiveSysfs(sysfs_root), mig))
+        replay = screen(nvidia_discovery(RecordedNvml(folder), RecordedSysfs(folder), mig))
         found = differences(replay, live)
         print(f"mig={mig}: {len(live.devices)} devices, {len(live.counter_sets)} counter sets "
               f"live; {'equal' if not found else f'{len(found)} differences'} "

@@ -409,9 +409,11 @@ class ControlPlane:
         self._write_state_if_recorded()
         return component
 
-    def stop_component(self, component: Component, timeout: float = 10.0) -> None:
-        """SIGTERM one component (SIGKILL after ``timeout`` seconds) and forget it."""
-        _signal(component, signal.SIGTERM)
+    def stop_component(self, component: Component, timeout: float = 10.0,
+                       sig: signal.Signals = signal.SIGTERM) -> None:
+        """Send ``sig`` (SIGTERM: a clean stop; SIGKILL: a crash) to one component, SIGKILL it
+        after ``timeout`` seconds, and forget it."""
+        _signal(component, sig)
         _reap(component, time.monotonic() + timeout)
         self.components.remove(component)
         self._write_state_if_recorded()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -142,7 +143,8 @@ class Kubedra:
 
     def start_agent(self, node: str, *, backend: str = f"snapshot:{H200_CAPTURE}",
                     driver: str = "gpu.kubedra.io", lease_duration: int = 40,
-                    rescan_interval: float = 2.0, pod: str | None = None,
+                    rescan_interval: float = 2.0, cdi_check_interval: float = 30.0,
+                    pod: str | None = None,
                     pod_uid: str | None = None, device_root: Path | None = None,
                     boot_id_path: Path | None = None, name: str | None = None,
                     module: str = "kubedra", metrics_port: int = 0) -> Component:
@@ -163,6 +165,7 @@ class Kubedra:
         settings = {"namespace": NAMESPACE, "node_name": node, "backend": backend,
                     "driver": driver, "lease_duration": str(lease_duration),
                     "rescan_interval": str(rescan_interval), "metrics_port": str(metrics_port),
+                    "cdi_check_interval": str(cdi_check_interval),
                     "kubelet_registry_dir": str(host / "plugins_registry"),
                     "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}
         for key, value in (("pod_uid", pod_uid), ("device_root", device_root),
@@ -183,6 +186,8 @@ class Kubedra:
         real = next((n for n in self.plane.real_nodes if n.name == node), None)
         return real.root if real else self.plane.workdir / "nodes" / node
 
-    def stop_agent(self, node: str) -> None:
-        """Stop the agent of ``node`` (its Lease then expires)."""
-        self.plane.stop_component(self.agents.pop(node))
+    def stop_agent(self, node: str, *, crash: bool = False) -> None:
+        """Stop the agent of ``node``: SIGTERM, as the kubelet stops a pod (it gives its Lease
+        up), or with ``crash`` SIGKILL (its Lease then expires)."""
+        self.plane.stop_component(self.agents.pop(node),
+                                  sig=signal.SIGKILL if crash else signal.SIGTERM)

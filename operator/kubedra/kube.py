@@ -353,9 +353,11 @@ async def read_lease(api: ApiClient, namespace: str, name: str) -> dict[str, Any
 
 
 async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
-                      duration_s: int, owner: dict[str, Any] | None = None) -> None:
+                      duration_s: int, owner: dict[str, Any] | None = None
+                      ) -> dict[str, Any]:
     """Create Lease ``namespace/name`` or set its ``renewTime`` to now, held by ``holder`` for
-    ``duration_s`` seconds; ``owner`` (an owner reference) is set when it is created.
+    ``duration_s`` seconds; ``owner`` (an owner reference) is set when it is created. Returns
+    the Lease as stored.
 
     Raises:
         ApiException: the Lease could not be read or written (409 when two writers race).
@@ -370,13 +372,30 @@ async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
         if err.status != 404:
             raise
         spec["acquireTime"] = now
-        await coordination.create_namespaced_lease(
+        return await _raw(coordination.create_namespaced_lease(
             namespace, {"metadata": {"name": name, "namespace": namespace,
                                      **({"ownerReferences": [owner]} if owner else {})},
-                        "spec": spec})
-        return
+                        "spec": spec},
+            _preload_content=False))
     current["spec"] = {**(current.get("spec") or {}), **spec}
-    await coordination.replace_namespaced_lease(name, namespace, current)
+    return await _raw(coordination.replace_namespaced_lease(
+        name, namespace, current, _preload_content=False))
+
+
+async def release_lease(api: ApiClient, lease: dict[str, Any]) -> None:
+    """Give up ``lease`` (as :func:`renew_lease` last returned it): remove its holder and
+    ``renewTime``, so that whoever watches it sees it expired at once (a Lease without
+    ``renewTime`` is expired). The write is guarded by the Lease's ``resourceVersion``: a
+    holder that renewed it since (a new agent of a rolling update) keeps it.
+
+    Raises:
+        ApiException: 409 when someone renewed the Lease since; others as the API answers.
+    """
+    spec = {k: v for k, v in (lease.get("spec") or {}).items()
+            if k not in ("holderIdentity", "renewTime")}
+    meta = lease["metadata"]
+    await _raw(client.CoordinationV1Api(api).replace_namespaced_lease(
+        meta["name"], meta["namespace"], {**lease, "spec": spec}, _preload_content=False))
 
 
 async def apply_discovered(api: ApiClient, name: str, discovered: dict[str, Any]) -> None:

@@ -48,7 +48,11 @@ class Settings(BaseSettings):
     sysfs_root: Path = Path("/sys")
     rescan_interval: float = 30.0
     lease_duration: int = 40
-    """Seconds an agent Lease stays valid without renewal."""
+    """Seconds an agent Lease stays valid without renewal. The agent renews it every third of
+    that and gives it up on a clean stop; after a crash the operator withdraws the node's pool
+    between 2/3 of it and it plus ``lease_check_interval`` later."""
+    cdi_check_interval: float = 30.0
+    """Seconds between checks that every prepared claim's CDI spec is still on disk."""
     metrics_port: int = 8080
     """Port of ``/metrics`` and ``/healthz``; 0 disables the endpoint."""
     kubelet_registry_dir: Path = DEFAULT_REGISTRY_DIR

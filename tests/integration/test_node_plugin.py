@@ -469,6 +469,40 @@ async def test_prepare_after_reboot_recreates_the_spec(cluster: Cluster, agent: 
     assert not spec_file(node, uid).exists()
 
 
+async def test_a_deleted_cdi_spec_of_a_prepared_claim_is_written_again(
+        cluster: Cluster, agent: Agent, node: PluginNode, namespace: str) -> None:
+    """Issue 16, item 9: a CDI spec deleted while its claim stays prepared (same boot, no new
+    prepare call) is written again, the same, by the check the agent runs at start and every
+    ``cdi_check_interval``; also after an agent restart. A claim unprepared since is left
+    alone."""
+    claims = await create_claims(cluster.admin, namespace, [
+        claim_body("kept", selector=by_uuid("GPU-6")),
+        claim_body("dropped", selector=by_uuid("GPU-7"))])
+    kept, dropped = claims["kept"], claims["dropped"]
+    plugin = await agent.start()
+    answer = await agent.prepare(ref(kept), ref(dropped))
+    assert [a.error for a in answer.values()] == ["", ""]
+    path = spec_file(node, kept["metadata"]["uid"])
+    written = path.read_text()
+    assert await plugin.preparer.restore_missing_specs() == 0
+    path.unlink()
+    assert await plugin.preparer.restore_missing_specs() == 1
+    assert path.read_text() == written
+    assert node.metric("kubedra_plugin_cdi_specs_restored_total", result="done") == 1
+
+    await agent.stop()
+    path.unlink()
+    plugin = await agent.start()
+    assert await plugin.preparer.restore_missing_specs() == 1
+    assert json.loads(path.read_text()) == expected_spec(kept, "gpu")
+
+    dropped_uid = dropped["metadata"]["uid"]
+    assert await agent.unprepare(ref(dropped)) == {dropped_uid: ""}
+    assert await plugin.preparer.restore_missing_specs() == 0
+    assert not spec_file(node, dropped_uid).exists()
+    assert await agent.unprepare(ref(kept)) == {kept["metadata"]["uid"]: ""}
+
+
 async def test_corrupt_checkpoint_is_reported_and_rebuilt(cluster: Cluster, agent: Agent,
                                                           node: PluginNode,
                                                           namespace: str) -> None:

@@ -2,7 +2,12 @@
 ``gpu-0``, as it appears in ``status.discovered`` (a ResourceSlice has the same without
 ``health``). Expected values of the acceptance criteria."""
 
+import json
+import shutil
+from pathlib import Path
 from typing import Any
+
+H200_CAPTURE = Path(__file__).resolve().parents[2] / "hardware" / "nvidia-h200"
 
 H200_GPU0: dict[str, Any] = {
     "name": "gpu-0",
@@ -24,3 +29,16 @@ H200_GPU0: dict[str, Any] = {
     "capacity": {"memory": {"value": "143771Mi"}, "multiprocessors": {"value": "132"}},
     "health": "Healthy",
 }
+
+
+def capture_with_second_gpu(folder: Path, product_name: str) -> Path:
+    """A copy of the H200 capture in ``folder`` with a second GPU (index 1, minor 1, its own
+    UUID), a copy of the first but named ``product_name``; returns ``folder``."""
+    shutil.copytree(H200_CAPTURE, folder)
+    document = json.loads((folder / "nvml.json").read_text())
+    second = json.loads(json.dumps(document["devices"][0]))
+    second.update(index=1, UUID="GPU-00000000-0000-0000-0000-000000000001", MinorNumber=1,
+                  Name=product_name)
+    document["devices"].append(second)
+    (folder / "nvml.json").write_text(json.dumps(document))
+    return folder

@@ -68,7 +68,7 @@ class PluginNode:
                             kubelet_plugins_dir=self.plugins_dir, cdi_dir=self.cdi_dir,
                             boot_id_path=self.boot_id_path, device_root=self.device_root,
                             pod_uid=pod_uid)
-        return kubelet_plugin(settings, api, node_name=self.name, pool=self.name,
+        return kubelet_plugin(settings, api, node_name=self.name, pool=lambda: self.name,
                               devices=self.current_devices,
                               metrics=PluginMetrics(self.metrics_registry), mig=mig)
 

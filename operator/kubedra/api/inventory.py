@@ -147,6 +147,16 @@ class DeviceInventorySpec(KubeModel):
                            "x-kubernetes-list-map-keys": ["device"]})
 
 
+class Rejection(KubeModel):
+    """A device or counter set left out of a report or a pool, and why."""
+
+    name: str = Field(description="The device or counter set left out.")
+    field: str = Field(description=(
+        "Path of the value the API server would refuse, e.g. "
+        "devices[gpu-1].attributes[productName].string."))
+    message: str = Field(description="What is wrong with it.")
+
+
 class DiscoveredState(KubeModel):
     """What the node agent last found (field manager ``kubedra-agent``)."""
 
@@ -154,6 +164,9 @@ class DiscoveredState(KubeModel):
         default_factory=list, max_length=MAX_DEVICES, json_schema_extra=_LIST_BY_NAME)
     counter_sets: list[CounterSet] | None = Field(
         default=None, max_length=32, json_schema_extra=_LIST_BY_NAME)
+    rejected: list[Rejection] | None = Field(default=None, max_length=MAX_DEVICES, description=(
+        "Devices and counter sets the backend found but left out of this report, each with the "
+        "value the API server would refuse (the other devices are reported)."))
     backend: str | None = Field(default=None, description="Discovery backend, e.g. nvml, pci.")
     agent_version: str | None = None
     boot_id: str | None = Field(default=None, alias="bootID")
@@ -216,10 +229,12 @@ class DeviceInventory(KubeModel):
 
 
 class DiscoveryResult(KubeModel):
-    """What a discovery backend returns: devices and the counter sets they consume."""
+    """What a discovery backend returns: devices and the counter sets they consume, and what
+    it left out because the API server would refuse it."""
 
     devices: list[InventoryDevice] = Field(default_factory=list)
     counter_sets: list[CounterSet] = Field(default_factory=list)
+    rejected: list[Rejection] = Field(default_factory=list)
 
 
 HELD_DEVICES_FINALIZER = "kubedra.io/held-devices"

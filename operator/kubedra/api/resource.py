@@ -8,12 +8,14 @@ fields. Quantities are :class:`~kubedra.api.quantity.Quantity` and compare by va
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from kubedra.api.base import KubeModel
-from kubedra.api.limits import DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH
+from kubedra.api.limits import DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH as MAX_VALUE_BYTES
+from kubedra.api.limits import RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE
 from kubedra.api.names import DNSLabel
 from kubedra.api.quantity import Quantity
 
@@ -22,6 +24,19 @@ SEMVER_PATTERN = (r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
                   r"(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
                   r"(\+([0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*))?$")
 """Semantic Versioning 2.0.0, the format of ``version`` attributes."""
+
+AttributeString = Annotated[str, Field(json_schema_extra={
+    "maxLength": MAX_VALUE_BYTES,
+    "x-kubernetes-validations": [{"rule": f"size(bytes(self)) <= {MAX_VALUE_BYTES}",
+                                  "message": f"may not be more than {MAX_VALUE_BYTES} bytes"}]})]
+"""A string attribute value: at most 64 bytes of UTF-8, as the API server counts
+(``validateDeviceAttributeStringValue``: Go ``len``), so "é" counts 2. The limit is in the
+schema (the CRD) and in :func:`kubedra.api.validation.device_errors`, not enforced when a model
+is built, so that discovery can report the one bad value instead of failing on it."""
+
+_LIST: JsonDict = {"minItems": 1, "maxItems": RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE}
+"""A list attribute has at least one value ("must not be empty if specified") and at most 48,
+the values of a whole device (``ResourceSliceMaxAttributeValuesPerDevice``)."""
 
 GROUP = "resource.k8s.io"
 VERSION = "v1"
@@ -104,15 +119,17 @@ class DeviceAttribute(KubeModel):
 
     int_value: int | None = Field(default=None, alias="int")
     bool_value: bool | None = Field(default=None, alias="bool")
-    string_value: str | None = Field(default=None, alias="string",
-                                     max_length=DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
-    version_value: str | None = Field(default=None, alias="version",
-                                      max_length=DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH,
-                                      pattern=SEMVER_PATTERN)
-    int_values: list[int] | None = Field(default=None, alias="ints")
-    bool_values: list[bool] | None = Field(default=None, alias="bools")
-    string_values: list[str] | None = Field(default=None, alias="strings")
-    version_values: list[str] | None = Field(default=None, alias="versions")
+    string_value: AttributeString | None = Field(default=None, alias="string")
+    version_value: str | None = Field(default=None, alias="version", pattern=SEMVER_PATTERN,
+                                      json_schema_extra={"maxLength": MAX_VALUE_BYTES})
+    int_values: list[int] | None = Field(default=None, alias="ints", json_schema_extra=_LIST)
+    bool_values: list[bool] | None = Field(default=None, alias="bools", json_schema_extra=_LIST)
+    string_values: list[Annotated[str, Field(json_schema_extra={"maxLength": MAX_VALUE_BYTES})]
+                        ] | None = Field(default=None, alias="strings", json_schema_extra=_LIST)
+    """Each item at most 64 bytes too; the CRD checks characters only (a byte rule per item
+    would exceed the CRD's CEL cost budget), :mod:`kubedra.api.validation` checks bytes."""
+    version_values: list[str] | None = Field(default=None, alias="versions",
+                                             json_schema_extra=_LIST)
 
     def set_fields(self) -> list[str]:
         """Wire names of the value fields that are set (valid attributes have exactly one)."""
@@ -157,18 +174,23 @@ class Counter(KubeModel):
     value: Quantity
 
 
+_COUNTERS: JsonDict = {"maxProperties": 32, "minProperties": 1}
+"""At least one counter and at most 32 (``validateCounterSet``,
+``validateDeviceCounterConsumption``: an empty map is "Required value")."""
+
+
 class CounterSet(KubeModel):
     """A named set of shared counters that partitionable devices consume (KEP-4815)."""
 
     name: DNSLabel
-    counters: dict[DNSLabel, Counter] = Field(json_schema_extra={"maxProperties": 32})
+    counters: dict[DNSLabel, Counter] = Field(json_schema_extra=_COUNTERS)
 
 
 class DeviceCounterConsumption(KubeModel):
     """What one device takes from one counter set when it is allocated."""
 
     counter_set: DNSLabel
-    counters: dict[DNSLabel, Counter] = Field(json_schema_extra={"maxProperties": 32})
+    counters: dict[DNSLabel, Counter] = Field(json_schema_extra=_COUNTERS)
 
 
 class DeviceTaint(KubeModel):

@@ -45,7 +45,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         ApiException: deleting a slice of a withdrawn pool, or the status write, failed.
         Retry: a slice write failed in a way worth retrying (the status says why).
     """
-    raw = state.view.inventory(name)
+    raw = state.inventory_overlay.merge(name, state.view.inventory(name))
     if raw is None:
         state.overlay.forget(name)
         state.pools.pop(name, None)
@@ -93,8 +93,8 @@ async def _write_status(state: OperatorState, inputs: InventoryInputs,
         else []
     status = inventory_status(inputs, decision, timestamp(utcnow()), slices_now)
     if status_changed(inputs.raw, status):
-        await kube.apply_inventory_status(state.api, name, status.to_api(),
-                                          OPERATOR_FIELD_MANAGER)
+        state.inventory_overlay.record(name, await kube.apply_inventory_status(
+            state.api, name, status.to_api(), OPERATOR_FIELD_MANAGER))
 
 
 async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
@@ -135,6 +135,8 @@ async def _publish(state: OperatorState, name: str, decision: InventoryDecision
             await _write(state, name, write.verb, write.name, write.body,
                          resource_version=write.resource_version)
         except ApiException as err:
+            if err.status in STALE:
+                state.overlay.discard(name, write.name)
             return decision.publish_failed(write, kube.api_error_message(err),
                                            retry=_retryable(err))
     if plan.writes:
@@ -165,10 +167,15 @@ async def _write(state: OperatorState, inventory: str, verb: str, name: str,
     state.slice_writes += 1
 
 
+STALE = (404, 409)
+"""Answers to a slice write that mean the operator's view of the slice was stale (it is gone,
+or changed): the next reconcile, from the watched state, fixes it."""
+
+
 def _retryable(err: ApiException) -> bool:
-    """Conflicts, throttling and server errors pass; other client errors (an invalid slice)
-    need a change of the inventory, which triggers a reconcile anyway."""
-    return err.status in (409, 429) or (err.status or 500) >= 500
+    """Stale views (404, 409), throttling and server errors pass; other client errors (an
+    invalid slice) need a change of the inventory, which triggers a reconcile anyway."""
+    return err.status in (*STALE, 429) or (err.status or 500) >= 500
 
 
 async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> None:

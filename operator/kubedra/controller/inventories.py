@@ -14,7 +14,11 @@ Order of decisions (:func:`decide_inventory`):
    (``AgentLeaseExpired``); it comes back when the Lease is renewed. A node-local inventory
    with neither declared devices nor a report waits for its agent (``WaitingForAgent``) rather
    than publishing an empty pool.
-4. The pool must validate (:func:`kubedra.publishing.pool.build_pool`); otherwise as in 1.
+4. The pool is built (:func:`kubedra.publishing.pool.build_pool`): what the API server would
+   refuse costs only its own device (or a counter set and the devices consuming it), which is
+   left out; the Published reason is then ``DevicesLeftOut`` (still published), naming each
+   and why. A pool with no device at all is ``EmptyPool`` (still published), naming the
+   agent's discovery backend and its settings. Both post a Warning Event.
 5. Of the inventories naming one pool, the one created first publishes it; the others
    withdraw theirs (``PoolConflict``).
 6. Devices that claims hold stay published, tainted, though the inventory dropped them
@@ -65,7 +69,6 @@ from kubedra.controller.leases import LeaseState
 from kubedra.controller.state import ClaimUse
 from kubedra.publishing.pool import (
     DesiredPool,
-    InvalidInventory,
     build_pool,
     keep_allocated_devices,
     pool_name,
@@ -73,9 +76,18 @@ from kubedra.publishing.pool import (
 from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import SliceWrite, SyncPlan, plan_sync
 
-Reason = Literal["SlicesPublished", "InvalidInventory", "AgentLeaseExpired", "WaitingForAgent",
+Reason = Literal["SlicesPublished", "DevicesLeftOut", "EmptyPool", "InvalidInventory",
+                 "AgentLeaseExpired", "WaitingForAgent",
                  "PoolConflict", "PublishFailed", "Released", "NodeNotFound"]
 """Reasons of the ``Published`` condition (``Ready`` says ``Published`` when it is True)."""
+
+PUBLISHED: frozenset[str] = frozenset({"SlicesPublished", "DevicesLeftOut", "EmptyPool"})
+"""Reasons with which the pool is published (``Published=True``)."""
+WARNINGS: frozenset[str] = frozenset({"DevicesLeftOut", "EmptyPool"})
+"""Reasons with which the pool is published, but whose Event is a Warning: something the admin
+must look at."""
+MAX_NAMED = 10
+"""Devices left out that a message names one by one; the rest are counted."""
 
 EVENT_REASONS: Mapping[str, str] = {"SlicesPublished": "Published",
                                     "AgentLeaseExpired": "PoolWithdrawn"}
@@ -159,8 +171,8 @@ class InventoryDecision:
 
     @property
     def ok(self) -> bool:
-        """Whether the pool is published as the inventory says."""
-        return self.reason == "SlicesPublished"
+        """Whether the pool is published (perhaps without the devices left out)."""
+        return self.reason in PUBLISHED
 
     def publish_failed(self, write: SliceWrite, error: str, *, retry: bool) -> InventoryDecision:
         """The decision after the API refused ``write`` with ``error``."""
@@ -211,23 +223,20 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
         return InventoryDecision(
             "NodeNotFound", f"node {node} does not exist; pool {pool_name(inventory)} is not "
                             "published until it does",
-            delete=tuple(inputs.existing), pool=_pool_or_none(inventory), health=health,
+            delete=tuple(inputs.existing), pool=build_pool(inventory), health=health,
             withdrawn=True, retained=retained_devices(inputs, inventory))
     if node and has_agent and inputs.lease != "live":
         return InventoryDecision(
             "AgentLeaseExpired",
             f"agent Lease {inputs.namespace}/{agent_lease_name(node)} of node {node} is not "
             f"renewed; pool {pool_name(inventory)} withdrawn until the agent returns",
-            delete=tuple(inputs.existing), pool=_pool_or_none(inventory), health=health,
+            delete=tuple(inputs.existing), pool=build_pool(inventory), health=health,
             withdrawn=True, retained=retained_devices(inputs, inventory))
     if node and not has_agent and not inventory.spec.devices:
         return InventoryDecision(
             "WaitingForAgent", f"no devices declared and the node agent of {node} has not "
                                "reported yet; nothing is published")
-    try:
-        pool = build_pool(inventory)
-    except InvalidInventory as err:
-        return InventoryDecision("InvalidInventory", str(err), keep_retained=True)
+    pool = build_pool(inventory)
     if inputs.deleting:  # only the held devices stay, tainted, until released
         pool = dataclasses.replace(pool, devices=[], counter_sets=[], disabled={})
     owner = pool_owner(inputs)
@@ -240,16 +249,41 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
     pool, draining = _keep_held(inputs, inventory, pool)
     plan = plan_sync(name, _owner_reference(inventory), pool, split_pool(pool),
                      list(inputs.existing), _published_generation(inventory, pool))
-    return InventoryDecision("SlicesPublished", _published_message(inventory, pool, plan,
-                                                                  draining),
-                             plan=plan, pool=pool, health=health, draining=draining)
+    message = _published_message(inventory, pool, plan, draining)
+    reason: Reason = "SlicesPublished"
+    if pool.left_out:
+        reason, message = "DevicesLeftOut", f"{message}; {left_out_message(pool)}"
+    elif not inventory_devices(inventory) and not pool.counter_sets:  # not: all disabled
+        reason, message = "EmptyPool", f"{message}: {empty_pool_message(inventory)}"
+    return InventoryDecision(reason, message, plan=plan, pool=pool, health=health,
+                             draining=draining)
 
 
-def _pool_or_none(inventory: DeviceInventory) -> DesiredPool | None:
-    try:
-        return build_pool(inventory)
-    except InvalidInventory:
-        return None
+def left_out_message(pool: DesiredPool) -> str:
+    """What ``pool.left_out`` names, for the condition: ``left out, as the API server would
+    refuse them: gpu-1 (devices[gpu-1].attributes[productName].string: 70 bytes …)``; the
+    first :data:`MAX_NAMED`, then how many more."""
+    named = [f"{r.name} ({r.field}: {r.message})" for r in pool.left_out[:MAX_NAMED]]
+    more = len(pool.left_out) - len(named)
+    return ("left out, as the API server would refuse them: " + "; ".join(named)
+            + (f"; and {more} more" if more else ""))
+
+
+def empty_pool_message(inventory: DeviceInventory) -> str:
+    """Why a published pool has no device: what the agent's backend found with which settings,
+    or that nothing is declared (issue 16, item 7: ``kubectl describe dinv`` must answer "why
+    is my pool empty")."""
+    discovered = inventory.status.discovered if inventory.status else None
+    if discovered is None:
+        return "no devices are declared in spec.devices and no node agent reports any"
+    settings = inventory.spec.discovery
+    filters = [f"discovery.mig: {settings.mig}"]
+    if settings.pci is not None:
+        filters += [f"discovery.pci.{name}: {', '.join(values)}"
+                    for name, values in (("vendors", settings.pci.vendors),
+                                         ("classes", settings.pci.classes)) if values]
+    return (f"the node agent's discovery backend {discovered.backend or 'unknown'} found no "
+            f"devices ({'; '.join(filters)}), and spec.devices declares none")
 
 
 def _keep_held(inputs: InventoryInputs, inventory: DeviceInventory, pool: DesiredPool
@@ -429,5 +463,6 @@ def inventory_event(inputs: InventoryInputs, decision: InventoryDecision,
         verbs = [w.verb for w in plan.writes]
         done = {"create": "created", "update": "updated", "delete": "deleted"}
         message += ": " + ", ".join(f"{verbs.count(v)} {done[v]}" for v in done if v in verbs)
-    return signature, Event("Normal" if decision.ok else "Warning",
+    normal = decision.ok and decision.reason not in WARNINGS
+    return signature, Event("Normal" if normal else "Warning",
                             EVENT_REASONS.get(decision.reason, decision.reason), message)

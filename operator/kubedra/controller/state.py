@@ -3,14 +3,15 @@
 The caches are kopf indexes (filled before any handler runs, see :mod:`kubedra.handlers`),
 plus :class:`SliceOverlay`, which remembers the operator's own slice writes until the watch
 catches up, so that a reconcile right after a write neither recreates nor overwrites with a
-stale resourceVersion (the role of the mutation cache in upstream's resourceslice controller).
+stale resourceVersion (the role of the mutation cache in upstream's resourceslice controller),
+and :class:`StatusOverlay`, the same for its status writes to claims and inventories.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -19,6 +20,8 @@ from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
 from kubedra.publishing.pool import DesiredPool, name_pool
 from kubedra.settings import Settings
+
+K = TypeVar("K")
 
 
 class Store(Protocol):
@@ -145,7 +148,9 @@ class SliceOverlay:
     """The operator's own slice writes not yet seen through the watch, per inventory.
 
     ``written[inventory][slice name]`` is the object the API returned (None after a delete).
-    An entry is dropped once the watched copy is at least as new.
+    An entry is dropped once the watched copy is at least as new, once the watch delivers an
+    event of that slice that has gone past it (:meth:`observe`: the slice may be gone), or
+    when the API server contradicts it (:meth:`discard`).
     """
 
     written: dict[str, dict[str, dict[str, Any] | None]] = field(default_factory=dict)
@@ -171,28 +176,54 @@ class SliceOverlay:
                 result[name] = obj
         return list(result.values())
 
+    def observe(self, inventory: str, name: str, resource_version: str | None, *,
+                deleted: bool) -> None:
+        """A watch event of slice ``name`` of ``inventory`` (any type; ``deleted`` for DELETED,
+        whose ``resource_version`` is that of the delete). A recorded create or update that
+        the event is at least as new as is dropped, and a recorded delete on DELETED, so that
+        the watched state is the truth from now, even if the slice is gone.
+
+        Without this, a slice deleted before the watch showed the operator's own update (kopf
+        hands on only the latest event of an object that arrive together) stayed in the
+        overlay for good: never recreated, and the next update failed with 404 (issue 16,
+        item 1).
+        """
+        mine = self.written.get(inventory, {})
+        if name not in mine:
+            return
+        written = mine[name]
+        if written is None:
+            if deleted:
+                del mine[name]
+        elif _rv({"metadata": {"resourceVersion": resource_version}}) >= _rv(written):
+            del mine[name]
+
+    def discard(self, inventory: str, name: str) -> None:
+        """Drop what is recorded for slice ``name``: the API server refused a write to it
+        (404, 409), so the recorded state is wrong and the watched one is the truth."""
+        self.written.get(inventory, {}).pop(name, None)
+
     def forget(self, inventory: str) -> None:
         """Drop everything about a deleted inventory."""
         self.written.pop(inventory, None)
 
 
 @dataclass
-class ClaimOverlay:
-    """The operator's own claim status writes not yet seen through the watch, by (namespace,
-    name): a reconcile right after a write (the claim's inventory changed, another event of the
-    claim) would otherwise find no ``Ready`` condition in the cached claim and write it again,
-    with a new transition time. An entry is dropped once the watched claim is at least as new,
-    is another claim (UID), or is gone."""
+class StatusOverlay(Generic[K]):
+    """The operator's own status writes not yet seen through the watch, by object key (a
+    claim's (namespace, name), an inventory's name): a reconcile right after a write (a slice
+    or Lease event, another event of the object) would otherwise find the old status in the
+    cached object and write it again, with a new transition time. An entry is dropped once the
+    watched object is at least as new, is another object (UID), or is gone."""
 
-    written: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    written: dict[K, dict[str, Any]] = field(default_factory=dict)
 
-    def record(self, key: tuple[str, str], claim: dict[str, Any]) -> None:
-        """Remember the claim the status write returned."""
-        self.written[key] = claim
+    def record(self, key: K, obj: dict[str, Any]) -> None:
+        """Remember the object the status write returned."""
+        self.written[key] = obj
 
-    def merge(self, key: tuple[str, str], watched: dict[str, Any] | None
-              ) -> dict[str, Any] | None:
-        """The watched claim, or the one last written if that is newer."""
+    def merge(self, key: K, watched: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The watched object, or the one last written if that is newer."""
         mine = self.written.get(key)
         if mine is None:
             return watched
@@ -229,7 +260,8 @@ class OperatorState:
     """Pods (namespace, name) whose claims to explain."""
     explain: ExplainState = field(default_factory=ExplainState)
     overlay: SliceOverlay = field(default_factory=SliceOverlay)
-    claim_overlay: ClaimOverlay = field(default_factory=ClaimOverlay)
+    claim_overlay: StatusOverlay[tuple[str, str]] = field(default_factory=StatusOverlay)
+    inventory_overlay: StatusOverlay[str] = field(default_factory=StatusOverlay)
     pools: dict[str, PublishedPool] = field(default_factory=dict)
     """Inventory name → what it last published."""
     announced: dict[tuple[str, str], str] = field(default_factory=dict)

@@ -22,10 +22,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kubedra.api.inventory import DiscoveryResult, DiscoverySettings
-from kubedra.api.limits import (
-    RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
-    RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET,
+from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice, Rejection
+from kubedra.api.resource import CounterSet
+from kubedra.api.validation import (
+    FieldError,
+    consumption_errors,
+    counter_set_errors,
+    device_errors,
 )
 from kubedra.discovery.errors import DiscoveryError
 from kubedra.discovery.nvidia import nvidia_discovery
@@ -50,20 +53,19 @@ def discover(backend: str, settings: DiscoverySettings,
         sysfs_root: where sysfs is mounted (the ``pci`` and ``nvml`` backends).
 
     Returns:
-        The devices and counter sets, every one within the API's limits: names and values by
-        the models' own validation (:mod:`kubedra.api.names`), counts by :func:`check_limits`.
+        The devices and counter sets the API server accepts in a ResourceSlice
+        (:func:`screen`); each one it would refuse is in ``rejected`` with the field and why,
+        so that one bad value of one device never costs the node's other devices.
 
     Raises:
-        DiscoveryError: unknown backend, unreadable or malformed source, or a result that would
-            break an API limit (e.g. a product name longer than 64 characters).
+        DiscoveryError: unknown backend, unreadable or malformed source.
     """
     try:
         result = _run(backend, settings, sysfs_root)
     except ValidationError as err:
         raise DiscoveryError(f"backend {backend} found a device the API would reject: {err}"
                              ) from err
-    check_limits(result)
-    return result
+    return screen(result)
 
 
 def _run(backend: str, settings: DiscoverySettings, sysfs_root: Path) -> DiscoveryResult:
@@ -80,34 +82,33 @@ def _run(backend: str, settings: DiscoverySettings, sysfs_root: Path) -> Discove
         f"unknown discovery backend {backend!r}: use pci, nvml, snapshot:<folder> or static")
 
 
-def check_limits(result: DiscoveryResult) -> None:
-    """Refuse a result the API server would reject in a ResourceSlice, for the limits the
-    models do not check themselves.
+def screen(result: DiscoveryResult) -> DiscoveryResult:
+    """Split ``result`` into what the API server accepts and what it would refuse.
 
-    Checks (``k8s.io/api/resource/v1/types.go`` constants, ``validation.go`` rules): device
-    names and counter-set names are unique; at most 32 attributes and capacities a device; at
-    most 32 counters a set; a device consumes only counters that a counter set of the result
-    has.
-
-    Raises:
-        DiscoveryError: naming the device or set and the rule it breaks.
+    A counter set is left out when its name is taken already or it breaks a rule of
+    :func:`~kubedra.api.validation.counter_set_errors`; a device when its name is taken
+    already, it breaks a rule of :func:`~kubedra.api.validation.device_errors`, or it
+    consumes a counter set or counter that is not in the result (or was left out). Each is
+    reported in ``rejected`` with the field (``devices[<name>].…`` or
+    ``counterSets[<name>].…``) and why; everything else is kept in order.
     """
-    sets = {counter_set.name: counter_set for counter_set in result.counter_sets}
-    if len(sets) != len(result.counter_sets):
-        raise DiscoveryError("counter set names are not unique")
+    rejected = list(result.rejected)
+    sets: dict[str, CounterSet] = {}
     for counter_set in result.counter_sets:
-        if len(counter_set.counters) > RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET:
-            raise DiscoveryError(f"counter set {counter_set.name} has more than "
-                                 f"{RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET} counters")
-    names = [device.name for device in result.devices]
-    if len(set(names)) != len(names):
-        raise DiscoveryError("device names are not unique")
+        where = f"counterSets[{counter_set.name}]"
+        errors = ([FieldError("name", "the name is used twice")]
+                  if counter_set.name in sets else counter_set_errors(counter_set))
+        rejected += [Rejection(name=counter_set.name, field=f"{where}.{e.field}",
+                               message=e.message) for e in errors]
+        if not errors:
+            sets[counter_set.name] = counter_set
+    devices: dict[str, InventoryDevice] = {}
     for device in result.devices:
-        entries = len(device.attributes) + len(device.capacity)
-        if entries > RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
-            raise DiscoveryError(f"device {device.name} has {entries} attributes and capacities")
-        for consumption in device.consumes_counters or []:
-            known = sets.get(consumption.counter_set)
-            if known is None or not set(consumption.counters) <= set(known.counters):
-                raise DiscoveryError(f"device {device.name} consumes counters that counter set "
-                                     f"{consumption.counter_set} does not have")
+        errors = ([FieldError("name", "the name is used twice")] if device.name in devices
+                  else device_errors(device) + consumption_errors(device, sets))
+        rejected += [Rejection(name=device.name, field=f"devices[{device.name}].{e.field}",
+                               message=e.message) for e in errors]
+        if not errors:
+            devices[device.name] = device
+    return DiscoveryResult(devices=list(devices.values()), counter_sets=list(sets.values()),
+                           rejected=rejected)

@@ -30,7 +30,8 @@ from kubedra.logging import configure_logging
               show_default=True)
 def discover_command(backend: str, mig: str, sysfs_root: Path, vendors: tuple[str, ...],
                      classes: tuple[str, ...], output: str) -> None:
-    """Print the DiscoveryResult (devices and counter sets) of a backend as API JSON or YAML.
+    """Print the DiscoveryResult (devices, counter sets, and what the API server would refuse)
+    of a backend as API JSON or YAML.
 
     Exits 1 with the reason when the backend fails (unknown name, unreadable source).
     """

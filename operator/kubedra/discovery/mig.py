@@ -159,8 +159,8 @@ def mig_partitions(gpu: str, profiles: list[GpuInstanceProfile],
         ``None`` if no profile has placements, else the counter set, the whole GPU's
         consumption and one device per placement, in profile then start order.
 
-    Names clashing between profiles and more than 32 counters are refused later, by
-    :func:`kubedra.discovery.backends.check_limits`.
+    Names clashing between profiles and more than 32 counters are left out later, by
+    :func:`kubedra.discovery.backends.screen`.
     """
     placed = [(profile, profile.placements) for profile in profiles
               if isinstance(profile.placements, list) and profile.placements]

@@ -37,9 +37,12 @@ from __future__ import annotations
 
 import re
 
+from pydantic import ValidationError
+
 from kubedra.api.inventory import DiscoveryResult, Health, InventoryDevice, MigMode
 from kubedra.api.quantity import BINARY_SI, Quantity
 from kubedra.api.resource import DeviceAttribute, DeviceCapacity
+from kubedra.api.validation import model_rejections
 from kubedra.discovery.mig import TYPE, WHOLE_GPU, mig_partitions
 from kubedra.discovery.nvml import NvmlDevice, NvmlDocument, NvmlSource, ok, parse_nvml
 from kubedra.discovery.sysfs import (
@@ -204,47 +207,59 @@ def nvidia_inventory(document: NvmlDocument, functions: list[PciFunction],
         Per GPU in NVML index order: the whole GPU, then its partitions; counter sets in the
         same order.
 
-    Raises:
-        pydantic.ValidationError: NVML reported a value the API would reject, such as a name
-            longer than 64 characters (:func:`kubedra.discovery.discover` makes it a
-            DiscoveryError).
+    A GPU whose model cannot be built from what NVML reported (a value the models refuse)
+    is left out, in ``rejected`` with the field; values the models accept but the API server
+    would refuse (a product name over 64 bytes) are left out later by
+    :func:`kubedra.discovery.backends.screen`.
     """
     by_address = {function.address: function for function in functions}
     system = _system_attributes(document)
     result = DiscoveryResult()
     for device in document.devices:
-        name = gpu_name(device.index)
-        health, health_message = gpu_health(device)
-        if device.error is not None:
-            result.devices.append(InventoryDevice(
-                name=name, health=health, health_message=health_message))
+        try:
+            found = _gpu_devices(device, by_address, system, mig)
+        except ValidationError as err:  # one GPU's bad value never costs the others
+            result.rejected += model_rejections(gpu_name(device.index), err)
             continue
-        model = {**_model_attributes(device), **system}
-        topology = _topology(device, by_address)
-        uuid = ok(device.uuid)
-        identity = {"uuid": DeviceAttribute(string_value=uuid)} if uuid is not None else {}
-        gpu = InventoryDevice(
-            name=name,
-            attributes={TYPE: DeviceAttribute(string_value=WHOLE_GPU), **model, **identity,
-                        **_gpu_state(device), **topology},
-            capacity=_gpu_capacity(device),
-            health=health,
-            health_message=health_message,
-        )
-        result.devices.append(gpu)
-        if mig == "none" or ok(device.mig_mode) is None:
-            continue
-        inherited = {**model, **{key: value for key, value in topology.items()
-                                 if key != PCI_BUS_ID}}
-        if uuid is not None:
-            inherited["parentUUID"] = DeviceAttribute(string_value=uuid)
-        partitions = mig_partitions(name, device.profiles(), inherited, health, health_message)
-        if partitions is None:
-            log.warning("MIG-capable GPU without profile placements; no partitions", gpu=name)
-            continue
-        gpu.consumes_counters = [partitions.whole_gpu]
-        result.devices.extend(partitions.devices)
-        result.counter_sets.append(partitions.counter_set)
+        result.devices += found.devices
+        result.counter_sets += found.counter_sets
+    return result
+
+
+def _gpu_devices(device: NvmlDevice, by_address: dict[str, PciFunction],
+                 system: dict[str, DeviceAttribute], mig: MigMode) -> DiscoveryResult:
+    """One GPU: the whole GPU, then its partitions and counter set (``nvidia_inventory``)."""
+    name = gpu_name(device.index)
+    health, health_message = gpu_health(device)
+    if device.error is not None:
+        return DiscoveryResult(devices=[InventoryDevice(
+            name=name, health=health, health_message=health_message)])
+    model = {**_model_attributes(device), **system}
+    topology = _topology(device, by_address)
+    uuid = ok(device.uuid)
+    identity = {"uuid": DeviceAttribute(string_value=uuid)} if uuid is not None else {}
+    gpu = InventoryDevice(
+        name=name,
+        attributes={TYPE: DeviceAttribute(string_value=WHOLE_GPU), **model, **identity,
+                    **_gpu_state(device), **topology},
+        capacity=_gpu_capacity(device),
+        health=health,
+        health_message=health_message,
+    )
+    result = DiscoveryResult(devices=[gpu])
+    if mig == "none" or ok(device.mig_mode) is None:
+        return result
+    inherited = {**model, **{key: value for key, value in topology.items()
+                             if key != PCI_BUS_ID}}
+    if uuid is not None:
+        inherited["parentUUID"] = DeviceAttribute(string_value=uuid)
+    partitions = mig_partitions(name, device.profiles(), inherited, health, health_message)
+    if partitions is None:
+        log.warning("MIG-capable GPU without profile placements; no partitions", gpu=name)
+        return result
+    gpu.consumes_counters = [partitions.whole_gpu]
+    result.devices.extend(partitions.devices)
+    result.counter_sets.append(partitions.counter_set)
     return result
 
 
@@ -253,6 +268,5 @@ def nvidia_discovery(nvml: NvmlSource, pci: PciSource, mig: MigMode) -> Discover
 
     Raises:
         DiscoveryError: a source cannot be read or is malformed.
-        pydantic.ValidationError: as :func:`nvidia_inventory`.
     """
     return nvidia_inventory(parse_nvml(nvml.document()), parse_pci_functions(pci.records()), mig)

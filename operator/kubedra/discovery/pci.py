@@ -11,8 +11,11 @@ the standard ``resource.kubernetes.io/pciBusID``, ``pcieRoot`` and ``numaNode``
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from kubedra.api.inventory import DiscoveryResult, InventoryDevice, PCIDiscovery
 from kubedra.api.resource import DeviceAttribute
+from kubedra.api.validation import model_rejections
 from kubedra.discovery.sysfs import PciFunction, standard_attributes
 
 _HEX_ATTRIBUTES = {
@@ -65,5 +68,14 @@ def pci_device(function: PciFunction) -> InventoryDevice:
 
 def pci_inventory(functions: list[PciFunction], settings: PCIDiscovery | None) -> DiscoveryResult:
     """The ``pci`` backend's result: one device per function that :func:`matches`, in address
-    order; no counter sets."""
-    return DiscoveryResult(devices=[pci_device(f) for f in functions if matches(f, settings)])
+    order; no counter sets. A function whose device the models refuse is left out, in
+    ``rejected``."""
+    result = DiscoveryResult()
+    for function in functions:
+        if not matches(function, settings):
+            continue
+        try:
+            result.devices.append(pci_device(function))
+        except ValidationError as err:  # one function's bad value never costs the others
+            result.rejected += model_rejections(pci_device_name(function.address), err)
+    return result

@@ -120,13 +120,17 @@ async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> 
 
 
 @kopf.on.event(*resources.SLICES, registry=resources.registry)
-async def on_slice(labels: kopf.Labels, memo: Any, **kwargs: Any) -> None:
+async def on_slice(labels: kopf.Labels, name: str, meta: kopf.Meta, type: str | None,
+                   memo: Any, **kwargs: Any) -> None:
     """A slice changed: reconcile its inventory if it is one of ours (it may have been deleted
-    by hand); explanations of pending pods may change."""
+    by hand), after telling the overlay of the operator's own writes what the watch saw;
+    explanations of pending pods may change."""
     state = _state(memo, kwargs)
     ours = all(labels.get(k) == v for k, v in MANAGED_BY.items())
     owner = labels.get(INVENTORY_LABEL) if ours else None
     if owner:
+        state.overlay.observe(owner, name, meta.get("resourceVersion"),
+                              deleted=type == "DELETED")
         state.inventory_queue.add(owner)
     _inventory_changed(state)
 

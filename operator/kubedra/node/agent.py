@@ -5,12 +5,16 @@ One agent runs per node and driver. It creates its DeviceInventory
 chosen backend and the inventory's ``spec.discovery`` settings, writes ``status.discovered`` by
 server-side apply (field manager ``kubedra-agent``) only when the result changed, and renews the
 Lease ``kubedra-agent-<node>`` in the operator's namespace so that the operator knows the pool is
-still backed by a live agent.
+still backed by a live agent. On a clean stop (SIGTERM) it gives the Lease up, so that the
+operator withdraws the pool at once. While the kubelet plugin serves, it checks every
+``cdi_check_interval`` seconds (and at start) that each prepared claim's CDI spec is on disk,
+and writes missing ones again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from typing import Any
 
@@ -35,9 +39,15 @@ from kubedra.node.checkpoint import read_boot_id
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import NvmlMigPartitioner
 from kubedra.node.plugin import kubelet_plugin
+from kubedra.node.prepare import ClaimPreparer
+from kubedra.publishing.pool import pool_name
 from kubedra.settings import Settings
 
 log = get_logger(__name__)
+
+RELEASE_TIMEOUT = 5.0
+"""Seconds a stopping agent waits to give its Lease up."""
+
 
 def inventory_name(node_name: str, driver: str) -> str:
     """The DeviceInventory an agent owns: ``<node>-<driver>``, e.g. ``demo-h200-gpu.kubedra.io``."""
@@ -59,6 +69,9 @@ class Agent:
         self.node_name: str = settings.node_name
         self.name = inventory_name(self.node_name, settings.driver)
         self.discovered: DiscoveredState | None = None
+        self.inventory: DeviceInventory | None = None
+        self.lease: dict[str, Any] | None = None
+        """The agent Lease as last renewed (None before the first renewal)."""
         self.scanned = asyncio.Event()
 
     def boot_id(self) -> str | None:
@@ -69,8 +82,20 @@ class Agent:
             return None
 
     def devices(self) -> dict[str, InventoryDevice]:
-        """The devices of the last report by name (what the kubelet plugin may prepare)."""
-        return {d.name: d for d in self.discovered.devices} if self.discovered else {}
+        """Every device the node's pool may publish, by name: those the inventory declares
+        (``spec.devices``, first, as the operator merges them) and those of the last report.
+        What the kubelet plugin may prepare."""
+        declared = self.inventory.spec.devices or [] if self.inventory else []
+        found = self.discovered.devices if self.discovered else []
+        devices: dict[str, InventoryDevice] = {}
+        for device in [*declared, *found]:
+            devices.setdefault(device.name, device)
+        return devices
+
+    def pool(self) -> str:
+        """The node's pool name: the inventory's ``spec.pool``, else the node name
+        (:func:`kubedra.publishing.pool.pool_name`, as the operator names it)."""
+        return pool_name(self.inventory) if self.inventory else self.node_name
 
     async def ensure_inventory(self) -> DeviceInventory:
         """Read the agent's inventory, creating it for this node and driver if missing, owned
@@ -99,12 +124,14 @@ class Agent:
             ApiException: reading or writing the inventory failed.
         """
         inventory = await self.ensure_inventory()
+        self.inventory = inventory
         discovery: DiscoverySettings = inventory.spec.discovery
         result = await asyncio.to_thread(discover, self.settings.backend, discovery,
                                          self.settings.sysfs_root)
         current = inventory.status.discovered if inventory.status else None
         state = DiscoveredState(
             devices=result.devices, counter_sets=result.counter_sets or None,
+            rejected=result.rejected or None,
             backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
             boot_id=self.boot_id(),
             observed_time=timestamp(utcnow()))
@@ -113,6 +140,9 @@ class Agent:
             return False
         self.discovered = state  # the kubelet plugin uses it even if the report fails
         self.scanned.set()
+        for rejected in result.rejected:
+            log.warning("left out of the report: the API server would refuse it",
+                        device=rejected.name, field=rejected.field, error=rejected.message)
         await kube.apply_discovered(self.api, self.name, state.to_api())
         log.info("reported devices", inventory=self.name, devices=len(state.devices),
                  counter_sets=len(state.counter_sets or []))
@@ -154,8 +184,9 @@ class Agent:
         while True:
             try:
                 owner = owner or await self.node_owner()
-                await kube.renew_lease(self.api, self.settings.namespace, name, self.node_name,
-                                       self.settings.lease_duration, owner)
+                self.lease = await kube.renew_lease(
+                    self.api, self.settings.namespace, name, self.node_name,
+                    self.settings.lease_duration, owner)
             except ApiException as err:
                 log.warning("lease renewal failed", lease=name,
                             error=kube.api_error_message(err))
@@ -163,6 +194,36 @@ class Agent:
                 log.warning("lease renewal failed: the API server is unreachable", lease=name,
                             error=str(err))
             await asyncio.sleep(self.settings.lease_duration / 3)
+
+
+    async def release_lease(self) -> None:
+        """Give the Lease up on a clean stop, so that the operator withdraws the node's pool
+        at once instead of after the Lease expires (:func:`kubedra.kube.release_lease`: not
+        if a newer agent renewed it since). Failures are logged: the Lease then expires."""
+        if self.lease is None:
+            return
+        try:
+            await kube.release_lease(self.api, self.lease)
+            log.info("lease released", lease=self.lease["metadata"]["name"])
+        except ApiException as err:
+            log.warning("lease not released; it expires instead",
+                        error=kube.api_error_message(err))
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            log.warning("lease not released: the API server is unreachable; it expires instead",
+                        error=str(err))
+        self.lease = None
+
+
+async def run_cdi_check(preparer: ClaimPreparer, interval: float) -> None:
+    """Write again the missing CDI specs of prepared claims now and every ``interval``
+    seconds, forever (:meth:`ClaimPreparer.restore_missing_specs`)."""
+    while True:
+        try:
+            await preparer.restore_missing_specs()
+        except OSError as err:
+            log.warning("checking the CDI specs of prepared claims failed; will retry",
+                        error=str(err))
+        await asyncio.sleep(interval)
 
 
 def _same(current: DiscoveredState, new: DiscoveredState) -> bool:
@@ -179,7 +240,7 @@ async def run_agent(settings: Settings) -> None:
     async with api:
         agent = Agent(settings, api)
         mig = NvmlMigPartitioner() if settings.backend == "nvml" else None
-        plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.node_name,
+        plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.pool,
                                 devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig)
         metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict)
                    if settings.metrics_port else None)
@@ -192,10 +253,15 @@ async def run_agent(settings: Settings) -> None:
         try:
             await agent.scanned.wait()
             await plugin.start()
+            loops.append(asyncio.create_task(
+                run_cdi_check(plugin.preparer, settings.cdi_check_interval)))
             await asyncio.gather(*loops)
         finally:
             for loop in loops:
                 loop.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(agent.release_lease(), RELEASE_TIMEOUT)
             await plugin.stop()
             if metrics is not None:
                 await metrics.cleanup()

@@ -27,7 +27,12 @@ from kubedra.settings import settings_from_flags
 @click.option("--rescan-interval", type=float, default=None,
               help="Seconds between scans [env KUBEDRA_RESCAN_INTERVAL; default 30]")
 @click.option("--lease-duration", type=int, default=None,
-              help="Lease validity in seconds [env KUBEDRA_LEASE_DURATION; default 40]")
+              help="Lease validity in seconds; after a crash the node's pool is withdrawn "
+                   "2/3 of it to it plus the operator's lease check interval later "
+                   "[env KUBEDRA_LEASE_DURATION; default 40]")
+@click.option("--cdi-check-interval", type=float, default=None,
+              help="Seconds between checks that prepared claims' CDI specs exist (missing "
+                   "ones are written again) [env KUBEDRA_CDI_CHECK_INTERVAL; default 30]")
 @click.option("--metrics-port", type=int, default=None,
               help="Port of /metrics and /healthz, 0 = none [env KUBEDRA_METRICS_PORT; "
                    "default 8080]")

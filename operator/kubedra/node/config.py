@@ -38,7 +38,9 @@ CONFIG_VERSION = "v1alpha1"
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 DRIVER_CAPABILITIES_ENV = "NVIDIA_DRIVER_CAPABILITIES"
 PCI_BUS_IDS_ENV = "KUBEDRA_PCI_BUS_IDS"
-RESERVED_ENV = frozenset({VISIBLE_DEVICES_ENV, DRIVER_CAPABILITIES_ENV, PCI_BUS_IDS_ENV})
+DEVICES_ENV = "KUBEDRA_DEVICES"
+RESERVED_ENV = frozenset({VISIBLE_DEVICES_ENV, DRIVER_CAPABILITIES_ENV, PCI_BUS_IDS_ENV,
+                          DEVICES_ENV})
 """Variables kubedra sets itself (see :mod:`kubedra.node.edits`); ``env`` cannot set them."""
 
 DriverCapability = Literal["compute", "utility", "graphics", "video", "display", "compat32"]

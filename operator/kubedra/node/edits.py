@@ -16,11 +16,14 @@ type        attributes read, and what the container gets
 ``pci``     ``resource.kubernetes.io/pciBusID``, ``driver`` (the bound kernel driver),
             ``iommuGroup``: bound to ``vfio-pci``: ``/dev/vfio/vfio`` and
             ``/dev/vfio/<iommuGroup>``; any driver: ``KUBEDRA_PCI_BUS_IDS=<bus ID>``
+``plain``   nothing: no device node; ``KUBEDRA_DEVICES=<device name>``
 =========== =================================================================================
 
 These are the names :mod:`kubedra.discovery` publishes. A device without ``type`` is ``pci``
-when it has a PCI bus ID (the ``pci`` backend sets no type). Device node paths are those of
-the host (the capture in ``shared/hardware/nvidia-h200`` lists ``/dev/nvidia0``,
+when it has a PCI bus ID (the ``pci`` backend sets no type), else ``plain``: a device an admin
+declares in the inventory's ``spec.devices`` (``nic-0`` with its own attributes) is prepared
+too, and the container learns which devices it got from ``KUBEDRA_DEVICES``. Device node
+paths are those of the host (the capture in ``shared/hardware/nvidia-h200`` lists ``/dev/nvidia0``,
 ``/dev/nvidiactl``, ``/dev/nvidia-uvm``, ``/dev/nvidia-uvm-tools`` and ``/dev/nvidia-caps``);
 the runtime reads type, major and minor from the host node when the container starts.
 
@@ -41,6 +44,7 @@ from kubedra.api.inventory import InventoryDevice
 from kubedra.api.resource import DeviceAttribute
 from kubedra.node.cdi import ContainerEdits, DeviceNode
 from kubedra.node.config import (
+    DEVICES_ENV,
     DRIVER_CAPABILITIES_ENV,
     PCI_BUS_IDS_ENV,
     VISIBLE_DEVICES_ENV,
@@ -48,7 +52,7 @@ from kubedra.node.config import (
 )
 from kubedra.node.mig import MigInstance, MigPlacement
 
-DeviceType = Literal["gpu", "mig", "pci"]
+DeviceType = Literal["gpu", "mig", "pci", "plain"]
 _DEVICE_TYPES: dict[str, DeviceType] = {"gpu": "gpu", "mig": "mig", "pci": "pci"}
 
 TYPE = "type"
@@ -100,16 +104,15 @@ def _int(device: InventoryDevice, driver: str, name: str) -> int:
 
 
 def device_type(device: InventoryDevice, driver: str) -> DeviceType:
-    """``gpu``, ``mig`` or ``pci`` from the ``type`` attribute (or a PCI bus ID).
+    """``gpu``, ``mig`` or ``pci`` from the ``type`` attribute, else ``pci`` with a PCI bus ID,
+    else ``plain``.
 
     Raises:
-        DeviceError: unknown type, or neither a type nor a PCI bus ID.
+        DeviceError: a ``type`` other than gpu, mig, pci.
     """
     kind = _optional_string(device, driver, TYPE)
     if kind is None:
-        if attribute(device, driver, PCI_BUS_ID) is not None:
-            return "pci"
-        raise DeviceError(f"device {device.name} has neither a {TYPE} attribute nor a PCI bus ID")
+        return "pci" if attribute(device, driver, PCI_BUS_ID) is not None else "plain"
     if kind in _DEVICE_TYPES:
         return _DEVICE_TYPES[kind]
     raise DeviceError(f"device {device.name} has type {kind!r}; kubedra prepares gpu, mig, pci")
@@ -171,6 +174,8 @@ def resolve_device(device: InventoryDevice, driver: str, request: str,
             f"/dev/nvidia{mig.placement.parent_minor}", *NVIDIA_CONTROL_NODES,
             f"/dev/nvidia-caps/nvidia-cap{mig.gpu_instance_cap_minor}",
             f"/dev/nvidia-caps/nvidia-cap{mig.compute_instance_cap_minor}"])
+    if kind == "plain":
+        return ResolvedDevice(base, device.name, kind, device.name)
     bus_id = _string(device, driver, PCI_BUS_ID)
     kernel_driver = attribute(device, driver, KERNEL_DRIVER)
     nodes: list[str] = []
@@ -198,13 +203,15 @@ def container_edits(devices: list[ResolvedDevice], configs: list[EffectiveConfig
     device nodes from the host's ``device_root`` (see :func:`host_device_node`)."""
     visible: dict[tuple[str, str], list[str]] = {}
     for d in devices:
-        group = "pci" if d.type == "pci" else "nvidia"
+        group = "nvidia" if d.type in ("gpu", "mig") else d.type
         visible.setdefault((d.request, group), []).append(d.visible_id)
     result = []
     for d, config in zip(devices, configs, strict=True):
         env = dict(config.env)
         if d.type == "pci":
             env[PCI_BUS_IDS_ENV] = ",".join(visible[(d.request, "pci")])
+        elif d.type == "plain":
+            env[DEVICES_ENV] = ",".join(visible[(d.request, "plain")])
         else:
             env[VISIBLE_DEVICES_ENV] = ",".join(visible[(d.request, "nvidia")])
             if config.driver_capabilities is not None:

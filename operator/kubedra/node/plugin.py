@@ -229,8 +229,8 @@ class KubeletPlugin:
         log.info("kubelet plugin stopped", driver=self._driver)
 
 
-def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str, pool: str,
-                   devices: Callable[[], Mapping[str, InventoryDevice]],
+def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str,
+                   pool: Callable[[], str], devices: Callable[[], Mapping[str, InventoryDevice]],
                    metrics: PluginMetrics, mig: MigPartitioner | None = None) -> KubeletPlugin:
     """The agent's plugin as ``settings`` place it: driver, kubelet registry and plugins
     directories, CDI directory, boot ID file and (rolling updates) the pod UID.
@@ -239,8 +239,9 @@ def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str, pool: 
         settings: the agent's settings.
         api: client with the agent's service account (see manifests/node-plugin-rbac.yaml).
         node_name: this node.
-        pool: this node's pool (the node name for node-local pools).
-        devices: the node's current devices by name, from the agent's discovery.
+        pool: returns this node's pool (``spec.pool`` of its inventory, else the node name).
+        devices: returns the node's current devices by name: declared in its inventory's
+            ``spec.devices`` and discovered.
         metrics: e.g. ``PluginMetrics(kubedra.metrics.REGISTRY)``.
         mig: creates MIG instances; give :class:`kubedra.node.mig.NvmlMigPartitioner` when the
             inventory publishes MIG placements (``discovery.mig: partitions``).

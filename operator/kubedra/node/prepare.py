@@ -124,15 +124,16 @@ class ClaimPreparer:
         api: API client of the agent's service account.
         driver: our driver name, e.g. ``gpu.kubedra.io``.
         node_name: this node (for messages).
-        pool: this node's pool name (the node name for node-local pools).
-        devices: returns the node's current devices by name (the agent's discovery state).
+        pool: returns this node's pool name (``spec.pool`` of its inventory, else the node
+            name).
+        devices: returns the node's current devices by name (declared and discovered).
         paths: data, CDI and boot ID locations.
         metrics: where to count.
         mig: creates MIG instances; ``None`` when the node has no MIG placement devices (a
             claim for one then fails with reason ``MIG``).
     """
 
-    def __init__(self, *, api: ApiClient, driver: str, node_name: str, pool: str,
+    def __init__(self, *, api: ApiClient, driver: str, node_name: str, pool: Callable[[], str],
                  devices: Callable[[], Mapping[str, InventoryDevice]], paths: PluginPaths,
                  metrics: PluginMetrics, mig: MigPartitioner | None = None) -> None:
         self._api = api
@@ -202,6 +203,49 @@ class ClaimPreparer:
             self._update_gauge()
         return results
 
+    async def restore_missing_specs(self) -> int:
+        """Write again the CDI spec of every claim prepared in this boot whose spec file is
+        gone (deleted by hand or by a tool that cleans the CDI directory), as a repeated
+        prepare would: the claim is read again and its edits computed anew, with the same CDI
+        device IDs and MIG instances. A claim unprepared meanwhile is left alone. Each claim
+        is counted in ``kubedra_plugin_cdi_specs_restored_total{result}`` (done or error).
+
+        Returns:
+            How many specs were written again.
+        """
+        async with self._serialized():
+            missing = [c for c in self._checkpoint.claims.values() if self._spec_missing(c.uid)]
+        refs = [ClaimRef(c.namespace, c.name, c.uid) for c in missing]
+        fetched = await asyncio.gather(*(self._fetch(ref) for ref in refs))
+        restored = 0
+        async with self._serialized():
+            devices = self._devices()
+            for ref, claim in zip(refs, fetched, strict=True):
+                if not self._spec_missing(ref.uid):
+                    continue  # unprepared, or prepared again, meanwhile
+                try:
+                    if isinstance(claim, ClaimError):
+                        raise claim
+                    await self._prepare_claim(ref, claim, devices)
+                except Exception as err:  # one claim never stops the others
+                    self._metrics.cdi_specs_restored.labels("error").inc()
+                    log.warning("CDI spec of a prepared claim is missing and cannot be written "
+                                "again", claim=claim_key(ref.namespace, ref.name), uid=ref.uid,
+                                error=str(err))
+                    continue
+                restored += 1
+                self._metrics.cdi_specs_restored.labels("done").inc()
+                log.warning("CDI spec of a prepared claim was missing; written again",
+                            claim=claim_key(ref.namespace, ref.name), uid=ref.uid)
+        return restored
+
+    def _spec_missing(self, uid: str) -> bool:
+        """Whether claim ``uid`` is prepared in this boot but its CDI spec file is gone."""
+        known = self._checkpoint.claims.get(uid)
+        return (known is not None and known.state == "PrepareCompleted"
+                and known.boot_id == self._boot_id
+                and not spec_path(self._paths.cdi_dir, self._driver, uid).exists())
+
     # --- prepare ----------------------------------------------------------------------------
 
     async def _fetch(self, ref: ClaimRef) -> ResourceClaim | ClaimError:
@@ -217,7 +261,7 @@ class ClaimPreparer:
                              devices: Mapping[str, InventoryDevice]
                              ) -> tuple[list[PreparedDevice], bool]:
         """Prepare one checked claim; returns its devices and whether any work was done."""
-        allocated = allocated_devices(claim, ref.uid, self._driver, self._pool, devices)
+        allocated = allocated_devices(claim, ref.uid, self._driver, self._pool(), devices)
         allocation = claim.status.allocation
         try:
             configs = driver_configs(

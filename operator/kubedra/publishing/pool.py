@@ -3,9 +3,9 @@
 The pool holds the admin's statically declared devices and counter sets (``spec``) and what the
 node agent discovered (``status.discovered``), with ``spec.overrides`` applied. Devices that are
 reported unhealthy are published with a ``NoSchedule`` taint (KEP-5055 device taints), so the
-scheduler stops choosing them while ``kubectl describe`` still shows them. Anything that would
-make the API server reject a slice, or the allocator ignore the pool, raises
-:class:`InvalidInventory` naming the field.
+scheduler stops choosing them while ``kubectl describe`` still shows them. A device or counter
+set that would make the API server reject a slice, or the allocator ignore the pool, is left
+out (``DesiredPool.left_out`` names the field and why); the others are published.
 """
 
 from __future__ import annotations
@@ -13,32 +13,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from kubedra.api.inventory import DeviceInventory, InventoryDevice
-from kubedra.api.limits import (
-    RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
-    RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
-)
-from kubedra.api.names import qualified_name_error
+from kubedra.api.inventory import DeviceInventory, InventoryDevice, Rejection
 from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
+from kubedra.api.validation import (
+    FieldError,
+    consumption_errors,
+    counter_set_errors,
+    device_errors,
+    taint_errors,
+)
 
 UNHEALTHY_TAINT_KEY = "kubedra.io/unhealthy"
 """Taint key put on devices the agent reports ``Unhealthy``; its value is the health message."""
 
 _TAINT_VALUE_MAX = 63
-
-
-class InvalidInventory(ValueError):
-    """The inventory cannot be published as it is.
-
-    Attributes:
-        field: JSON path of the offending field, e.g. ``status.discovered.devices[3].name``.
-        message: what is wrong, in words.
-    """
-
-    def __init__(self, field_path: str, message: str) -> None:
-        super().__init__(f"{field_path}: {message}")
-        self.field = field_path
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -56,6 +44,10 @@ class DesiredPool:
     counter_sets: list[CounterSet] = field(default_factory=list)
     disabled: dict[str, Device] = field(default_factory=dict)
     """Devices of the inventory that an override disables (not in ``devices``), by name."""
+    left_out: list[Rejection] = field(default_factory=list)
+    """Devices and counter sets left out because the API server would refuse them (or the
+    allocator would ignore the pool for them), each with the field and why; those the agent
+    left out of its report come first."""
 
 
 def pool_name(inventory: DeviceInventory) -> str:
@@ -72,12 +64,17 @@ def name_pool(pool: str | None, node_name: str | None, inventory_name: str) -> s
 
 
 def build_pool(inventory: DeviceInventory) -> DesiredPool:
-    """Merge declared and discovered devices, apply overrides, and validate.
+    """Merge declared and discovered devices, apply overrides, and leave out what cannot be
+    published.
 
-    Raises:
-        InvalidInventory: a device name appears twice, a device consumes a counter set or
-            counter that does not exist (or more than it holds), a device has more than 32
-            attributes and capacities or a bad qualified name, or a counter set is declared twice.
+    A value the API server refuses in a slice must not cost the devices that do not depend on
+    it, so nothing here raises: a counter set whose name is taken already or that breaks a
+    rule of :func:`~kubedra.api.validation.counter_set_errors` is left out, and so is a device
+    whose name is taken already (the declared one wins), that breaks a rule of
+    :func:`~kubedra.api.validation.device_errors`, that consumes a counter set or counter the
+    pool lacks (or more than it holds), or whose override taint is not a valid taint. Each is
+    in ``left_out`` with the field (``spec.devices[1].attributes[model].string``) and why,
+    after what the agent left out of its report (``status.discovered.rejected``).
     """
     spec = inventory.spec
     discovered = inventory.status.discovered if inventory.status else None
@@ -90,25 +87,35 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
     if discovered:
         counter_sources += [(f"status.discovered.counterSets[{i}]", c)
                             for i, c in enumerate(discovered.counter_sets or [])]
+    left_out = list(discovered.rejected or []) if discovered else []
 
     counter_sets: dict[str, CounterSet] = {}
     for path, counter_set in counter_sources:
-        if counter_set.name in counter_sets:
-            raise InvalidInventory(f"{path}.name",
-                                   f"counter set {counter_set.name!r} is declared twice")
-        counter_sets[counter_set.name] = counter_set
+        errors = ([FieldError("name", f"counter set {counter_set.name!r} is declared twice")]
+                  if counter_set.name in counter_sets else counter_set_errors(counter_set))
+        left_out += _rejections(counter_set.name, path, errors)
+        if not errors:
+            counter_sets[counter_set.name] = counter_set
 
-    overrides = {o.device: o for o in spec.overrides or []}
+    overrides = {o.device: (i, o) for i, o in enumerate(spec.overrides or [])}
     seen: set[str] = set()
     disabled: dict[str, Device] = {}
     devices: list[Device] = []
     for path, device in sources:
         if device.name in seen:
-            raise InvalidInventory(f"{path}.name", f"device {device.name!r} is listed twice")
+            left_out += _rejections(device.name, path, [FieldError(
+                "name", f"device {device.name!r} is listed twice")])
+            continue
         seen.add(device.name)
-        _check_device(path, device, counter_sets)
-        override = overrides.get(device.name)
+        index, override = overrides.get(device.name, (0, None))
         taints = list(override.taints or []) if override else []
+        errors = device_errors(device) + consumption_errors(device, counter_sets)
+        left_out += _rejections(device.name, path, errors)
+        taint_problems = [FieldError(f"taints[{i}].{e.field}", e.message)
+                          for i, t in enumerate(taints) for e in taint_errors(t)]
+        left_out += _rejections(device.name, f"spec.overrides[{index}]", taint_problems)
+        if errors or taint_problems:
+            continue
         if device.health == "Unhealthy":
             reason = _taint_value(device.health_message or "reported unhealthy")
             taints.append(DeviceTaint(key=UNHEALTHY_TAINT_KEY, value=reason or None,
@@ -133,50 +140,19 @@ def build_pool(inventory: DeviceInventory) -> DesiredPool:
         devices=sorted(devices, key=lambda d: d.name),
         counter_sets=[counter_sets[name] for name in sorted(counter_sets)],
         disabled=disabled,
+        left_out=left_out,
     )
 
 
+def _rejections(name: str, path: str, errors: list[FieldError]) -> list[Rejection]:
+    return [Rejection(name=name, field=f"{path}.{e.field}", message=e.message) for e in errors]
+
+
 def _taint_value(text: str) -> str:
-    """A taint value must be a label value: alphanumerics, '-', '_', '.', ≤ 63 characters."""
-    cleaned = "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+    """A taint value must be a label value: ASCII letters and digits, '-', '_', '.', at most
+    63 characters (``validateDeviceTaint``); anything else becomes '-'."""
+    cleaned = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "-" for c in text)
     return cleaned.strip("-_.")[:_TAINT_VALUE_MAX].strip("-_.")
-
-
-def _check_device(path: str, device: InventoryDevice, counter_sets: dict[str, CounterSet]) -> None:
-    entries = len(device.attributes) + len(device.capacity)
-    if entries > RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
-        raise InvalidInventory(
-            f"{path}.attributes", f"{entries} attributes and capacities; at most "
-            f"{RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE} are allowed")
-    for kind, names in (("attributes", device.attributes), ("capacity", device.capacity)):
-        for name in names:
-            error = qualified_name_error(name)
-            if error:
-                raise InvalidInventory(f"{path}.{kind}[{name}]", error)
-    for name, attribute in device.attributes.items():
-        if len(attribute.set_fields()) != 1:
-            raise InvalidInventory(f"{path}.attributes[{name}]",
-                                   "exactly one of int, bool, string, version must be set")
-    consumption = device.consumes_counters or []
-    if len(consumption) > RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE:
-        raise InvalidInventory(f"{path}.consumesCounters",
-                               "a device may consume from at most 2 counter sets")
-    for i, use in enumerate(consumption):
-        counter_set = counter_sets.get(use.counter_set)
-        if counter_set is None:
-            raise InvalidInventory(f"{path}.consumesCounters[{i}].counterSet",
-                                   f"no counter set named {use.counter_set!r}")
-        for counter, amount in use.counters.items():
-            available = counter_set.counters.get(counter)
-            if available is None:
-                raise InvalidInventory(f"{path}.consumesCounters[{i}].counters[{counter}]",
-                                       f"counter set {use.counter_set!r} has no counter "
-                                       f"{counter!r}")
-            if amount.value > available.value:
-                raise InvalidInventory(
-                    f"{path}.consumesCounters[{i}].counters[{counter}]",
-                    f"consumes {amount.value} but counter set {use.counter_set!r} holds only "
-                    f"{available.value}")
 
 
 DRAINING_TAINT_KEY = "kubedra.io/draining"

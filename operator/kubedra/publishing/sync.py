@@ -96,8 +96,10 @@ def _spec(pool: DesiredPool, content: SliceContent, resource_pool: ResourcePool,
         node_name=pool.node_name,
         node_selector=pool.node_selector,
         all_nodes=True if pool.all_nodes else None,
+        # None, not [], for a slice without devices: the API server omits an empty list, and
+        # [] would differ from every stored copy (an update on each reconcile of an empty pool)
         devices=(_with_taint_times(content.devices, current.spec.devices if current else None)
-                 if not content.counter_sets else None),
+                 or None if not content.counter_sets else None),
         shared_counters=list(content.counter_sets) or None,
     )
 

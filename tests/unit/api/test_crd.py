@@ -41,6 +41,13 @@ def test_device_schema_carries_api_limits() -> None:
         "(has(self.strings) ? 1 : 0) + (has(self.versions) ? 1 : 0) == 1")
     assert attribute["properties"]["string"]["maxLength"] == 64
     assert attribute["properties"]["version"]["maxLength"] == 64
+    bytes_rule = [{"rule": "size(bytes(self)) <= 64", "message": "may not be more than 64 bytes"}]
+    assert attribute["properties"]["string"]["x-kubernetes-validations"] == bytes_rule
+    assert attribute["properties"]["strings"]["items"] == {"type": "string", "maxLength": 64}
+    consumption = device["properties"]["consumesCounters"]["items"]["properties"]["counters"]
+    counter_set = spec["properties"]["counterSets"]["items"]["properties"]["counters"]
+    assert (consumption["minProperties"], consumption["maxProperties"]) == (1, 32)
+    assert (counter_set["minProperties"], counter_set["maxProperties"]) == (1, 32)
     assert device["x-kubernetes-validations"][0]["rule"] == (
         "(has(self.attributes) ? size(self.attributes) : 0) + "
         "(has(self.capacity) ? size(self.capacity) : 0) <= 32")

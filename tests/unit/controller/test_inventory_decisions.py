@@ -28,7 +28,8 @@ def raw_inventory(name: str = "node-1-gpu", *, devices: int = 2, reported: bool 
                   declared: list[dict[str, Any]] | None = None, created: str = "2026-01-01",
                   overrides: list[dict[str, Any]] | None = None,
                   status: dict[str, Any] | None = None, node: str | None = "node-1",
-                  unhealthy: tuple[str, ...] = ()) -> dict[str, Any]:
+                  unhealthy: tuple[str, ...] = (),
+                  extra_spec: dict[str, Any] | None = None) -> dict[str, Any]:
     """A raw inventory of node-1 (or a network pool ``pool-a`` with ``node=None``)."""
     found = [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}},
               **({"health": "Unhealthy", "healthMessage": "ECC errors"}
@@ -36,6 +37,7 @@ def raw_inventory(name: str = "node-1-gpu", *, devices: int = 2, reported: bool 
     spec: dict[str, Any] = {"driver": "gpu.kubedra.io", "devices": declared,
                             "overrides": overrides}
     spec.update({"nodeName": node} if node else {"allNodes": True, "pool": "pool-a"})
+    spec.update(extra_spec or {})
     body: dict[str, Any] = {
         "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
         "metadata": {"name": name, "uid": f"uid-{name}", "generation": 3,
@@ -82,8 +84,36 @@ CASES: list[tuple[str, InventoryInputs, str, str]] = [
     ("schema error names the field", inputs(raw_inventory(declared=[{"name": "Not_A_Label"}])),
      "InvalidInventory", "spec.devices[0].name: String should match pattern "
                          "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"),
-    ("duplicate device", inputs(raw_inventory(declared=[{"name": "gpu-0"}])),
-     "InvalidInventory", "status.discovered.devices[0].name: device 'gpu-0' is listed twice"),
+    ("duplicate device: the declared one wins",
+     inputs(raw_inventory(declared=[{"name": "gpu-0"}])),
+     "DevicesLeftOut", "2 devices in 1 ResourceSlice (pool node-1, generation 1); left out, as "
+                       "the API server would refuse them: gpu-0 (status.discovered.devices[0]."
+                       "name: device 'gpu-0' is listed twice)"),
+    ("what the agent left out is named", inputs(raw_inventory(reported=False, status={
+        "discovered": {"devices": [{"name": "gpu-0"}], "backend": "snapshot", "rejected": [
+            {"name": "gpu-1", "field": "devices[gpu-1].attributes[productName].string",
+             "message": "70 bytes (70 characters); the API server allows at most 64 bytes"}]}})),
+     "DevicesLeftOut", "1 device in 1 ResourceSlice (pool node-1, generation 1); left out, as "
+                       "the API server would refuse them: gpu-1 (devices[gpu-1].attributes["
+                       "productName].string: 70 bytes (70 characters); the API server allows at "
+                       "most 64 bytes)"),
+    ("a value in bytes, declared", inputs(raw_inventory(declared=[
+        {"name": "dev-0", "attributes": {"model": {"string": "ok"}}},
+        {"name": "dev-1", "attributes": {"model": {"string": "é" * 33}}}])),
+     "DevicesLeftOut", "3 devices in 1 ResourceSlice (pool node-1, generation 1); left out, as "
+                       "the API server would refuse them: dev-1 (spec.devices[1].attributes["
+                       "model].string: 66 bytes (33 characters); the API server allows at most "
+                       "64 bytes)"),
+    ("every device disabled is not an empty pool", inputs(raw_inventory(
+        devices=1, overrides=[{"device": "gpu-0", "disabled": True}])),
+     "SlicesPublished", "0 devices in 1 ResourceSlice (pool node-1, generation 1)"),
+    ("no devices: which backend found none, with what settings", inputs(raw_inventory(
+        reported=False, status={"discovered": {"devices": [], "backend": "pci"}},
+        extra_spec={"discovery": {"pci": {"vendors": ["0x10de"], "classes": ["0x0302"]}}})),
+     "EmptyPool", "0 devices in 1 ResourceSlice (pool node-1, generation 1): the node agent's "
+                  "discovery backend pci found no devices (discovery.mig: none; "
+                  "discovery.pci.vendors: 0x10de; discovery.pci.classes: 0x0302), and "
+                  "spec.devices declares none"),
     ("agent lease expired", inputs(raw_inventory(), lease="expired", existing=EXISTING),
      "AgentLeaseExpired", "agent Lease kubedra-system/kubedra-agent-node-1 of node node-1 is "
                           "not renewed; pool node-1 withdrawn until the agent returns"),
@@ -109,7 +139,7 @@ CASES: list[tuple[str, InventoryInputs, str, str]] = [
 def test_each_reason(inputs_: InventoryInputs, reason: str, message: str) -> None:
     decision = decide_inventory(inputs_)
     assert (decision.reason, decision.message) == (reason, message)
-    assert decision.ok is (reason == "SlicesPublished")
+    assert decision.ok is (reason in ("SlicesPublished", "DevicesLeftOut", "EmptyPool"))
 
 
 def test_publish_plans_one_create_per_slice() -> None:
@@ -213,7 +243,7 @@ def test_status_of_a_withdrawn_pool_and_of_a_conflict() -> None:
 
 def test_an_invalid_inventory_reports_the_slices_that_exist() -> None:
     pool = {"name": "node-1", "generation": 4, "resourceSliceCount": 1}
-    given = inputs(raw_inventory(declared=[{"name": "gpu-0"}], status={"pool": pool}))
+    given = inputs(raw_inventory(declared=[{"name": "Not_A_Label"}], status={"pool": pool}))
     existing = [{"metadata": {"name": "node-1-gpu-00000"}, "spec": {"devices": [{}, {}, {}]}}]
     status = inventory_status(given, decide_inventory(given), NOW, existing)
     assert (status.slices, status.device_count, status.pool) == (
@@ -240,7 +270,16 @@ def test_events_mark_transitions_only() -> None:
         "Warning", "PoolConflict", "pool node-1 of driver gpu.kubedra.io is published by "
         "DeviceInventory a-gpu, created earlier; this inventory publishes nothing while that "
         "one exists")),
-], ids=["PoolWithdrawn", "no Event while waiting for the agent", "PoolConflict"])
+    (inputs(raw_inventory(reported=False, status={"discovered": {"devices": []}})), Event(
+        "Warning", "EmptyPool", "0 devices in 1 ResourceSlice (pool node-1, generation 1): the "
+        "node agent's discovery backend unknown found no devices (discovery.mig: none), and "
+        "spec.devices declares none: 1 created")),
+    (inputs(raw_inventory(declared=[{"name": "gpu-0"}])), Event(
+        "Warning", "DevicesLeftOut", "2 devices in 1 ResourceSlice (pool node-1, generation 1); "
+        "left out, as the API server would refuse them: gpu-0 (status.discovered.devices[0]."
+        "name: device 'gpu-0' is listed twice): 1 created")),
+], ids=["PoolWithdrawn", "no Event while waiting for the agent", "PoolConflict", "EmptyPool",
+        "DevicesLeftOut"])
 def test_event_per_reason(given: InventoryInputs, event: Event | None) -> None:
     decision = decide_inventory(given)
     assert inventory_event(given, decision, None) == (

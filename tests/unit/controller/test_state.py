@@ -38,6 +38,45 @@ def test_a_deleted_slice_is_hidden_until_the_watch_drops_it() -> None:
     assert overlay.written == {}
 
 
+def test_a_write_the_watch_went_past_is_dropped_even_if_the_slice_is_gone() -> None:
+    """Issue 16, item 1: the operator updates s-0 (rv 12) and the slice is deleted (rv 13)
+    before the watch showed the update; kopf hands on only the DELETED event. The overlay used
+    to keep the update for good (the slice was never recreated); the DELETED event, newer than
+    the write, now drops it, and the watched state (no s-0) is the truth."""
+    overlay = SliceOverlay()
+    overlay.record("inv", "s-0", slice_("s-0", "12"))
+    overlay.observe("inv", "s-0", "11", deleted=False)  # an older event: still ours
+    assert overlay.merge("inv", []) == [slice_("s-0", "12")]
+    overlay.observe("inv", "s-0", "13", deleted=True)
+    assert overlay.merge("inv", []) == []
+    assert overlay.written == {"inv": {}}
+
+
+def test_the_own_update_event_drops_the_write() -> None:
+    overlay = SliceOverlay()
+    overlay.record("inv", "s-0", slice_("s-0", "12"))
+    overlay.observe("other", "s-0", "12", deleted=False)  # another inventory's slice
+    overlay.observe("inv", "s-0", "12", deleted=False)
+    assert overlay.written == {"inv": {}}
+
+
+def test_a_delete_is_dropped_by_the_deleted_event_only() -> None:
+    overlay = SliceOverlay()
+    overlay.record("inv", "s-0", None)
+    overlay.observe("inv", "s-0", "20", deleted=False)
+    assert overlay.merge("inv", [slice_("s-0", "4")]) == []
+    overlay.observe("inv", "s-0", "21", deleted=True)
+    assert overlay.written == {"inv": {}}
+
+
+def test_a_write_the_api_server_contradicts_is_discarded() -> None:
+    overlay = SliceOverlay()
+    overlay.record("inv", "s-0", slice_("s-0", "12"))
+    overlay.discard("inv", "s-0")
+    overlay.discard("inv", "s-9")
+    assert overlay.merge("inv", []) == []
+
+
 def test_a_condition_keeps_its_transition_time_while_its_status_holds() -> None:
     other = Condition(type="Other", status="True", reason="R", message="",
                       last_transition_time="t0")

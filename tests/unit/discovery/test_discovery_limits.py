@@ -1,15 +1,13 @@
-"""Discovery refuses results the API server would reject: limits the models check themselves
-surface as DiscoveryError from discover(), the rest are check_limits' job."""
+"""Discovery leaves out exactly the devices and counter sets the API server would refuse, each
+with the field and why, and keeps every other device of the node (issue 16, item 2)."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice
+from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice, Rejection
 from kubedra.api.resource import (
     Counter,
     CounterSet,
@@ -17,8 +15,9 @@ from kubedra.api.resource import (
     DeviceCapacity,
     DeviceCounterConsumption,
 )
-from kubedra.discovery import DiscoveryError, discover
-from kubedra.discovery.backends import check_limits
+from kubedra.discovery import discover
+from kubedra.discovery.backends import screen
+from tests.support.h200 import capture_with_second_gpu
 
 H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 
@@ -32,43 +31,99 @@ def _consuming(name: str, counter_set: str, counter: str = "c-0") -> InventoryDe
         counter_set=counter_set, counters={counter: Counter(value="1")})])
 
 
-def test_a_result_at_the_limits_passes() -> None:
-    check_limits(DiscoveryResult(
+def test_a_result_at_the_limits_passes_whole() -> None:
+    result = DiscoveryResult(
         devices=[_consuming("gpu-0", "gpu-0-counters"),
                  InventoryDevice(name="gpu-1", attributes={
-                     f"a{i}": DeviceAttribute(string_value="x" * 64) for i in range(32)})],
-        counter_sets=[_set(counters=32)]))
+                     f"a{i}": DeviceAttribute(string_value="é" * 32) for i in range(32)})],
+        counter_sets=[_set(counters=32)])
+    assert screen(result) == result
 
 
-@pytest.mark.parametrize(("result", "message"), [
-    (DiscoveryResult(devices=[InventoryDevice(name="gpu-0"), InventoryDevice(name="gpu-0")]),
-     "device names are not unique"),
-    (DiscoveryResult(devices=[InventoryDevice(
-        name="gpu-0",
-        attributes={f"a{i}": DeviceAttribute(int_value=i) for i in range(30)},
-        capacity={f"c{i}": DeviceCapacity(value="1") for i in range(3)})]),
-     "device gpu-0 has 33 attributes and capacities"),
-    (DiscoveryResult(devices=[_consuming("gpu-0", "gpu-1-counters")], counter_sets=[_set()]),
-     "device gpu-0 consumes counters that counter set gpu-1-counters does not have"),
-    (DiscoveryResult(devices=[_consuming("gpu-0", "gpu-0-counters", counter="c-9")],
-                     counter_sets=[_set()]),
-     "device gpu-0 consumes counters that counter set gpu-0-counters does not have"),
-    (DiscoveryResult(counter_sets=[_set(counters=33)]),
-     "counter set gpu-0-counters has more than 32 counters"),
-    (DiscoveryResult(counter_sets=[_set(), _set()]), "counter set names are not unique"),
+@pytest.mark.parametrize(("bad", "field", "message"), [
+    (InventoryDevice(name="gpu-9", attributes={"model": DeviceAttribute(string_value="é" * 33)}),
+     "devices[gpu-9].attributes[model].string",
+     "66 bytes (33 characters); the API server allows at most 64 bytes"),
+    (InventoryDevice(name="gpu-9", attributes={"v": DeviceAttribute(
+        version_value="1.0.0-" + "a" * 59)}),
+     "devices[gpu-9].attributes[v].version",
+     "65 bytes (65 characters); the API server allows at most 64 bytes"),
+    (InventoryDevice(name="gpu-9", attributes={"tags": DeviceAttribute(
+        string_values=["ok", "ü" * 40])}),
+     "devices[gpu-9].attributes[tags].strings[1]",
+     "80 bytes (40 characters); the API server allows at most 64 bytes"),
+    (InventoryDevice(name="gpu-9", attributes={"tags": DeviceAttribute(string_values=[])}),
+     "devices[gpu-9].attributes[tags].strings", "must not be empty if set"),
+    (InventoryDevice(name="gpu-9", attributes={"n": DeviceAttribute()}),
+     "devices[gpu-9].attributes[n]",
+     "exactly one of int, bool, string, version (or ints, bools, strings, versions) must be set"),
+    (InventoryDevice(name="gpu-9",
+                     attributes={"many": DeviceAttribute(int_values=list(range(49)))}),
+     "devices[gpu-9].attributes", "49 attribute values; at most 48"),
+    (InventoryDevice(name="gpu-9", attributes={f"a{i}": DeviceAttribute(int_value=i)
+                                               for i in range(30)},
+                     capacity={f"c{i}": DeviceCapacity(value="1") for i in range(3)}),
+     "devices[gpu-9].attributes", "33 attributes and capacities; at most 32"),
+    (InventoryDevice(name="gpu-9", capacity={"memory": DeviceCapacity.model_validate(
+        {"value": "1Gi", "requestPolicy": {"default": "1Gi"}})}),
+     "devices[gpu-9].capacity[memory].requestPolicy",
+     "forbidden: the device does not allow multiple allocations"),
+    (_consuming("gpu-9", "gpu-1-counters"),
+     "devices[gpu-9].consumesCounters[0].counterSet",
+     "no usable counter set named 'gpu-1-counters'"),
+    (_consuming("gpu-9", "gpu-0-counters", counter="c-9"),
+     "devices[gpu-9].consumesCounters[0].counters[c-9]",
+     "counter set 'gpu-0-counters' has no counter 'c-9'"),
+    (InventoryDevice(name="gpu-9", consumes_counters=[DeviceCounterConsumption(
+        counter_set="gpu-0-counters", counters={})]),
+     "devices[gpu-9].consumesCounters[0].counters", "required: at least one counter"),
+    (InventoryDevice(name="gpu-0"), "devices[gpu-0].name", "the name is used twice"),
 ])
-def test_each_limit_is_enforced(result: DiscoveryResult, message: str) -> None:
-    with pytest.raises(DiscoveryError, match=message):
-        check_limits(result)
+def test_only_the_device_that_breaks_a_rule_is_left_out(
+        bad: InventoryDevice, field: str, message: str) -> None:
+    good = _consuming("gpu-0", "gpu-0-counters")
+    result = screen(DiscoveryResult(devices=[good, bad], counter_sets=[_set()]))
+    assert result.devices == [good]
+    assert result.counter_sets == [_set()]
+    assert result.rejected == [Rejection(name=bad.name, field=field, message=message)]
 
 
-def test_a_value_the_models_refuse_is_a_discovery_error(tmp_path: Path) -> None:
-    """A product name longer than 64 characters (``DeviceAttributeMaxValueLength``)."""
-    folder = tmp_path / "capture"
-    shutil.copytree(H200, folder)
-    document = json.loads((folder / "nvml.json").read_text())
-    document["devices"][0]["Name"] = "NVIDIA " + "H" * 60
-    (folder / "nvml.json").write_text(json.dumps(document))
-    with pytest.raises(DiscoveryError, match=r"(?s)backend snapshot:\S+ found a device the API "
-                                             r"would reject: .*at most 64 characters"):
-        discover(f"snapshot:{folder}", DiscoverySettings())
+@pytest.mark.parametrize(("bad", "field", "message"), [
+    (_set(counters=33), "counterSets[gpu-0-counters].counters", "33 counters; at most 32"),
+    (_set(counters=0), "counterSets[gpu-0-counters].counters", "required: at least one counter"),
+])
+def test_a_refused_counter_set_costs_only_the_devices_that_consume_it(
+        bad: CounterSet, field: str, message: str) -> None:
+    free = InventoryDevice(name="nic-0")
+    result = screen(DiscoveryResult(devices=[_consuming("gpu-0", bad.name), free],
+                                    counter_sets=[bad]))
+    assert result.devices == [free]
+    assert result.counter_sets == []
+    assert result.rejected == [
+        Rejection(name=bad.name, field=field, message=message),
+        Rejection(name="gpu-0", field="devices[gpu-0].consumesCounters[0].counterSet",
+                  message="no usable counter set named 'gpu-0-counters'")]
+
+
+def test_a_counter_set_named_twice_keeps_the_first() -> None:
+    result = screen(DiscoveryResult(counter_sets=[_set(), _set(counters=2)]))
+    assert result.counter_sets == [_set()]
+    assert result.rejected == [Rejection(name="gpu-0-counters",
+                                         field="counterSets[gpu-0-counters].name",
+                                         message="the name is used twice")]
+
+
+@pytest.mark.parametrize("mig", ["none", "partitions"])
+def test_a_70_character_product_name_costs_only_its_own_gpu(tmp_path: Path, mig: str) -> None:
+    """The replayed fault: a second GPU whose product name has 70 characters. The first GPU
+    (and its MIG partitions) is reported; the second and its partitions are left out, each
+    naming the field."""
+    folder = capture_with_second_gpu(tmp_path / "capture", "NVIDIA " + "H" * 63)
+    whole = discover(f"snapshot:{H200}", DiscoverySettings(mig=mig))  # type: ignore[arg-type]
+    result = discover(f"snapshot:{folder}", DiscoverySettings(mig=mig))  # type: ignore[arg-type]
+    assert result.devices == whole.devices
+    assert result.counter_sets == whole.counter_sets
+    assert {r.name for r in result.rejected} == {"gpu-1"}
+    assert Rejection(name="gpu-1", field="devices[gpu-1].attributes[productName].string",
+                     message="70 bytes (70 characters); the API server allows at most 64 "
+                             "bytes") in result.rejected

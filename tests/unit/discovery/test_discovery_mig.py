@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice
-from kubedra.discovery import DiscoveryError, discover
-from kubedra.discovery.backends import check_limits
+from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice, Rejection
+from kubedra.discovery import discover
+from kubedra.discovery.backends import screen
 from kubedra.discovery.mig import mig_partitions, partition_name
 from kubedra.discovery.nvml import GpuInstanceProfile
 
@@ -219,9 +219,11 @@ def test_more_than_32_counters_is_refused() -> None:
                           "Healthy", None)
     assert wide is not None
     assert len(wide.counter_set.counters) == 33
-    result = DiscoveryResult(devices=wide.devices, counter_sets=[wide.counter_set])
-    with pytest.raises(DiscoveryError, match="counter set gpu-0-counters has more than 32"):
-        check_limits(result)
+    result = screen(DiscoveryResult(devices=wide.devices, counter_sets=[wide.counter_set]))
+    assert (result.devices, result.counter_sets) == ([], [])
+    assert result.rejected[0] == Rejection(name="gpu-0-counters",
+                                           field="counterSets[gpu-0-counters].counters",
+                                           message="33 counters; at most 32")
 
 
 def test_clashing_partition_names_are_refused() -> None:
@@ -230,9 +232,11 @@ def test_clashing_partition_names_are_refused() -> None:
     clash = mig_partitions("gpu-0", profiles, {}, "Healthy", None)
     assert clash is not None
     assert [device.name for device in clash.devices] == ["gpu-0-mig-1g1gb-s0"] * 2
-    result = DiscoveryResult(devices=clash.devices, counter_sets=[clash.counter_set])
-    with pytest.raises(DiscoveryError, match="device names are not unique"):
-        check_limits(result)
+    result = screen(DiscoveryResult(devices=clash.devices, counter_sets=[clash.counter_set]))
+    assert result.devices == clash.devices[:1]
+    assert result.rejected == [Rejection(name="gpu-0-mig-1g1gb-s0",
+                                         field="devices[gpu-0-mig-1g1gb-s0].name",
+                                         message="the name is used twice")]
 
 
 def test_every_device_is_within_the_api_limits(h200: DiscoveryResult) -> None:

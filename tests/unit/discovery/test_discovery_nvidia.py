@@ -44,7 +44,7 @@ def inventory(document: dict[str, Any], mig: MigMode = "none") -> dict[str, Any]
 
 def test_h200_snapshot_is_exactly_one_gpu() -> None:
     result = discover(f"snapshot:{H200}", DiscoverySettings())
-    assert result.to_api() == {"devices": [H200_GPU], "counterSets": []}
+    assert result.to_api() == {"devices": [H200_GPU], "counterSets": [], "rejected": []}
     memory = result.devices[0].capacity["memory"].value
     assert memory.value == 150754820096
     assert str(memory) == "143771Mi"
@@ -154,12 +154,13 @@ def test_gpu_without_mig_gets_no_partitions() -> None:
     expected = copy.deepcopy(H200_GPU)
     expected["attributes"]["migCapable"] = {"bool": False}
     del expected["attributes"]["migEnabled"]
-    assert result == {"devices": [expected], "counterSets": []}
+    assert result == {"devices": [expected], "counterSets": [], "rejected": []}
 
 
 def test_mig_capable_gpu_without_placements_gets_no_partitions() -> None:
     document = json.loads((H200 / "nvml.json").read_text())  # placements recorded as errors
-    assert inventory(document, "partitions") == {"devices": [H200_GPU], "counterSets": []}
+    assert inventory(document, "partitions") == {
+        "devices": [H200_GPU], "counterSets": [], "rejected": []}
 
 
 def test_gpu_missing_from_sysfs_keeps_only_its_bus_id() -> None:

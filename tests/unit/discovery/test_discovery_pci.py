@@ -61,7 +61,7 @@ def test_pci_devices_from_a_live_tree(tmp_path: Path) -> None:
              "resource.kubernetes.io/numaNode": {"int": 1},
          },
          "capacity": {}, "health": "Healthy"},
-    ], "counterSets": []}
+    ], "counterSets": [], "rejected": []}
 
 
 def test_h200_capture_replays_through_the_same_parsing(tmp_path: Path) -> None:

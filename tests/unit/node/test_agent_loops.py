@@ -8,7 +8,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubedra.node.agent import Agent
+from kubedra.node.agent import Agent, run_cdi_check
 from kubedra.settings import Settings
 
 
@@ -51,3 +51,24 @@ async def test_lease_loop_retries_when_the_api_server_is_unreachable(
     await asyncio.wait_for(renewed.wait(), timeout=5)
     loop.cancel()
     assert [c[2] for c in calls[:3]] == ["kubedra-agent-n"] * 3
+
+
+async def test_cdi_check_runs_at_start_and_every_interval_and_survives_failures() -> None:
+    """Issue 16, item 9: the agent checks prepared claims' CDI specs at once, then every
+    ``cdi_check_interval`` seconds; a failing check is retried."""
+    checked = asyncio.Event()
+    calls: list[str] = []
+
+    class Preparer:
+        async def restore_missing_specs(self) -> int:
+            calls.append("check")
+            if len(calls) == 1:
+                raise OSError("No space left on device")
+            if len(calls) == 3:
+                checked.set()
+            return 0
+
+    loop = asyncio.create_task(run_cdi_check(Preparer(), 0.01))  # type: ignore[arg-type]
+    await asyncio.wait_for(checked.wait(), timeout=5)
+    loop.cancel()
+    assert calls[:3] == ["check"] * 3

@@ -123,8 +123,6 @@ def test_config_adds_capabilities_and_env_sorted() -> None:
 
 
 @pytest.mark.parametrize(("device", "message"), [
-    (InventoryDevice(name="x", attributes={}),
-     "device x has neither a type attribute nor a PCI bus ID"),
     (InventoryDevice(name="x", attributes={"type": s("fpga")}),
      "device x has type 'fpga'; kubedra prepares gpu, mig, pci"),
     (InventoryDevice(name="x", attributes={"type": s("gpu"), "minor": i(0)}),
@@ -150,6 +148,16 @@ def test_mig_placement_takes_the_minor_of_the_parent_gpu() -> None:
     with pytest.raises(DeviceError) as raised:
         mig_placement(MIG_DEVICE, DRIVER, node)
     assert str(raised.value) == f"MIG device gpu-0-mig-1g18gb-s2: this node has no GPU {H200_UUID}"
+
+
+def test_a_declared_device_without_type_or_bus_id_is_plain() -> None:
+    """A device an admin declares (``nic-0`` with attributes of its own) is prepared: no
+    device node, its name in ``KUBEDRA_DEVICES`` with the other devices of its request."""
+    nics = [InventoryDevice(name=n, attributes={"speed": s("100G")}) for n in ("nic-0", "nic-1")]
+    assert device_type(nics[0], DRIVER) == "plain"
+    resolved = [resolve_device(n, DRIVER, "nics/fast") for n in nics]
+    assert container_edits(resolved, [EffectiveConfig()] * 2) == [
+        ContainerEdits(env=["KUBEDRA_DEVICES=nic-0,nic-1"])] * 2
 
 
 def test_type_defaults_to_pci_with_bus_id() -> None:

@@ -12,13 +12,13 @@ from kubedra.api.resource import (
     Counter,
     CounterSet,
     Device,
+    DeviceAttribute,
     DeviceCounterConsumption,
     OwnerReference,
     ResourceSlice,
 )
 from kubedra.publishing.pool import (
     UNHEALTHY_TAINT_KEY,
-    InvalidInventory,
     build_pool,
     keep_allocated_devices,
 )
@@ -263,35 +263,101 @@ def test_long_inventory_names_are_shortened_to_a_valid_slice_name() -> None:
                          [DeviceCounterConsumption(counter_set="nope",
                                                    counters={"slots": Counter(value="1")})]),
      "status.discovered.devices[1].consumesCounters[0].counterSet",
-     "no counter set named 'nope'"),
+     "no usable counter set named 'nope'"),
+    (lambda inv: inv.status.discovered.devices[1].attributes.update(  # type: ignore[union-attr]
+        model=DeviceAttribute(string_value="é" * 33)),
+     "status.discovered.devices[1].attributes[model].string",
+     "66 bytes (33 characters); the API server allows at most 64 bytes"),
+    (lambda inv: inv.status.discovered.devices[1].attributes.update(  # type: ignore[union-attr]
+        tags=DeviceAttribute(strings=["x" * 65])),
+     "status.discovered.devices[1].attributes[tags].strings[0]",
+     "65 bytes (65 characters); the API server allows at most 64 bytes"),
 ])
-def test_malformed_inventories_name_the_field(mutate: Any, field: str, message: str) -> None:
+def test_a_device_the_api_would_refuse_is_left_out_naming_the_field(
+        mutate: Any, field: str, message: str) -> None:
     inv = inventory(2, static=[])
-    assert inv.spec.devices is not None
     inv = DeviceInventory.from_api(inv.to_api())
     mutate(inv)
-    inv = DeviceInventory.from_api(inv.to_api())
-    with pytest.raises(InvalidInventory) as err:
-        build_pool(inv)
-    assert (err.value.field, err.value.message) == (field, message)
+    pool = build_pool(DeviceInventory.from_api(inv.to_api()))
+    assert [d.name for d in pool.devices] == (
+        ["dev-000", "dev-001"] if field.endswith("name") else ["dev-000"])
+    assert [(r.field, r.message) for r in pool.left_out] == [(field, message)]
 
 
-def test_counter_overuse_and_unknown_counter_are_rejected() -> None:
+def test_an_empty_counter_set_costs_only_the_devices_that_consume_it() -> None:
+    """The replayed fault: ``counterSets: [{name: cs-0, counters: {}}]`` and an unrelated
+    ``dev-0``; ``dev-0`` is published, the set is left out naming the field."""
+    inv = DeviceInventory.from_api({
+        "metadata": {"name": "static"},
+        "spec": {"driver": "pci.kubedra.io", "allNodes": True,
+                 "counterSets": [{"name": "cs-0", "counters": {}}],
+                 "devices": [{"name": "dev-0"}, {"name": "dev-1", "consumesCounters": [
+                     {"counterSet": "cs-0", "counters": {"c": {"value": "1"}}}]}]}})
+    pool = build_pool(inv)
+    assert [d.name for d in pool.devices] == ["dev-0"]
+    assert pool.counter_sets == []
+    assert [(r.name, r.field, r.message) for r in pool.left_out] == [
+        ("cs-0", "spec.counterSets[0].counters", "required: at least one counter"),
+        ("dev-1", "spec.devices[1].consumesCounters[0].counterSet",
+         "no usable counter set named 'cs-0'")]
+
+
+def test_an_invalid_override_taint_leaves_out_only_its_device() -> None:
+    inv = inventory(2, overrides=[{"device": "dev-001", "taints": [
+        {"key": "bad key", "value": "ü", "effect": "NoSchedule"}]}])
+    pool = build_pool(inv)
+    assert [d.name for d in pool.devices] == ["dev-000"]
+    assert [(r.name, r.field) for r in pool.left_out] == [
+        ("dev-001", "spec.overrides[0].taints[0].key"),
+        ("dev-001", "spec.overrides[0].taints[0].value")]
+
+
+def test_what_the_agent_left_out_is_reported_first() -> None:
+    data = inventory(1).to_api()
+    data["status"]["discovered"]["rejected"] = [
+        {"name": "gpu-1", "field": "devices[gpu-1].attributes[productName].string",
+         "message": "70 bytes (70 characters); the API server allows at most 64 bytes"}]
+    pool = build_pool(DeviceInventory.from_api(data))
+    assert [d.name for d in pool.devices] == ["dev-000"]
+    assert [r.name for r in pool.left_out] == ["gpu-1"]
+
+
+def test_counter_overuse_and_unknown_counter_are_left_out() -> None:
     inv = inventory(2, counters=True)
-    assert inv.status
-    assert inv.status.discovered
     data = inv.to_api()
     data["status"]["discovered"]["devices"][0]["consumesCounters"][0]["counters"] = {
         "slots": {"value": "3"}}
-    with pytest.raises(InvalidInventory) as err:
-        build_pool(DeviceInventory.from_api(data))
-    assert err.value.field == "status.discovered.devices[0].consumesCounters[0].counters[slots]"
-    assert err.value.message == "consumes 3 but counter set 'node-counters' holds only 2"
+    pool = build_pool(DeviceInventory.from_api(data))
+    assert [d.name for d in pool.devices] == ["dev-001"]
+    assert [(r.field, r.message) for r in pool.left_out] == [(
+        "status.discovered.devices[0].consumesCounters[0].counters[slots]",
+        "consumes 3 but counter set 'node-counters' holds only 2")]
     data["status"]["discovered"]["devices"][0]["consumesCounters"][0]["counters"] = {
         "cores": {"value": "1"}}
-    with pytest.raises(InvalidInventory) as err:
-        build_pool(DeviceInventory.from_api(data))
-    assert err.value.message == "counter set 'node-counters' has no counter 'cores'"
+    pool = build_pool(DeviceInventory.from_api(data))
+    assert [r.message for r in pool.left_out] == [
+        "counter set 'node-counters' has no counter 'cores'"]
+
+
+def test_unhealthy_taint_values_are_ascii_label_values() -> None:
+    data = inventory(1).to_api()
+    device = data["status"]["discovered"]["devices"][0]
+    device["health"], device["healthMessage"] = "Unhealthy", "température élevée: 95°C"
+    [built] = build_pool(DeviceInventory.from_api(data)).devices
+    assert built.taints is not None
+    assert built.taints[0].value == "temp-rature--lev-e--95-C"
+
+
+def test_an_empty_pool_as_stored_needs_no_write() -> None:
+    """The API server stores an empty pool's slice without ``devices``; it must compare equal,
+    or every reconcile of an empty pool updates it (found with issue 16, item 7)."""
+    pool = build_pool(inventory(0))
+    [create] = plan_sync("node-1-gpu", OWNER, pool, split_pool(pool), []).writes
+    assert create.body is not None
+    assert "devices" not in create.body["spec"]
+    stored = ResourceSlice.from_api({**create.body, "metadata": {
+        **create.body["metadata"], "resourceVersion": "5"}})
+    assert plan_sync("node-1-gpu", OWNER, pool, split_pool(pool), [stored]).writes == []
 
 
 def test_generation_never_goes_back_when_every_slice_was_deleted() -> None:
