@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries image install.yaml test test-unit lint cluster-up cluster-down demo demo-down clean
+.PHONY: venv binaries image install.yaml test test-unit faults lint cluster-up cluster-down demo demo-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ lint: venv
 ## test: everything CI runs: lint, unit, integration and end-to-end tests on a local control plane
 test: venv binaries lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## faults: the fault-injection suite at the issue's full counts (figures in docs/reliability.md)
+faults: venv binaries
+	KUBEDRA_FAULTS=full $(PY) -m pytest e2e/test_faults.py -m faults $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -428,6 +428,30 @@ class ControlPlane:
         self.components.remove(component)
         self._write_state_if_recorded()
 
+    def kill_component(self, component: Component) -> None:
+        """SIGKILL one component (a crash: no cleanup runs), collect it and forget it."""
+        _signal(component, signal.SIGKILL)
+        _reap(component, time.monotonic())
+        self.components.remove(component)
+        if self.state_file.exists():
+            self._write_state()
+
+    def restart_component(self, name: str, timeout: float = 90.0) -> Component:
+        """SIGKILL component ``name`` (etcd keeps its data directory) and start it again with
+        the same command line; returns once the API server answers ``/readyz`` again.
+
+        Raises:
+            ControlPlaneError: no such component, or not ready within ``timeout`` seconds.
+        """
+        old = next((c for c in self.components if c.name == name), None)
+        if old is None:
+            raise ControlPlaneError(f"no component {name}")
+        self.kill_component(old)
+        new = self.spawn(name, old.args)
+        self.wait(time.monotonic() + timeout, f"{name} restarted",
+                   lambda: self._api_ok("/readyz"))
+        return new
+
     def wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
         """Poll ``ready()`` until ``deadline`` (monotonic seconds); OS, API and subprocess
         errors count as not ready.

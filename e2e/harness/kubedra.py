@@ -55,6 +55,7 @@ class Kubedra:
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
         self.operator: Component | None = None
+        self.operator_options: dict[str, Any] = {}
         self.agents: dict[str, Component] = {}
 
     def install(self) -> None:
@@ -78,6 +79,10 @@ class Kubedra:
         ``health_hold_down`` of seconds, not the shipped five minutes, and the ``attacher``
         of devices with binding conditions); a non-zero ``liveness_port`` serves the
         operator's ``/healthz`` there."""
+        self.operator_options = {"lease_check_interval": lease_check_interval,
+                                 "explain_event_interval": explain_event_interval,
+                                 "health_hold_down": health_hold_down, "attacher": attacher,
+                                 "liveness_port": liveness_port}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         self.operator = self.plane.spawn(
             "kubedra-operator",
@@ -88,6 +93,16 @@ class Kubedra:
                           explain_event_interval=str(explain_event_interval),
                           health_hold_down=str(health_hold_down), attacher=attacher))
         return self.operator
+
+    def kill_operator(self) -> None:
+        """SIGKILL the operator (a crash: nothing it holds in memory survives)."""
+        if self.operator is not None:
+            self.plane.kill_component(self.operator)
+            self.operator = None
+
+    def restart_operator(self) -> Component:
+        """Start the operator again with the options it last started with."""
+        return self.start_operator(**self.operator_options)
 
     def add_node(self, node: str, labels: dict[str, str] | None = None) -> None:
         """Create kwok node ``node`` (kwok marks it Ready) and the agent's stand-in pod on it."""
@@ -145,7 +160,8 @@ class Kubedra:
                     pod: str | None = None,
                     pod_uid: str | None = None, device_root: Path | None = None,
                     boot_id_path: Path | None = None, name: str | None = None,
-                    module: str = "kubedra", sysfs_root: Path | None = None) -> Component:
+                    module: str = "kubedra", sysfs_root: Path | None = None,
+                    metrics_port: int = 0) -> Component:
         """Start ``kubedra agent`` for ``node`` as the kubedra-agent ServiceAccount, with a token
         bound to the stand-in agent pod ``pod`` (default ``kubedra-agent-<node>``).
 
@@ -155,14 +171,15 @@ class Kubedra:
         component's name (default ``kubedra-agent-<node>``; a second instance needs another);
         ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
         agent with a fake MIG partitioner); ``sysfs_root`` replaces ``/sys`` (a sysfs tree a
-        test built for the ``pci`` backend).
+        test built for the ``pci`` backend); a non-zero ``metrics_port`` serves ``/metrics``
+        and ``/healthz`` there.
         """
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=pod or f"kubedra-agent-{node}")
         host = self.node_dir(node)
         settings = {"namespace": NAMESPACE, "node_name": node, "backend": backend,
                     "driver": driver, "lease_duration": str(lease_duration),
-                    "rescan_interval": str(rescan_interval), "metrics_port": "0",
+                    "rescan_interval": str(rescan_interval), "metrics_port": str(metrics_port),
                     "cdi_check_interval": str(cdi_check_interval),
                     "kubelet_registry_dir": str(host / "plugins_registry"),
                     "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}

@@ -138,6 +138,25 @@ async def apply_inventory_status(api: ApiClient, name: str, status: dict[str, An
         _preload_content=False))
 
 
+async def apply_inventory_finalizer(api: ApiClient, name: str, present: bool,
+                                    field_manager: str) -> None:
+    """Server-side apply :data:`~kubedra.api.inventory.HELD_DEVICES_FINALIZER` on the
+    DeviceInventory ``name`` (``present``) or take it away (other finalizers are untouched:
+    ``metadata.finalizers`` is a set each manager owns its items of). A missing inventory is
+    fine when removing."""
+    body = {"apiVersion": inventory.API_VERSION, "kind": inventory.KIND,
+            "metadata": {"name": name,
+                         "finalizers": [inventory.HELD_DEVICES_FINALIZER] if present else []}}
+    try:
+        await _raw(client.CustomObjectsApi(api).patch_cluster_custom_object(
+            inventory.GROUP, inventory.VERSION, inventory.PLURAL, name, body,
+            field_manager=field_manager, force=True, _content_type=APPLY_PATCH,
+            _preload_content=False))
+    except ApiException as err:
+        if err.status != 404 or present:
+            raise
+
+
 # --- ResourceClaims -----------------------------------------------------------------------------
 
 async def get_resource_claim(api: ApiClient, namespace: str, name: str) -> resource.ResourceClaim:
@@ -231,6 +250,22 @@ async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: s
 
 # --- Leases (node agent) --------------------------------------------------------------------------
 
+async def node_owner_reference(api: ApiClient, name: str) -> dict[str, Any] | None:
+    """An owner reference to Node ``name`` (its objects are garbage-collected with it), or
+    None if the Node does not exist.
+
+    Raises:
+        ApiException: reading the Node failed otherwise.
+    """
+    try:
+        node = await _raw(client.CoreV1Api(api).read_node(name, _preload_content=False))
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+
+
 async def read_lease(api: ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     """GET Lease ``namespace/name``; None if it does not exist.
 
@@ -247,9 +282,11 @@ async def read_lease(api: ApiClient, namespace: str, name: str) -> dict[str, Any
 
 
 async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
-                      duration_s: int) -> dict[str, Any]:
+                      duration_s: int, owner: dict[str, Any] | None = None
+                      ) -> dict[str, Any]:
     """Create Lease ``namespace/name`` or set its ``renewTime`` to now, held by ``holder`` for
-    ``duration_s`` seconds; returns the Lease as stored.
+    ``duration_s`` seconds; ``owner`` (an owner reference) is set when it is created. Returns
+    the Lease as stored.
 
     Raises:
         ApiException: the Lease could not be read or written (409 when two writers race).
@@ -265,7 +302,9 @@ async def renew_lease(api: ApiClient, namespace: str, name: str, holder: str,
             raise
         spec["acquireTime"] = now
         return await _raw(coordination.create_namespaced_lease(
-            namespace, {"metadata": {"name": name, "namespace": namespace}, "spec": spec},
+            namespace, {"metadata": {"name": name, "namespace": namespace,
+                                     **({"ownerReferences": [owner]} if owner else {})},
+                        "spec": spec},
             _preload_content=False))
     current["spec"] = {**(current.get("spec") or {}), **spec}
     return await _raw(coordination.replace_namespaced_lease(

@@ -34,6 +34,7 @@ from kubedra.api.names import (
 from kubedra.api.resource import (
     Condition,
     CounterSet,
+    Device,
     DeviceAttribute,
     DeviceCapacity,
     DeviceCounterConsumption,
@@ -206,6 +207,21 @@ class DeviceAllocation(KubeModel):
     request: str
 
 
+class RetainedDevices(KubeModel):
+    """Devices that claims hold, as last published, kept while the pool is withdrawn.
+
+    The operator writes this when it withdraws a pool (the agent's Lease expired) whose devices
+    claims still hold: the devices, every other device consuming the same counter sets, and
+    those counter sets. When the pool is published again without them (the agent came back
+    without a MIG partition, say), the held ones are published from here, tainted, so that the
+    scheduler keeps counting their counters — across an operator restart or a leader change,
+    since the record is in the API, not in memory. Cleared once the pool is published again.
+    """
+
+    devices: list[Device] = Field(default_factory=list)
+    shared_counters: list[CounterSet] = Field(default_factory=list)
+
+
 class DeviceInventoryStatus(KubeModel):
     """Status: ``discovered`` by the agent, the rest by the operator."""
 
@@ -219,6 +235,12 @@ class DeviceInventoryStatus(KubeModel):
     device_count: int | None = Field(default=None, description="Devices published.")
     allocated_count: int | None = Field(default=None, description="Devices held by claims.")
     allocations: list[DeviceAllocation] | None = None
+    retained: RetainedDevices | None = Field(
+        default=None, json_schema_extra={"x-kubedra-free-form": True},
+        description="Devices claims hold, kept while the pool is withdrawn (written by the "
+                    "operator; its schema is the operator's, not checked at admission: a "
+                    "second copy of the device schema's CEL rules would exceed the CRD's "
+                    "validation cost budget).")
 
 
 class DeviceInventory(KubeModel):
@@ -239,6 +261,12 @@ class DiscoveryResult(KubeModel):
     counter_sets: list[CounterSet] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)
 
+
+HELD_DEVICES_FINALIZER = "kubedra.io/held-devices"
+"""The operator's finalizer on every DeviceInventory: a deleted inventory stays (its held
+devices published, tainted, so their counters stay counted) until no claim holds a device of
+its pool; then the operator removes the finalizer and the garbage collector deletes the slices
+through their owner reference (the pattern of kubernetes.io/pvc-protection)."""
 
 AGENT_LEASE_PREFIX = "kubedra-agent-"
 

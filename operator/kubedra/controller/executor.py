@@ -53,6 +53,15 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         return  # the garbage collector deletes the slices through their owner reference
     inputs = await _inventory_inputs(state, raw)
     decision = decide_inventory(inputs)
+    if decision.release:
+        state.pools.pop(name, None)
+        await kube.apply_inventory_finalizer(state.api, name, False, OPERATOR_FIELD_MANAGER)
+        return
+    if not inputs.finalized and not inputs.deleting:
+        await kube.apply_inventory_finalizer(state.api, name, True, OPERATOR_FIELD_MANAGER)
+    if decision.withdrawn and decision.retained is not None:
+        # what keeps the held devices must be in the API before their slices go
+        await _write_status(state, inputs, decision)
     for current in decision.delete:
         await _write(state, name, "delete", current.metadata.name or "",
                      resource_version=current.metadata.resource_version)
@@ -69,13 +78,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         state.hold_downs[name] = held_until  # the tick queues the inventory again then
     else:
         state.hold_downs.pop(name, None)
-    reports_existing = not decision.ok and not decision.withdrawn
-    slices_now = state.overlay.merge(name, state.view.slices_of(name)) if reports_existing \
-        else []
-    status = inventory_status(inputs, decision, timestamp(utcnow()), slices_now)
-    if status_changed(raw, status):
-        state.inventory_overlay.record(name, await kube.apply_inventory_status(
-            state.api, name, status.to_api(), OPERATOR_FIELD_MANAGER))
+    await _write_status(state, inputs, decision)
     key = ("DeviceInventory", name)
     announced, event = inventory_event(inputs, decision, state.announced.get(key))
     if announced is not None:
@@ -85,6 +88,19 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
                               message=event.message, component=OPERATOR_COMPONENT)
     if decision.retry:
         raise Retry(decision.message)
+
+
+async def _write_status(state: OperatorState, inputs: InventoryInputs,
+                        decision: InventoryDecision) -> None:
+    """Apply the operator's part of the inventory's status, if any field changed."""
+    name = inputs.name
+    reports_existing = not decision.ok and not decision.withdrawn
+    slices_now = state.overlay.merge(name, state.view.slices_of(name)) if reports_existing \
+        else []
+    status = inventory_status(inputs, decision, timestamp(utcnow()), slices_now)
+    if status_changed(inputs.raw, status):
+        state.inventory_overlay.record(name, await kube.apply_inventory_status(
+            state.api, name, status.to_api(), OPERATOR_FIELD_MANAGER))
 
 
 async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> InventoryInputs:
@@ -111,8 +127,8 @@ async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> Invent
         rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))
                 if other],
         uses=view.uses_of(driver, pool),
-        remembered=state.last_published.get((driver, pool)),
-        now=utcnow(), hold_down=state.settings.health_hold_down)
+        now=utcnow(), hold_down=state.settings.health_hold_down,
+        node_exists=view.node_exists(node) if node else True)
 
 
 async def _publish(state: OperatorState, name: str, decision: InventoryDecision
@@ -130,7 +146,6 @@ async def _publish(state: OperatorState, name: str, decision: InventoryDecision
                 state.overlay.discard(name, write.name)
             return decision.publish_failed(write, kube.api_error_message(err),
                                            retry=_retryable(err))
-    state.last_published[(pool.driver, pool.name)] = pool
     if plan.writes:
         log.info("published", inventory=name, pool=pool.name, generation=plan.pool.generation,
                  slices=len(plan.slice_names), writes=len(plan.writes))

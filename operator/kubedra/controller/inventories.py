@@ -5,22 +5,33 @@ Order of decisions (:func:`decide_inventory`):
 
 1. The inventory must parse; otherwise ``Ready=False`` (``InvalidInventory``) naming the field,
    and the slices already published stay as they are.
-2. A node-local inventory whose agent has reported (``status.discovered`` is set) is published
+2. A node-local inventory whose Node does not exist is not published (``NodeNotFound``, a
+   Warning Event): its slices would name a node no pod can run on, and an inventory typed
+   with a wrong node name must not look published. Its held devices are kept as in 3.
+3. A node-local inventory whose agent has reported (``status.discovered`` is set) is published
    only while the agent's Lease is live; when it expires the pool is withdrawn (its slices are
    deleted, as the kubelet also does for a driver that went away) and ``Published=False``
    (``AgentLeaseExpired``); it comes back when the Lease is renewed. A node-local inventory
    with neither declared devices nor a report waits for its agent (``WaitingForAgent``) rather
    than publishing an empty pool.
-3. The pool is built (:func:`kubedra.publishing.pool.build_pool`): what the API server would
+4. The pool is built (:func:`kubedra.publishing.pool.build_pool`): what the API server would
    refuse costs only its own device (or a counter set and the devices consuming it), which is
    left out; the Published reason is then ``DevicesLeftOut`` (still published), naming each
    and why. A pool with no device at all is ``EmptyPool`` (still published), naming the
    agent's discovery backend and its settings. Both post a Warning Event.
-4. Of the inventories naming one pool, the one created first publishes it; the others
+5. Of the inventories naming one pool, the one created first publishes it; the others
    withdraw theirs (``PoolConflict``).
-5. Devices that claims hold stay published, tainted, though the inventory dropped them
+6. Devices that claims hold stay published, tainted, though the inventory dropped them
    (:func:`kubedra.publishing.pool.keep_allocated_devices`); the planned slice writes are made
-   in order (deletes, updates, creates). An API error makes it ``PublishFailed``
+   in order (deletes, updates, creates).
+
+Nothing of this lives only in the operator's memory, so an operator restart or a leader
+change cannot free a held device's counters: a dropped device is kept from the published
+slices; while a pool is withdrawn its held devices are kept in ``status.retained``
+(:func:`retained_devices`); a deleted inventory stays, held by the finalizer
+:data:`~kubedra.api.inventory.HELD_DEVICES_FINALIZER`, publishing only its held devices until
+no claim holds one (then ``release``: the finalizer goes, the garbage collector deletes the
+slices). An API error makes it ``PublishFailed``
    (:meth:`InventoryDecision.publish_failed`), retried with back-off when retrying can help.
 
 The status (:func:`inventory_status`) and the Event (:func:`inventory_event`) follow from the
@@ -38,13 +49,22 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from kubedra.api.inventory import (
+    HELD_DEVICES_FINALIZER,
     DeviceAllocation,
     DeviceInventory,
     DeviceInventoryStatus,
     InventoryDevice,
+    RetainedDevices,
     agent_lease_name,
 )
-from kubedra.api.resource import Condition, OwnerReference, ResourcePool, ResourceSlice
+from kubedra.api.resource import (
+    Condition,
+    CounterSet,
+    Device,
+    OwnerReference,
+    ResourcePool,
+    ResourceSlice,
+)
 from kubedra.api.time import timestamp
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.leases import LeaseState
@@ -61,7 +81,7 @@ from kubedra.publishing.sync import SliceWrite, SyncPlan, plan_sync
 
 Reason = Literal["SlicesPublished", "DevicesLeftOut", "EmptyPool", "InvalidInventory",
                  "AgentLeaseExpired", "WaitingForAgent",
-                 "PoolConflict", "PublishFailed"]
+                 "PoolConflict", "PublishFailed", "Released", "NodeNotFound"]
 """Reasons of the ``Published`` condition (``Ready`` says ``Published`` when it is True)."""
 
 PUBLISHED: frozenset[str] = frozenset({"SlicesPublished", "DevicesLeftOut", "EmptyPool"})
@@ -88,9 +108,9 @@ class InventoryInputs:
         namespace: the operator's namespace (where agent Leases live).
         rivals: the raw inventories that name the same pool (this one may be among them).
         uses: the allocated devices of the pool, with their claims.
-        remembered: the pool as last published under this (driver, pool), or None.
         now: the current time (for hold-downs; None: the clock's).
         hold_down: seconds a recovered device stays tainted (``health_hold_down``).
+        node_exists: whether the Node of a node-local inventory exists (True for others).
     """
 
     raw: Mapping[str, Any]
@@ -99,14 +119,24 @@ class InventoryInputs:
     namespace: str
     rivals: Sequence[Mapping[str, Any]] = ()
     uses: Sequence[ClaimUse] = ()
-    remembered: DesiredPool | None = None
     now: datetime | None = None
     hold_down: float = 0.0
+    node_exists: bool = True
 
     @property
     def name(self) -> str:
         """The inventory's name."""
         return str(self.raw["metadata"]["name"])
+
+    @property
+    def deleting(self) -> bool:
+        """Whether the inventory is being deleted (it has a deletionTimestamp)."""
+        return bool(self.raw["metadata"].get("deletionTimestamp"))
+
+    @property
+    def finalized(self) -> bool:
+        """Whether the inventory carries the operator's finalizer."""
+        return HELD_DEVICES_FINALIZER in (self.raw["metadata"].get("finalizers") or [])
 
 
 @dataclass(frozen=True)
@@ -124,6 +154,12 @@ class InventoryDecision:
         withdrawn: the pool's slices are (being) deleted.
         forget: this inventory publishes nothing (it lost a pool conflict).
         retry: an API error that retrying may fix (the executor signals a retry).
+        retained: what ``status.retained`` becomes (see :func:`retained_devices`); None
+            clears it, unless ``keep_retained``.
+        keep_retained: leave ``status.retained`` as it is (the pool was neither published
+            nor withdrawn).
+        release: the inventory is being deleted and no claim holds a device of its pool:
+            remove the finalizer, write nothing else.
     """
 
     reason: Reason
@@ -136,6 +172,9 @@ class InventoryDecision:
     withdrawn: bool = False
     forget: bool = False
     retry: bool = False
+    retained: RetainedDevices | None = None
+    keep_retained: bool = False
+    release: bool = False
 
     @property
     def ok(self) -> bool:
@@ -145,6 +184,7 @@ class InventoryDecision:
     def publish_failed(self, write: SliceWrite, error: str, *, retry: bool) -> InventoryDecision:
         """The decision after the API refused ``write`` with ``error``."""
         return dataclasses.replace(self, reason="PublishFailed", retry=retry, draining={},
+                                   keep_retained=True,
                                    message=f"{write.verb} ResourceSlice {write.name}: {error}")
 
 
@@ -178,23 +218,34 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
     try:
         inventory = DeviceInventory.from_api(inputs.raw)
     except ValidationError as err:
-        return InventoryDecision("InvalidInventory", validation_field(err))
+        return InventoryDecision("InvalidInventory", validation_field(err), keep_retained=True)
     name = inputs.name
+    if inputs.deleting and not inputs.uses:
+        return InventoryDecision("Released", "deleted, and no claim holds a device of its pool",
+                                 release=True)
     health = {d.name: (d.health, d.health_message) for d in inventory_devices(inventory)}
     node = inventory.spec.node_name
     has_agent = bool(inventory.status and inventory.status.discovered is not None)
+    if node and not inputs.node_exists:
+        return InventoryDecision(
+            "NodeNotFound", f"node {node} does not exist; pool {pool_name(inventory)} is not "
+                            "published until it does",
+            delete=tuple(inputs.existing), pool=build_pool(inventory), health=health,
+            withdrawn=True, retained=retained_devices(inputs, inventory))
     if node and has_agent and inputs.lease != "live":
         return InventoryDecision(
             "AgentLeaseExpired",
             f"agent Lease {inputs.namespace}/{agent_lease_name(node)} of node {node} is not "
             f"renewed; pool {pool_name(inventory)} withdrawn until the agent returns",
             delete=tuple(inputs.existing), pool=build_pool(inventory), health=health,
-            withdrawn=True)
+            withdrawn=True, retained=retained_devices(inputs, inventory))
     if node and not has_agent and not inventory.spec.devices:
         return InventoryDecision(
             "WaitingForAgent", f"no devices declared and the node agent of {node} has not "
                                "reported yet; nothing is published")
     pool = build_pool(inventory, now=inputs.now, hold_down=inputs.hold_down)
+    if inputs.deleting:  # only the held devices stay, tainted, until released
+        pool = dataclasses.replace(pool, devices=[], counter_sets=[], disabled={})
     owner = pool_owner(inputs)
     if owner != name:
         return InventoryDecision(
@@ -202,7 +253,7 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
                             f"DeviceInventory {owner}, created earlier; this inventory publishes "
                             "nothing while that one exists",
             delete=tuple(inputs.existing), withdrawn=True, forget=True)
-    pool, draining = _keep_held(inputs, pool)
+    pool, draining = _keep_held(inputs, inventory, pool)
     plan = plan_sync(name, _owner_reference(inventory), pool, split_pool(pool),
                      list(inputs.existing), _published_generation(inventory, pool))
     message = _published_message(inventory, pool, plan, draining)
@@ -242,17 +293,45 @@ def empty_pool_message(inventory: DeviceInventory) -> str:
             f"devices ({'; '.join(filters)}), and spec.devices declares none")
 
 
-def _keep_held(inputs: InventoryInputs, pool: DesiredPool) -> tuple[DesiredPool, dict[str, str]]:
-    """The pool with the devices claims hold kept (from the last publication, remembered
-    across a withdrawal or the inventory's deletion, else from the slices)."""
+def _keep_held(inputs: InventoryInputs, inventory: DeviceInventory, pool: DesiredPool
+               ) -> tuple[DesiredPool, dict[str, str]]:
+    """The pool with the devices claims hold kept (as the slices publish them, else as
+    ``status.retained`` kept them across a withdrawal)."""
+    previous, previous_sets = _published_before(inputs, inventory)
+    return keep_allocated_devices(pool, {u.device for u in inputs.uses}, previous,
+                                  previous_sets,
+                                  dropped="deleted" if inputs.deleting else "gone")
+
+
+def _published_before(inputs: InventoryInputs, inventory: DeviceInventory
+                      ) -> tuple[list[Device], list[CounterSet]]:
+    """Devices and counter sets as published before: the slices first, then
+    ``status.retained`` (the first of each name)."""
+    retained = inventory.status.retained if inventory.status else None
+    devices = [d for s in inputs.existing for d in s.spec.devices or []]
+    sets = [c for s in inputs.existing for c in s.spec.shared_counters or []]
+    if retained is not None:
+        devices += retained.devices
+        sets += retained.shared_counters
+    return _first_by_name(devices), _first_by_name(sets)
+
+
+def retained_devices(inputs: InventoryInputs, inventory: DeviceInventory
+                     ) -> RetainedDevices | None:
+    """What ``status.retained`` keeps of a pool being withdrawn: the held devices as
+    published before (:func:`_published_before`), every device consuming a counter set they
+    consume, and those counter sets — what :func:`keep_allocated_devices` needs to publish
+    them again. None when no claim holds a device of the pool."""
     held = {u.device for u in inputs.uses}
-    previous = [d for s in inputs.existing for d in s.spec.devices or []]
-    previous_sets = [c for s in inputs.existing for c in s.spec.shared_counters or []]
-    if inputs.remembered is not None:
-        previous = [*inputs.remembered.devices, *previous]
-        previous_sets = [*inputs.remembered.counter_sets, *previous_sets]
-    return keep_allocated_devices(pool, held, _first_by_name(previous),
-                                  _first_by_name(previous_sets))
+    devices, sets = _published_before(inputs, inventory)
+    kept = [d for d in devices if d.name in held]
+    if not kept:
+        return None
+    used = {c.counter_set for d in kept for c in d.consumes_counters or []}
+    sharing = [d for d in devices if d.name not in held
+               and used & {c.counter_set for c in d.consumes_counters or []}]
+    return RetainedDevices(devices=sorted([*kept, *sharing], key=lambda d: d.name),
+                           shared_counters=[c for c in sets if c.name in used])
 
 
 def _first_by_name(items: list[Any]) -> list[Any]:
@@ -277,7 +356,8 @@ def _published_generation(inventory: DeviceInventory, pool: DesiredPool) -> int:
 
 def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: SyncPlan,
                        draining: Mapping[str, str]) -> str:
-    message = (f"{_count(len(pool.devices), 'device')} in "
+    message = ("DeviceInventory is being deleted; " if inventory.metadata.deletion_timestamp
+               else "") + (f"{_count(len(pool.devices), 'device')} in "
                f"{_count(len(plan.slice_names), 'ResourceSlice')} "
                f"(pool {pool.name}, generation {plan.pool.generation})")
     unhealthy = [d.name for d in inventory_devices(inventory) if d.health == "Unhealthy"]
@@ -323,6 +403,10 @@ def inventory_status(inputs: InventoryInputs, decision: InventoryDecision, now: 
     status = DeviceInventoryStatus(conditions=conditions, observed_generation=generation,
                                    allocations=allocations,
                                    allocated_count=len({a.device for a in allocations}))
+    if decision.keep_retained:
+        status.retained = _current_retained(current)
+    else:
+        status.retained = decision.retained
     if decision.plan is not None and decision.ok:
         status.pool = decision.plan.pool
         status.slices = decision.plan.slice_names
@@ -337,6 +421,14 @@ def inventory_status(inputs: InventoryInputs, decision: InventoryDecision, now: 
         if "pool" in current and existing:
             status.pool = ResourcePool.from_api(current["pool"])
     return status
+
+
+def _current_retained(current: Mapping[str, Any]) -> RetainedDevices | None:
+    """``status.retained`` as it is, or None when absent or unreadable."""
+    try:
+        return RetainedDevices.from_api(current["retained"]) if current.get("retained") else None
+    except ValidationError:
+        return None
 
 
 def status_changed(raw: Mapping[str, Any], status: DeviceInventoryStatus) -> bool:

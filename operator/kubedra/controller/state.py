@@ -93,6 +93,10 @@ class ClusterView:
         """All inventory names."""
         return list(self.inventories)
 
+    def node_exists(self, name: str) -> bool:
+        """Whether Node ``name`` exists."""
+        return name in self.nodes
+
     def inventories_on_node(self, node_name: str) -> list[str]:
         """Names of the node-local inventories of ``node_name``."""
         return list(self.node_inventories.get(node_name, ()))
@@ -262,10 +266,6 @@ class OperatorState:
     inventory_overlay: StatusOverlay[str] = field(default_factory=StatusOverlay)
     pools: dict[str, PublishedPool] = field(default_factory=dict)
     """Inventory name → what it last published."""
-    last_published: dict[tuple[str, str], DesiredPool] = field(default_factory=dict)
-    """(driver, pool) → the pool as last published; kept when the pool is withdrawn or its
-    inventory deleted, so that devices claims still hold can be published again (in memory
-    only: an operator restart in such a window loses it)."""
     announced: dict[tuple[str, str], str] = field(default_factory=dict)
     """(kind, key) → last Event reason+message posted, so Events mark transitions only."""
     lease_states: dict[str, str] = field(default_factory=dict)

@@ -155,8 +155,12 @@ def _inventory_changed(state: OperatorState) -> None:
 @kopf.on.event(*resources.NODES, registry=resources.registry)
 async def on_node(name: str, type: str | None, labels: kopf.Labels, memo: Any,
                   **kwargs: Any) -> None:
-    """A node changed: explanations change only when its labels did (heartbeats do not)."""
+    """A node changed: explanations change only when its labels did (heartbeats do not); its
+    inventories are reconciled when it comes or goes (``NodeNotFound``)."""
     state = _state(memo, kwargs)
+    if type in (None, "ADDED", "DELETED"):
+        for inventory in state.view.inventories_on_node(name):
+            state.inventory_queue.add(inventory)
     if state.explain.node_changed(name, None if type == "DELETED" else labels):
         _explain_again(state)
 

@@ -102,10 +102,13 @@ class Agent:
         return pool_name(self.inventory) if self.inventory else self.node_name
 
     async def ensure_inventory(self) -> DeviceInventory:
-        """Read the agent's inventory, creating it for this node and driver if missing."""
+        """Read the agent's inventory, creating it for this node and driver if missing, owned
+        by the Node (deleted with it by the garbage collector)."""
         raw = await kube.get_inventory(self.api, self.name)
         if raw is None:
-            body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": self.name},
+            owner = await self.node_owner()
+            metadata = {"name": self.name, **({"ownerReferences": [owner]} if owner else {})}
+            body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata,
                     "spec": {"driver": self.settings.driver, "nodeName": self.node_name}}
             try:
                 raw = await kube.create_inventory(self.api, body)
@@ -167,14 +170,30 @@ class Agent:
                 log.warning("the API server is unreachable; will retry", error=str(err))
             await asyncio.sleep(self.settings.rescan_interval)
 
+    async def node_owner(self) -> dict[str, Any] | None:
+        """An owner reference to this agent's Node, or None when it cannot be read now (the
+        Lease is renewed without one rather than not at all)."""
+        try:
+            return await kube.node_owner_reference(self.api, self.node_name)
+        except ApiException as err:
+            log.warning("reading the Node failed", node=self.node_name,
+                        error=kube.api_error_message(err))
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            log.warning("reading the Node failed: the API server is unreachable",
+                        node=self.node_name, error=str(err))
+        return None
+
     async def run_lease(self) -> None:
-        """Renew the agent Lease three times per lease duration, forever."""
+        """Renew the agent Lease three times per lease duration, forever; the Lease is owned by
+        the Node (deleted with it by the garbage collector)."""
         name = agent_lease_name(self.node_name)
+        owner: dict[str, Any] | None = None
         while True:
             try:
+                owner = owner or await self.node_owner()
                 self.lease = await kube.renew_lease(
                     self.api, self.settings.namespace, name, self.node_name,
-                    self.settings.lease_duration)
+                    self.settings.lease_duration, owner)
             except ApiException as err:
                 log.warning("lease renewal failed", lease=name,
                             error=kube.api_error_message(err))

@@ -221,7 +221,7 @@ DRAINING_TAINT_KEY = "kubedra.io/draining"
 
 
 def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: Sequence[Device],
-                           previous_counter_sets: Sequence[CounterSet]
+                           previous_counter_sets: Sequence[CounterSet], *, dropped: str = "gone"
                            ) -> tuple[DesiredPool, dict[str, str]]:
     """Keep publishing devices that claims still hold, though the inventory dropped them.
 
@@ -240,9 +240,12 @@ def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: Sequence
         held: names of this pool's devices that allocated claims hold.
         previous: the devices last published in this pool (where dropped devices come from).
         previous_counter_sets: the counter sets last published in this pool.
+        dropped: why a held device missing from the pool is kept (the taint's value):
+            ``gone`` (no longer reported) or ``deleted`` (its inventory is being deleted).
 
     Returns:
-        The pool with those devices added, and device name → ``disabled`` or ``gone`` for each.
+        The pool with those devices added, and device name → ``disabled`` or ``dropped`` for
+        each.
     """
     published = {d.name for d in pool.devices}
     missing = held - published
@@ -257,7 +260,7 @@ def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: Sequence
         device = pool.disabled.get(name) or before.get(name)
         if device is None:
             continue
-        reason = "disabled" if name in pool.disabled else "gone"
+        reason = "disabled" if name in pool.disabled else dropped
         taints = [t for t in device.taints or [] if t.key != DRAINING_TAINT_KEY]
         taints.append(DeviceTaint(key=DRAINING_TAINT_KEY, value=reason, effect="NoSchedule"))
         devices[name] = device.model_copy(update={"taints": taints})

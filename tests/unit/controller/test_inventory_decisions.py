@@ -319,3 +319,65 @@ def test_publish_failed_event_is_a_warning() -> None:
         SliceWrite("create", "node-1-gpu-00000"), "the server is busy", retry=True)
     assert inventory_event(PUBLISHED, decision, None)[1] == Event(
         "Warning", "PublishFailed", "create ResourceSlice node-1-gpu-00000: the server is busy")
+
+
+def test_a_withdrawal_keeps_the_held_devices_in_the_status() -> None:
+    """What keeps a held device published through a withdrawal is written to the API."""
+    withdrawn = inputs(raw_inventory(), lease="expired", existing=EXISTING, uses=[use("gpu-1")])
+    decision = decide_inventory(withdrawn)
+    assert decision.retained is not None
+    assert [d.name for d in decision.retained.devices] == ["gpu-1"]
+    status = inventory_status(withdrawn, decision, NOW)
+    assert status.to_api()["retained"] == {"devices": [
+        {"name": "gpu-1", "attributes": {"index": {"int": 1}}}], "sharedCounters": []}
+    # the slices are gone and the agent returns without gpu-1: kept from status.retained
+    back = inputs(raw_inventory(devices=1, status={"retained": status.to_api()["retained"]}),
+                  uses=[use("gpu-1")])
+    published = decide_inventory(back)
+    assert published.draining == {"gpu-1": "gone"}
+    assert "retained" not in inventory_status(back, published, NOW).to_api()
+
+
+def test_a_withdrawal_with_nothing_held_keeps_nothing() -> None:
+    decision = decide_inventory(inputs(raw_inventory(), lease="expired", existing=EXISTING))
+    assert decision.retained is None
+
+
+def test_a_failed_or_invalid_decision_leaves_the_retained_devices() -> None:
+    kept = {"devices": [{"name": "gpu-1"}], "sharedCounters": []}
+    raw = raw_inventory(declared=[{"name": "Not_A_Label"}], status={"retained": kept})
+    given = inputs(raw)
+    assert inventory_status(given, decide_inventory(given), NOW).to_api()["retained"] == kept
+
+
+def test_a_deleted_inventory_is_released_when_nothing_is_held() -> None:
+    raw = raw_inventory()
+    raw["metadata"]["deletionTimestamp"] = NOW
+    decision = decide_inventory(inputs(raw, existing=EXISTING))
+    assert (decision.reason, decision.release, decision.plan) == ("Released", True, None)
+
+
+def test_a_deleted_inventory_publishes_only_its_held_devices() -> None:
+    raw = raw_inventory()
+    raw["metadata"]["deletionTimestamp"] = NOW
+    given = inputs(raw, existing=EXISTING, uses=[use("gpu-1")])
+    assert given.deleting
+    decision = decide_inventory(given)
+    assert decision.pool is not None
+    assert [d.name for d in decision.pool.devices] == ["gpu-1"]
+    assert decision.draining == {"gpu-1": "deleted"}
+    assert decision.message == (
+        "DeviceInventory is being deleted; 1 device in 1 ResourceSlice (pool node-1, "
+        "generation 1); still allocated, so kept published with a NoSchedule taint until "
+        "released: gpu-1 (deleted)")
+
+
+def test_an_inventory_of_a_missing_node_is_withdrawn_and_keeps_its_held_devices() -> None:
+    decision = decide_inventory(inputs(raw_inventory(), existing=EXISTING, node_exists=False,
+                                       uses=[use("gpu-0")]))
+    assert (decision.reason, decision.message) == (
+        "NodeNotFound", "node node-1 does not exist; pool node-1 is not published until it does")
+    assert decision.withdrawn
+    assert [s.metadata.name for s in decision.delete] == ["node-1-gpu-00000"]
+    assert decision.retained is not None
+    assert [d.name for d in decision.retained.devices] == ["gpu-0"]

@@ -36,6 +36,9 @@ async def test_lease_loop_retries_when_the_api_server_is_unreachable(
     renewed = asyncio.Event()
     calls: list[tuple[Any, ...]] = []
 
+    async def node_owner_reference(*args: Any) -> None:
+        raise OSError("Connection reset by peer")
+
     async def renew_lease(*args: Any) -> None:
         calls.append(args)
         if len(calls) < 3:
@@ -43,6 +46,7 @@ async def test_lease_loop_retries_when_the_api_server_is_unreachable(
         renewed.set()
 
     monkeypatch.setattr("kubedra.kube.renew_lease", renew_lease)
+    monkeypatch.setattr("kubedra.kube.node_owner_reference", node_owner_reference)
     loop = asyncio.create_task(agent.run_lease())
     await asyncio.wait_for(renewed.wait(), timeout=5)
     loop.cancel()

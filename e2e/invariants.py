@@ -1,0 +1,168 @@
+"""The safety invariants of kubedra on a live cluster, read from the API (issue 13), for the
+held-device tests and the fault-injection suite.
+
+:func:`violations` lists what is wrong right now; :func:`converged` polls it until nothing is
+(a fault may leave the cluster briefly inconsistent: the invariants hold once it converges,
+except the safety ones, which must never be broken even for a moment — a device in two
+claims or an over-consumed counter is reported by :func:`safety_violations`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+
+from e2e.harness.wait import eventually
+from kubedra.api import inventory as inv
+from kubedra.api.quantity import Quantity
+
+DRIVERS = ("gpu.kubedra.io", "pci.kubedra.io")
+
+
+async def _items(call: Any, *args: Any) -> list[dict[str, Any]]:
+    data = await call(*args, _preload_content=False)
+    body: dict[str, Any] = await data.json()
+    return list(body.get("items") or [])
+
+
+async def cluster_state(api: ApiClient) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                 list[dict[str, Any]]]:
+    """(claims of every namespace, our ResourceSlices, DeviceInventories), raw."""
+    claims = await _items(client.ResourceV1Api(api).list_resource_claim_for_all_namespaces)
+    slices = [s for s in await _items(client.ResourceV1Api(api).list_resource_slice)
+              if s["spec"]["driver"] in DRIVERS]
+    inventories = await _items(client.CustomObjectsApi(api).list_cluster_custom_object,
+                               inv.GROUP, inv.VERSION, inv.PLURAL)
+    return claims, slices, inventories
+
+
+def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return [r for r in (allocation.get("devices") or {}).get("results") or []
+            if r["driver"] in DRIVERS]
+
+
+def current_pools(slices: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(driver, pool) → the slices of the pool's highest generation (what the scheduler
+    uses)."""
+    pools: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for s in slices:
+        pools[(s["spec"]["driver"], s["spec"]["pool"]["name"])].append(s)
+    return {k: [s for s in v if s["spec"]["pool"]["generation"]
+                == max(x["spec"]["pool"]["generation"] for x in v)] for k, v in pools.items()}
+
+
+def safety_violations(claims: list[dict[str, Any]], slices: list[dict[str, Any]]) -> list[str]:
+    """What must never happen, even for a moment: a device in two claims' allocations (no
+    admin access, no shareID), a counter consumed beyond its capacity by allocated devices,
+    or an allocated device missing from its published pool (its counters would be free)."""
+    found: list[str] = []
+    holders = Counter((r["driver"], r["pool"], r["device"]) for c in claims
+                      for r in _results(c) if not r.get("adminAccess") and not r.get("shareID"))
+    found += [f"device {'/'.join(k)} is in {n} claims' allocations"
+              for k, n in holders.items() if n > 1]
+    for (driver, pool), pool_slices in current_pools(slices).items():
+        capacity = {(c["name"], name): Quantity(v["value"]) for s in pool_slices
+                    for c in s["spec"].get("sharedCounters") or []
+                    for name, v in c["counters"].items()}
+        devices = {d["name"]: d for s in pool_slices for d in s["spec"].get("devices") or []}
+        used: dict[tuple[str, str], Quantity] = defaultdict(lambda: Quantity(0))
+        for (d, p, name), _n in holders.items():
+            if (d, p) != (driver, pool):
+                continue
+            device = devices.get(name)
+            if device is None:
+                found.append(f"allocated device {driver}/{pool}/{name} is not published")
+                continue
+            for use in device.get("consumesCounters") or []:
+                for counter, v in use["counters"].items():
+                    used[(use["counterSet"], counter)] += Quantity(v["value"])
+        found += [f"counter {driver}/{pool}/{k[0]}/{k[1]}: {used[k]} used of {capacity.get(k)}"
+                  for k in used if k not in capacity or used[k] > capacity[k]]
+    return found
+
+
+def consistency_violations(slices: list[dict[str, Any]], inventories: list[dict[str, Any]]
+                           ) -> list[str]:
+    """What must hold once the operator has caught up: each Ready inventory's status names
+    exactly its slices, all at the pool generation and count it reports; no slice of ours
+    without an inventory."""
+    found: list[str] = []
+    by_inventory: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in slices:
+        by_inventory[s["metadata"].get("labels", {}).get("kubedra.io/inventory", "")].append(s)
+    names = {i["metadata"]["name"] for i in inventories}
+    found += [f"slice {s['metadata']['name']} has no DeviceInventory {owner!r}"
+              for owner, ss in by_inventory.items() if owner not in names for s in ss]
+    for i in inventories:
+        status = i.get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+        if not ready or ready["status"] != "True":
+            continue
+        mine = by_inventory.get(i["metadata"]["name"], [])
+        name = i["metadata"]["name"]
+        if sorted(s["metadata"]["name"] for s in mine) != sorted(status.get("slices") or []):
+            found.append(f"{name}: slices {sorted(s['metadata']['name'] for s in mine)} != "
+                         f"status.slices {status.get('slices')}")
+        pool = status.get("pool") or {}
+        wrong = [s["metadata"]["name"] for s in mine if s["spec"]["pool"] != pool]
+        if wrong or (mine and pool.get("resourceSliceCount") != len(mine)):
+            found.append(f"{name}: slices {wrong or len(mine)} disagree with pool {pool}")
+    return found
+
+
+def claim_status_violations(claims: list[dict[str, Any]], inventories: list[dict[str, Any]]
+                            ) -> list[str]:
+    """Every allocated device of a pool a Ready inventory publishes has a ``status.devices``
+    entry with a ``Ready`` condition (the operator's), and no inventory lost its status."""
+    found = [f"DeviceInventory {i['metadata']['name']} has no status.conditions"
+             for i in inventories if not (i.get("status") or {}).get("conditions")]
+    ready_pools = set()
+    for i in inventories:
+        status = i.get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+        if ready and ready["status"] == "True" and status.get("pool"):
+            ready_pools.add((i["spec"]["driver"], status["pool"]["name"]))
+    for c in claims:
+        entries = {(d["driver"], d["pool"], d["device"]): d
+                   for d in (c.get("status") or {}).get("devices") or []}
+        for r in _results(c):
+            key = (r["driver"], r["pool"], r["device"])
+            if (key[0], key[1]) not in ready_pools:
+                continue
+            conditions = (entries.get(key) or {}).get("conditions") or []
+            if not any(x["type"] == "Ready" for x in conditions):
+                found.append(f"claim {c['metadata']['namespace']}/{c['metadata']['name']}: "
+                             f"no Ready condition for {'/'.join(key)}")
+    return found
+
+
+async def violations(api: ApiClient) -> list[str]:
+    """Every invariant broken now (safety, consistency, claim and inventory status)."""
+    claims, slices, inventories = await cluster_state(api)
+    return (safety_violations(claims, slices) + consistency_violations(slices, inventories)
+            + claim_status_violations(claims, inventories))
+
+
+async def converged(api: ApiClient, *, timeout: float = 60.0) -> float:
+    """Wait until no invariant is broken; the seconds it took.
+
+    Raises:
+        AssertionError: still broken after ``timeout`` seconds (the message lists what).
+    """
+    start = time.monotonic()
+    seen: list[str] = []
+
+    async def clean() -> bool:
+        seen[:] = await violations(api)
+        return not seen
+    try:
+        await eventually(clean, timeout=timeout, interval=0.5, what="every invariant to hold")
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {seen}") from None
+    return time.monotonic() - start

@@ -1,0 +1,168 @@
+"""Least privilege, proven on the API server (issue 13, item 5): what each kubedra
+ServiceAccount may do, as the API server itself lists it (SelfSubjectRulesReview under the
+account's own token), equals the table below — nothing more; and the node agent's files
+(plugin sockets, checkpoint) are not writable by other users."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiException
+
+from e2e.harness.kubedra import NAMESPACE, Kubedra
+from e2e.harness.wait import eventually
+from kubedra.kube import make_api_client
+
+pytestmark = pytest.mark.cluster
+
+INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
+
+Rule = tuple[str, str, str, str]
+"""(API group, resource, verb, resource name or "")."""
+
+DEFAULT: set[Rule] = {
+    ("authentication.k8s.io", "selfsubjectreviews", "create", ""),
+    ("authorization.k8s.io", "selfsubjectaccessreviews", "create", ""),
+    ("authorization.k8s.io", "selfsubjectrulesreviews", "create", ""),
+    ("certificates.k8s.io", "clustertrustbundles", "get", ""),
+    ("certificates.k8s.io", "clustertrustbundles", "list", ""),
+    ("certificates.k8s.io", "clustertrustbundles", "watch", ""),
+}
+"""What every authenticated user may do (system:basic-user, and reading the cluster's public
+trust bundles)."""
+
+
+def _rules(group: str, resources: str, verbs: str, names: str = "") -> set[Rule]:
+    return {(group, r, v, n) for r in resources.split() for v in verbs.split()
+            for n in (names.split() or [""])}
+
+
+EXPECTED: dict[str, set[Rule]] = {
+    "kubedra-operator": DEFAULT
+    | _rules("kubedra.io", "deviceinventories", "get list watch patch")
+    | _rules("kubedra.io", "deviceinventories/status", "get patch")
+    | _rules("resource.k8s.io", "resourceslices", "get list watch create update delete")
+    | _rules("resource.k8s.io", "resourceclaims", "get list watch")
+    | _rules("resource.k8s.io", "resourceclaims/status", "patch")
+    | _rules("resource.k8s.io", "resourceclaims/driver", "arbitrary-node:patch",
+             "gpu.kubedra.io pci.kubedra.io")
+    | _rules("resource.k8s.io", "deviceclasses devicetaintrules", "list watch")
+    | _rules("", "nodes pods", "list watch")
+    | _rules("", "events", "create")
+    | _rules("coordination.k8s.io", "leases", "get list watch"),
+    "kubedra-agent": DEFAULT
+    | _rules("kubedra.io", "deviceinventories", "get create")
+    | _rules("kubedra.io", "deviceinventories/status", "patch")
+    | _rules("resource.k8s.io", "resourceclaims", "get")
+    | _rules("resource.k8s.io", "resourceclaims/status", "patch")
+    | _rules("resource.k8s.io", "resourceclaims/driver", "associated-node:patch",
+             "gpu.kubedra.io pci.kubedra.io")
+    | _rules("", "events", "create")
+    | _rules("", "nodes", "get")
+    | _rules("coordination.k8s.io", "leases", "get create update"),
+}
+"""Everything each ServiceAccount may do in the operator's namespace and cluster-wide. Notably
+absent: Secrets, ConfigMaps, pods/exec, anything on ResourceClaim allocations, any write to a
+DeviceInventory's spec by the agent beyond creating its own node's (agent-policy.yaml) or by
+the operator beyond its finalizer (operator-policy.yaml)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _allowed(kubedra: Kubedra, account: str) -> set[Rule]:
+    config = kubedra.plane.kubeconfig_for_service_account(NAMESPACE, account)
+    api = await make_api_client(config)
+    async with api:
+        review = await client.AuthorizationV1Api(api).create_self_subject_rules_review(
+            {"spec": {"namespace": NAMESPACE}})
+    found: set[Rule] = set()
+    for rule in review.status.resource_rules:
+        for group in rule.api_groups or [""]:
+            for resource in rule.resources or []:
+                for verb in rule.verbs:
+                    for name in rule.resource_names or [""]:
+                        found.add((group, resource, verb, name))
+    return found
+
+
+@pytest.mark.parametrize("account", sorted(EXPECTED))
+async def test_each_service_account_may_do_exactly_what_the_table_says(
+        kubedra: Kubedra, account: str) -> None:
+    allowed = await _allowed(kubedra, account)
+    assert sorted(allowed - EXPECTED[account]) == []
+    assert sorted(EXPECTED[account] - allowed) == []
+    assert not any(r[1] in {"secrets", "pods/exec", "configmaps"} or r[2] == "*"
+                   for r in allowed)
+
+
+async def test_agent_files_are_not_writable_by_others_and_its_endpoints_leak_no_token(
+        kubedra: Kubedra) -> None:
+    node = "perm-node"
+    kubedra.add_node(node)
+    port = _free_port()
+    kubedra.start_agent(node, metrics_port=port)
+    try:
+        async def files() -> list[Any] | None:
+            found = [p for p in kubedra.node_dir(node).rglob("*")
+                     if p.name.endswith(".sock")]
+            return found if len(found) == 2 else None
+        sockets = await eventually(files, timeout=60, what="the agent's plugin sockets")
+        checked = [*sockets, *kubedra.node_dir(node).rglob("checkpoint.json"),
+                   *kubedra.node_dir(node).rglob("*.json")]
+        for path in checked:
+            mode = path.stat().st_mode
+            assert not mode & stat.S_IWOTH, f"{path} is world-writable ({oct(mode)})"
+        config = yaml.safe_load(next(kubedra.plane.workdir.glob(
+            f"sa-{NAMESPACE}-kubedra-agent-kubedra-agent-{node}.kubeconfig")).read_text())
+        token = config["users"][0]["user"]["token"]
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
+            for path in ("/metrics", "/healthz"):
+                async with http.get(path) as response:
+                    text = await response.text()
+                    assert response.status == 200
+                    assert token not in text
+                    assert token[:16] not in text
+                    assert "bearer" not in text.lower()
+    finally:
+        kubedra.stop_agent(node)
+
+
+async def test_the_operator_may_only_touch_its_finalizer_on_an_inventory(
+        kubedra: Kubedra) -> None:
+    admin = await make_api_client(kubedra.plane.admin_kubeconfig)
+    async with admin:
+        await client.CustomObjectsApi(admin).create_cluster_custom_object(*INVENTORIES, {
+            "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+            "metadata": {"name": "policy-check"},
+            "spec": {"driver": "pci.kubedra.io", "allNodes": True, "pool": "policy-check",
+                     "devices": [{"name": "dev-0"}]}})
+    config = kubedra.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
+    api = await make_api_client(config)
+    async with api:
+        custom = client.CustomObjectsApi(api)
+        for patch in ({"spec": {"devices": []}}, {"metadata": {"labels": {"x": "y"}}}):
+            with pytest.raises(ApiException) as refused:
+                await custom.patch_cluster_custom_object(
+                    *INVENTORIES, "policy-check", patch,
+                    _content_type="application/merge-patch+json")
+            assert refused.value.status == 403
+            assert "the operator may only add or remove its finalizer" in refused.value.body
+
+        async def finalized() -> bool:
+            obj = await custom.get_cluster_custom_object(*INVENTORIES, "policy-check")
+            return obj["metadata"].get("finalizers") == ["kubedra.io/held-devices"]
+        await eventually(finalized, timeout=60, what="the operator's finalizer")
+    admin = await make_api_client(kubedra.plane.admin_kubeconfig)
+    async with admin:
+        await client.CustomObjectsApi(admin).delete_cluster_custom_object(
+            *INVENTORIES, "policy-check")
