@@ -55,7 +55,8 @@ EXPECTED: dict[str, set[Rule]] = {
     | _rules("resource.k8s.io", "deviceclasses devicetaintrules", "list watch")
     | _rules("", "nodes pods", "list watch")
     | _rules("", "events", "create")
-    | _rules("coordination.k8s.io", "leases", "get list watch"),
+    | _rules("coordination.k8s.io", "leases", "get list watch create")
+    | _rules("coordination.k8s.io", "leases", "update", "kubedra-operator"),
     "kubedra-agent": DEFAULT
     | _rules("kubedra.io", "deviceinventories", "get create")
     | _rules("kubedra.io", "deviceinventories/status", "patch")
@@ -70,7 +71,8 @@ EXPECTED: dict[str, set[Rule]] = {
 """Everything each ServiceAccount may do in the operator's namespace and cluster-wide. Notably
 absent: Secrets, ConfigMaps, pods/exec, anything on ResourceClaim allocations, any write to a
 DeviceInventory's spec by the agent beyond creating its own node's (agent-policy.yaml) or by
-the operator beyond its finalizer (operator-policy.yaml)."""
+the operator beyond its finalizer (operator-policy.yaml), and any Lease update by the operator
+but its own leader-election Lease ``kubedra-operator``."""
 
 
 def _free_port() -> int:
