@@ -284,7 +284,8 @@ async def test_declared_devices_of_a_custom_pool_are_prepared(
     answer = await _prepare(kubedra, node, claim)
     assert answer.error == ""
     assert [(d.pool_name, d.device_name, list(d.cdi_device_ids)) for d in answer.devices] == [
-        ("dx-shard", "nic-0", [f"pci.kubedra.io/claim={uid}-nic-0"])]
+        ("dx-shard", "nic-0", [f"pci.kubedra.io/claim={uid}-nic-0",
+                               f"pci.kubedra.io/metadata={uid}_gpu"])]  # KEP-5304 metadata
     spec = json.loads((kubedra.node_dir(node) / "cdi" / f"pci.kubedra.io-claim_{uid}.json")
                       .read_text())
     assert spec["devices"][0]["containerEdits"] == {"env": ["KUBEDRA_DEVICES=nic-0"]}
