@@ -371,6 +371,13 @@ async def test_upgrade_rolls_the_agent_and_hands_the_lease_to_a_new_replica(
 
 
 async def test_uninstall_leaves_nothing_named_kubedra(install: Install, api: ApiClient) -> None:
+    # the README's order: agents first (nothing recreates an inventory), then the inventories
+    # while the operator runs (it lifts its finalizer kubedra.io/held-devices once no claim
+    # holds a device), then the rest
+    kubectl(install.plane, "delete", "-n", "kubedra-system", "daemonset", "kubedra-agent",
+            "--wait=true", "--timeout=180s")
+    kubectl(install.plane, "delete", "deviceinventories", "--all", "--wait=true",
+            "--timeout=180s")
     kubectl(install.plane, "delete", "-k", str(install.overlay), "--wait=true",
             "--timeout=180s")
 
