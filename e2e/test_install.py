@@ -378,8 +378,8 @@ async def test_uninstall_leaves_nothing_named_kubedra(install: Install, api: Api
             "--wait=true", "--timeout=180s")
     kubectl(install.plane, "delete", "deviceinventories", "--all", "--wait=true",
             "--timeout=180s")
-    kubectl(install.plane, "delete", "-k", str(install.overlay), "--wait=true",
-            "--timeout=180s")
+    kubectl(install.plane, "delete", "-k", str(install.overlay), "--ignore-not-found",
+            "--wait=true", "--timeout=180s")
 
     def named_kubedra() -> list[str]:
         found = kubectl(install.plane, "get", _listable_kinds(install.plane), "-A",
