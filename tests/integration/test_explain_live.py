@@ -15,6 +15,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import ControlPlane
 from kubedra.explain.command import explain_command
+from kubedra.explain.kubectl import Kubectl
 
 pytestmark = pytest.mark.cluster
 
@@ -83,3 +84,36 @@ def test_without_kubectl_the_error_says_so(monkeypatch: pytest.MonkeyPatch,
     assert (result.exit_code, result.output) == (
         1, "Error: kubectl not found on PATH (reading a live cluster needs it; explain from a "
            "dump with --from does not)\n")
+
+
+def test_an_unreachable_api_server_is_named(control_plane: ControlPlane,
+                                            tmp_path: Path) -> None:
+    config = yaml.safe_load(control_plane.admin_kubeconfig.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = "https://127.0.0.1:1"
+    unreachable = tmp_path / "unreachable.kubeconfig"
+    unreachable.write_text(yaml.safe_dump(config))
+
+    result = explain(unreachable, "one-gpu", "-n", "default")
+
+    assert (result.exit_code, result.output) == (
+        1, 'Error: resourceclaim "one-gpu" in namespace "default": cannot reach the API '
+           "server: dial tcp 127.0.0.1:1: connect: connection refused\n")
+
+
+def test_a_kubeconfig_kubectl_cannot_load_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.kubeconfig"
+    result = explain(missing, "one-gpu", "-n", "default")
+    assert (result.exit_code, result.output) == (
+        1, f'Error: resourceclaim "one-gpu" in namespace "default": error: stat {missing}: '
+           "no such file or directory\n")
+
+
+def test_the_proxy_ends_and_its_socket_goes(control_plane: ControlPlane) -> None:
+    proxy = Kubectl(control_plane.admin_kubeconfig).proxy()
+    with proxy:
+        [nodes, missing] = proxy.get(["/api/v1/nodes", "/apis/example.com/v1/nothing"])
+        directory = Path(proxy._directory)
+        assert (nodes["kind"], missing, [p.name for p in directory.iterdir()]) == (
+            "NodeList", None, ["api.sock"])
+    assert (proxy._process.returncode is not None, directory.exists()) == (True, False)

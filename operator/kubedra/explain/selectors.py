@@ -14,6 +14,7 @@ when it agrees with CEL's answer, so an unusual expression is quoted rather than
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -160,6 +161,7 @@ def _attribute_value(attribute: DeviceAttribute) -> Value | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)  # the text of a selector, parsed once per run
 def _reference(text: str) -> Reference | None:
     text = _strip_parens(text)
     if _DRIVER.fullmatch(text):
@@ -172,6 +174,7 @@ def _reference(text: str) -> Reference | None:
     return Reference(kind, _unquote(match["domain"]), ident)
 
 
+@functools.lru_cache(maxsize=1024)  # the text of a selector, parsed once per run
 def _literal(text: str) -> tuple[Value, str] | None:
     """A literal's value and its text as written (``quantity("141Gi")`` → 141Gi)."""
     text = _strip_parens(text)
@@ -311,6 +314,7 @@ def _binary(text: str) -> tuple[str, str, str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)  # the text of a selector, parsed once per run
 def _relation(text: str) -> tuple[str, str, str] | None:
     """(left operand, relation, right operand) of a comparison conjunct."""
     text = _strip_parens(text)
@@ -442,6 +446,11 @@ def _finding(expression: str, conjunct: str, passed: bool, device: DeviceEntry
     return SelectorFinding(expression, conjunct, passed, found, _values(conjunct, device))
 
 
+@functools.lru_cache(maxsize=1024)
+def _conjuncts(expression: str) -> tuple[str, ...]:
+    return tuple(split_conjuncts(expression))
+
+
 def judge(expression: str, device: DeviceEntry) -> SelectorFinding:
     """Why ``expression`` accepts or rejects ``device``: the first false conjunct when it
     rejects, else the whole expression."""
@@ -450,8 +459,8 @@ def judge(expression: str, device: DeviceEntry) -> SelectorFinding:
         return SelectorFinding(expression, expression, None, None, (), error=outcome)
     if outcome:
         return _finding(expression, expression, True, device)
-    for conjunct in split_conjuncts(expression):
-        part = _evaluate(conjunct, device)
+    for conjunct in _conjuncts(expression):
+        part = False if conjunct == expression else _evaluate(conjunct, device)
         if part is False:
             return _finding(expression, conjunct, False, device)
     return _finding(expression, expression, False, device)
