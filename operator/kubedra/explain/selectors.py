@@ -279,11 +279,20 @@ class Comparison:
             ("!=", True): f"not the excluded {asked}",
         }[(self.relation, self.holds)]
         text = f"has {have}, {words}"
-        if isinstance(self.device_value, Quantity):
+        quantities = self.quantities()
+        if quantities is not None:
             shown = self.relation if self.holds else _NEGATED[self.relation]
-            text += (f" ({ref.name}: {self.device_value.canonical()} {shown} "
-                     f"{self.asked_text})")
+            text += f" ({ref.name}: {quantities[0]} {shown} {quantities[1]})"
         return text
+
+    def quantities(self) -> tuple[str, str] | None:
+        """For quantities, the device's value in the units of the literal (``143771Mi``
+        beside ``141Gi``, whatever unit the device published) and the literal as written;
+        else ``None``."""
+        if not (isinstance(self.device_value, Quantity) and isinstance(self.asked, Quantity)):
+            return None
+        return (Quantity.from_value(self.device_value.value, self.asked.format).canonical(),
+                self.asked_text)
 
 
 def _method_call(text: str, names: tuple[str, ...]) -> tuple[str, str, str] | None:
@@ -434,7 +443,10 @@ def _values(conjunct: str, device: DeviceEntry) -> tuple[str, ...]:
     shown = []
     for ref in references(conjunct):
         value = ref.lookup(device)
-        shown.append(f"{ref.name} = {format_value(value) if value is not None else 'unset'}")
+        if isinstance(value, Quantity) and value.canonical() != format_value(value):
+            shown.append(f"{ref.name} = {format_value(value)} ({value.canonical()})")
+        else:
+            shown.append(f"{ref.name} = {format_value(value) if value is not None else 'unset'}")
     return tuple(shown)
 
 
