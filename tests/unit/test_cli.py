@@ -55,3 +55,15 @@ def test_help_imports_no_subcommand(entry: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout
     assert out.endswith("loaded: []\n")
+
+
+def test_explain_starts_kubectl_before_importing_the_allocator() -> None:
+    """``kubectl dra explain``'s module loads only click and the kubectl reader, so that kubectl
+    proxy starts while the allocator, pydantic and CEL are imported (bench/cli.py)."""
+    code = ("import sys\nimport kubedra.explain.command\n"
+            "heavy = [m for m in ('kubernetes_asyncio', 'kubedra.allocation', 'kubedra.cel', "
+            "'kubedra.explain.claims', 'pydantic', 'yaml') if m in sys.modules]\n"
+            "print('loaded:', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.endswith("loaded: []\n")

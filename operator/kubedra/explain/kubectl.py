@@ -78,15 +78,6 @@ class Kubectl:
         """
         return KubectlProxy(self._command)
 
-    def get(self, paths: Sequence[str]) -> list[Any]:
-        """:meth:`KubectlProxy.get` through a proxy started for these requests only.
-
-        Raises:
-            KubectlError: kubectl is missing, or a request failed otherwise (the first failure).
-        """
-        with self.proxy() as proxy:
-            return proxy.get(paths)
-
     def context_namespace(self) -> str:
         """The namespace of the kubeconfig's current context, or ``default`` when it names
         none or there is no usable kubeconfig (as kubectl itself does).

@@ -54,6 +54,9 @@ from typing import Any
 API_VERSION = "kubedra.io/v1alpha1"
 KIND = "ResourceClaimExplanation"
 
+MAX_COPIES = 1000
+"""Default bound of simulate's copy count."""
+
 FUNNEL_NAMES = {"devices": "devices", "in_class": "inClass", "match_request": "matchRequest",
                 "free": "free", "capacity": "capacity", "counters": "counters",
                 "untainted": "untainted"}
