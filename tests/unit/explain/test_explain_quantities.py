@@ -7,20 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from kubedra.api.resource import ResourceClaim
-from kubedra.explain import ClusterSnapshot, explain_claim, simulate_claim
-from kubedra.explain.render import render_explanation, render_simulation
-from tests.support.explain_builders import node
-from tests.support.scenario_builders import CLASSES, claim, device, exact, resource_slice
+from kubedra.explain import ClusterSnapshot, simulate_claim
+from kubedra.explain.render import render_simulation
+from tests.support.explain_builders import explain_on_node_a, node
+from tests.support.scenario_builders import (
+    CLASSES,
+    allocated,
+    claim,
+    device,
+    exact,
+    resource_slice,
+    result,
+)
 
 SHARE = "11111111-1111-1111-1111-111111111111"
-
-
-def _explain(slices: list[dict[str, Any]], wants: dict[str, Any],
-             allocated: tuple[dict[str, Any], ...] = ()) -> tuple[dict[str, Any], str]:
-    snapshot = ClusterSnapshot.from_api(slices, CLASSES, [], [*allocated, wants],
-                                        [node("node-a")])
-    explanation = explain_claim(snapshot, ResourceClaim.from_api(wants))
-    return explanation.to_json(), render_explanation(explanation)
 
 
 def _why_not(text: str) -> list[str]:
@@ -40,7 +40,7 @@ def test_a_selector_shows_the_device_in_the_literals_units() -> None:
     slices = [resource_slice("s", [device("gpu-0", memory="150754820096")])]
     wants = claim("big", exact("r", "gpu", 'device.capacity["gpu.example.com"].memory'
                                             '.compareTo(quantity("141Gi")) >= 0'))
-    data, text = _explain(slices, wants)
+    data, text = explain_on_node_a(slices, wants)
     [finding] = data["candidates"][0]["requests"][0]["devices"]
     assert finding["comparison"] == {
         "name": "gpu.example.com/memory", "relation": ">=", "device": "150754820096",
@@ -52,14 +52,10 @@ def test_a_selector_shows_the_device_in_the_literals_units() -> None:
 
 def test_capacity_left_is_shown_in_the_requests_units() -> None:
     shared = device("gpu-0", memory="80Gi", allowMultipleAllocations=True)
-    share = {"metadata": {"name": "a", "namespace": "default"},
-             "spec": {"devices": {"requests": [exact("r", "gpu")]}},
-             "status": {"allocation": {"devices": {"results": [{
-                 "request": "r", "driver": "gpu.example.com", "pool": "node-a",
-                 "device": "gpu-0", "shareID": SHARE, "consumedCapacity": {"memory": "60Gi"}}]}}}}
+    share = allocated("a", result("gpu-0", shareID=SHARE, consumedCapacity={"memory": "60Gi"}))
     # decimal units asked of a device published in binary ones
     wants = claim("b", exact("r", "gpu", capacity={"requests": {"memory": "30G"}}))
-    data, text = _explain([resource_slice("s", [shared])], wants, (share,))
+    data, text = explain_on_node_a([resource_slice("s", [shared])], wants, (share,))
     [finding] = data["candidates"][0]["requests"][0]["devices"]
     assert (finding["check"], finding["capacity"]) == ("capacity", [{
         "capacity": "memory", "needed": "30000000000", "left": "21474836480",
@@ -80,12 +76,8 @@ def test_counters_are_shown_in_the_devices_units() -> None:
     slices = [resource_slice("s", parts, count=2),
               resource_slice("t", None, count=2,
                              sharedCounters=[_counters("cs", memory="60Gi", slices="2")])]
-    taken = {"metadata": {"name": "a", "namespace": "default"},
-             "spec": {"devices": {"requests": [exact("r", "gpu")]}},
-             "status": {"allocation": {"devices": {"results": [{
-                 "request": "r", "driver": "gpu.example.com", "pool": "node-a",
-                 "device": "half-0"}]}}}}
-    data, text = _explain(slices, claim("b", exact("r", "gpu")), (taken,))
+    taken = allocated("a", result("half-0"))
+    data, text = explain_on_node_a(slices, claim("b", exact("r", "gpu")), (taken,))
     [finding] = data["candidates"][0]["requests"][0]["devices"]
     assert finding["counters"] == [{
         "counterSet": "cs", "counter": "memory", "needed": "42949672960",
@@ -107,7 +99,7 @@ def test_devices_competing_for_counters_are_shown_in_their_units() -> None:
                device("half-1", consumesCounters=_uses(memory="40Gi"))]
     slices = [resource_slice("s", devices, count=2),
               resource_slice("t", None, count=2, sharedCounters=[_counters("cs", memory="80Gi")])]
-    data, _ = _explain(slices, claim("b", exact("r", "gpu", allocationMode="All")))
+    data, _ = explain_on_node_a(slices, claim("b", exact("r", "gpu", allocationMode="All")))
     assert data["candidates"][0]["requests"][0]["message"] == (
         "request r: 3 devices fit on their own, but together they need more shared counters "
         "than are left: counter set cs: memory (needs 171798691840 (160Gi), 85899345920 "
