@@ -4,7 +4,10 @@ kubeconfig's context, and the errors a user meets (no kubectl, no access, no suc
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,33 @@ def test_the_proxy_ends_and_its_socket_goes(control_plane: ControlPlane) -> None
         assert (nodes["kind"], missing, [p.name for p in directory.iterdir()]) == (
             "NodeList", None, ["api.sock"])
     assert (proxy._process.returncode is not None, directory.exists()) == (True, False)
+
+
+def test_the_proxy_ends_when_its_process_is_killed(control_plane: ControlPlane) -> None:
+    code = ("import os, sys, time\nfrom pathlib import Path\n"
+            "from kubedra.explain.kubectl import Kubectl\n"
+            "proxy = Kubectl(Path(sys.argv[1])).proxy()\n"
+            "proxy.get(['/api/v1/nodes'])\n"
+            "print(proxy._process.pid, flush=True)\ntime.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(control_plane.admin_kubeconfig)],
+                              stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())
+    parent.kill()  # SIGKILL: no cleanup runs in the parent
+    parent.wait()
+    try:
+        deadline = time.monotonic() + 30
+        while _state(pid) not in ("Z", "gone") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _state(pid) in ("Z", "gone")  # a zombie until init reaps it
+    finally:
+        if _state(pid) not in ("Z", "gone"):
+            os.kill(pid, signal.SIGTERM)
+
+
+def _state(pid: int) -> str:
+    """The state letter of process ``pid`` (``/proc/PID/stat``), or ``gone``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
