@@ -15,14 +15,17 @@ operator | tar -x -C /tmp/before``) each live explain is also timed with that ve
 same load.
 
 Usage: ``PYTHONPATH=.:operator .venv/bin/python bench/cli.py [--runs 20] [--before DIR]``.
-Prints a Markdown table: min, median and max seconds, and the ratio of medians to the row's
-baseline.
+Prints a Markdown table: min, median and max wall seconds, the median CPU seconds (user + sys
+of the command and every process it waited for: kubectl and its proxy included), and the
+ratios of the medians (wall, CPU) to the row's baseline. CPU time is the steadier figure on a
+shared machine: it counts the work, not the wait for a core.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,24 +47,34 @@ GPU_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
 TOO_BIG = 'device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("141Gi")) >= 0'
 
 
-def timed(command: list[str], runs: int, env: dict[str, str]) -> list[float]:
-    """Wall seconds of ``runs`` runs of ``command`` (output discarded; a failure raises)."""
-    seconds = []
+Run = tuple[float, float]
+"""One run: wall seconds, CPU seconds (user + sys of the process tree it waited for)."""
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: list[str], runs: int, env: dict[str, str]) -> list[Run]:
+    """Wall and CPU seconds of ``runs`` runs of ``command`` (output discarded; a failure
+    raises)."""
+    found = []
     for _ in range(runs):
-        start = time.perf_counter()
+        cpu, start = _children_cpu(), time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env, timeout=120)
-        seconds.append(time.perf_counter() - start)
-    return seconds
+        found.append((time.perf_counter() - start, _children_cpu() - cpu))
+    return found
 
 
 def timed_alternately(commands: list[tuple[list[str], dict[str, str]]], runs: int
-                      ) -> list[list[float]]:
-    """Wall seconds of ``runs`` runs of each ``(command, env)``, one of each in turn."""
-    seconds: list[list[float]] = [[] for _ in commands]
+                      ) -> list[list[Run]]:
+    """Wall and CPU seconds of ``runs`` runs of each ``(command, env)``, one of each in turn."""
+    found: list[list[Run]] = [[] for _ in commands]
     for _ in range(runs):
-        for (command, env), found in zip(commands, seconds, strict=True):
-            found.extend(timed(command, 1, env))
-    return seconds
+        for (command, env), runs_of in zip(commands, found, strict=True):
+            runs_of.extend(timed(command, 1, env))
+    return found
 
 
 def before_env(before: Path, workdir: Path, env: dict[str, str]) -> dict[str, str]:
@@ -96,12 +109,17 @@ def populate(plane: ControlPlane, nodes: int) -> None:
             "selectors": [{"cel": {"expression": TOO_BIG}}]}}]}}})
 
 
-def row(name: str, seconds: list[float], baseline: list[float] | None, against: str) -> str:
+def row(name: str, runs: list[Run], baseline: list[Run] | None, against: str) -> str:
     """One Markdown table row."""
-    median = statistics.median(seconds)
-    ratio = f"{median / statistics.median(baseline):.2f}" if baseline else ""
-    return (f"| {name} | {min(seconds):.3f} | {median:.3f} | {max(seconds):.3f} | {ratio} | "
-            f"{against} |")
+    wall, cpu = [w for w, _ in runs], statistics.median(c for _, c in runs)
+    median = statistics.median(wall)
+    ratio = cpu_ratio = ""
+    if baseline:
+        ratio = f"{median / statistics.median(w for w, _ in baseline):.2f}"
+        base_cpu = statistics.median(c for _, c in baseline)
+        cpu_ratio = f"{cpu / base_cpu:.2f}" if base_cpu else ""
+    return (f"| {name} | {min(wall):.3f} | {median:.3f} | {max(wall):.3f} | {cpu:.3f} | "
+            f"{ratio} | {cpu_ratio} | {against} |")
 
 
 def main() -> None:
@@ -114,6 +132,7 @@ def main() -> None:
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
     python = [sys.executable]
     rows = []
+    load = os.getloadavg()[0]
     floor = timed([*python, "-c", "pass"], args.runs, env)
     eager = timed([*python, "-c", EAGER_HELP], args.runs, env)
     rows.append(row("`python -c pass` (floor)", floor, None, ""))
@@ -142,13 +161,14 @@ def main() -> None:
                 rows.append(row(title, live, before, "before"))
             rows.extend(_from_dump_rows(explain, nodes, Path(workdir), cluster_env, args.runs,
                                         live))
-    print("| command | min s | median s | max s | ratio | ratio to |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"Load average (1 min) at the start {load:.1f}, at the end {os.getloadavg()[0]:.1f}\n")
+    print("| command | min s | median s | max s | CPU s | ratio | CPU ratio | ratio to |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     print("\n".join(rows))
 
 
 def _from_dump_rows(explain: list[str], nodes: int, workdir: Path, env: dict[str, Any],
-                    runs: int, live: list[float]) -> list[str]:
+                    runs: int, live: list[Run]) -> list[str]:
     """The same explain from a dump of the cluster (``kubedra dump``), against live."""
     dump = workdir / "dump.yaml"
     subprocess.run([str(BIN / "kubedra"), "dump", "-o", str(dump)], check=True, env=env,

@@ -181,7 +181,8 @@ async def test_pending_claim_is_explained_in_an_event_and_by_kubectl_dra(
         "check": "matchRequest", "reason": reason,
         "selector": {"source": "request gpu", "expression": TOO_BIG, "conjunct": TOO_BIG},
         "comparison": {"name": "gpu.kubedra.io/memory", "relation": ">=",
-                       "device": "150754820096", "asked": "151397597184"}}]
+                       "device": "150754820096", "asked": "151397597184",
+                       "deviceQuantity": "143771Mi", "askedQuantity": "141Gi"}}]
     text = kubectl(kubedra.plane, "describe", "resourceclaim", "-n", namespace, name)
     assert "CannotAllocate" in text
 

@@ -4,7 +4,10 @@ kubeconfig's context, and the errors a user meets (no kubectl, no access, no suc
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import ControlPlane
 from kubedra.explain.command import explain_command
+from kubedra.explain.kubectl import Kubectl
 
 pytestmark = pytest.mark.cluster
 
@@ -83,3 +87,66 @@ def test_without_kubectl_the_error_says_so(monkeypatch: pytest.MonkeyPatch,
     assert (result.exit_code, result.output) == (
         1, "Error: kubectl not found on PATH (reading a live cluster needs it; explain from a "
            "dump with --from does not)\n")
+
+
+def test_an_unreachable_api_server_is_named(control_plane: ControlPlane,
+                                            tmp_path: Path) -> None:
+    config = yaml.safe_load(control_plane.admin_kubeconfig.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = "https://127.0.0.1:1"
+    unreachable = tmp_path / "unreachable.kubeconfig"
+    unreachable.write_text(yaml.safe_dump(config))
+
+    result = explain(unreachable, "one-gpu", "-n", "default")
+
+    assert (result.exit_code, result.output) == (
+        1, 'Error: resourceclaim "one-gpu" in namespace "default": cannot reach the API '
+           "server: dial tcp 127.0.0.1:1: connect: connection refused\n")
+
+
+def test_a_kubeconfig_kubectl_cannot_load_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.kubeconfig"
+    result = explain(missing, "one-gpu", "-n", "default")
+    assert (result.exit_code, result.output) == (
+        1, f'Error: resourceclaim "one-gpu" in namespace "default": error: stat {missing}: '
+           "no such file or directory\n")
+
+
+def test_the_proxy_ends_and_its_socket_goes(control_plane: ControlPlane) -> None:
+    proxy = Kubectl(control_plane.admin_kubeconfig).proxy()
+    with proxy:
+        [nodes, missing] = proxy.get(["/api/v1/nodes", "/apis/example.com/v1/nothing"])
+        directory = Path(proxy._directory)
+        assert (nodes["kind"], missing, [p.name for p in directory.iterdir()]) == (
+            "NodeList", None, ["api.sock"])
+    assert (proxy._process.returncode is not None, directory.exists()) == (True, False)
+
+
+def test_the_proxy_ends_when_its_process_is_killed(control_plane: ControlPlane) -> None:
+    code = ("import os, sys, time\nfrom pathlib import Path\n"
+            "from kubedra.explain.kubectl import Kubectl\n"
+            "proxy = Kubectl(Path(sys.argv[1])).proxy()\n"
+            "proxy.get(['/api/v1/nodes'])\n"
+            "print(proxy._process.pid, flush=True)\ntime.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(control_plane.admin_kubeconfig)],
+                              stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())
+    parent.kill()  # SIGKILL: no cleanup runs in the parent
+    parent.wait()
+    try:
+        deadline = time.monotonic() + 30
+        while _state(pid) not in ("Z", "gone") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _state(pid) in ("Z", "gone")  # a zombie until init reaps it
+    finally:
+        if _state(pid) not in ("Z", "gone"):
+            os.kill(pid, signal.SIGTERM)
+
+
+def _state(pid: int) -> str:
+    """The state letter of process ``pid`` (``/proc/PID/stat``), or ``gone``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"

@@ -10,11 +10,14 @@ from typing import Any
 import yaml
 
 from kubedra.api.inventory import DeviceInventory, DiscoverySettings
-from kubedra.api.resource import OwnerReference
+from kubedra.api.resource import OwnerReference, ResourceClaim
 from kubedra.discovery import discover
+from kubedra.explain import ClusterSnapshot, explain_claim
+from kubedra.explain.render import render_explanation
 from kubedra.publishing.pool import build_pool
 from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import plan_sync
+from tests.support.scenario_builders import CLASSES
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "hardware" / "nvidia-h200"
@@ -73,3 +76,12 @@ def on_node(node_name: str, pool: str, *devices: str, request: str = "gpu",
                                      "device": d} for d in devices]},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}
+
+
+def explain_on_node_a(slices: list[Json], wants: Json, allocated: tuple[Json, ...] = ()
+                      ) -> tuple[Json, str]:
+    """Explain claim ``wants`` on ``node-a`` with the default scenario classes, after the
+    ``allocated`` claims: its JSON form and its text."""
+    snapshot = ClusterSnapshot.from_api(slices, CLASSES, [], [*allocated, wants], [node("node-a")])
+    explanation = explain_claim(snapshot, ResourceClaim.from_api(wants))
+    return explanation.to_json(), render_explanation(explanation)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -48,10 +49,25 @@ def test_help_imports_no_subcommand(entry: str) -> None:
     """``--help`` of either entry point loads neither the Kubernetes client nor kopf nor the
     allocator (a fresh interpreter, so that other tests' imports do not count)."""
     code = (f"import sys; sys.argv = ['x', '--help']\nfrom kubedra import cli\n"
-            f"try:\n    cli.{entry}()\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('kubernetes_asyncio', 'kopf', 'kubedra.allocation', "
-            "'kubedra.explain', 'pydantic') if m in sys.modules]\n"
-            "print('loaded:', heavy)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+            f"try:\n    cli.{entry}()\nexcept SystemExit:\n    pass")
+    assert _loaded(code, ("kubernetes_asyncio", "kopf", "kubedra.allocation", "kubedra.explain",
+                          "pydantic")) == []
+
+
+def test_explain_starts_kubectl_before_importing_the_allocator() -> None:
+    """``kubectl dra explain``'s module loads only click and the kubectl reader, so that kubectl
+    proxy starts while the allocator, pydantic and CEL are imported (bench/cli.py)."""
+    assert _loaded("import kubedra.explain.command", (
+        "kubernetes_asyncio", "kubedra.allocation", "kubedra.cel", "kubedra.explain.claims",
+        "pydantic", "yaml")) == []
+
+
+def _loaded(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` ``code`` imports, in a fresh interpreter (so that other tests'
+    imports do not count)."""
+    probe = (f"{code}\nimport json, sys\n"
+             f"print(json.dumps([m for m in {modules!r} if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True, timeout=60).stdout
-    assert out.endswith("loaded: []\n")
+    loaded: list[str] = json.loads(out.splitlines()[-1])
+    return loaded

@@ -5,43 +5,33 @@ by kubectl on ``PATH``, so ``kubectl dra explain resourceclaim NAME -n NS`` runs
 :data:`explain_command`. kubectl passes no flags of its own to a plugin; the plugin reads the
 cluster by running kubectl (:mod:`kubedra.explain.kubectl`), which reads ``$KUBECONFIG`` (or the
 plugin's ``--kubeconfig``).
+
+This module imports only click and the kubectl reader at the top: a command starts kubectl
+first (:func:`_cluster`) and imports the allocator, the models, CEL and the renderer inside
+the functions that use them, so the two overlap (bench/cli.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
-from pydantic import ValidationError
 
-from kubedra.api.resource import DeviceClass, ResourceClaim
-from kubedra.explain.claims import explain_claim
-from kubedra.explain.extended import extended_resource_claim
-from kubedra.explain.kubectl import Kubectl, KubectlError, KubectlMissing
-from kubedra.explain.model import ClaimExplanation
-from kubedra.explain.pods import PodExplanation, explain_pod
-from kubedra.explain.render import render_explanation, render_pod_explanation, render_simulation
-from kubedra.explain.simulate import (
-    MAX_COPIES,
-    ClaimFileError,
-    Simulation,
-    claim_from_documents,
-    simulate_claim,
-)
-from kubedra.explain.snapshot import PodPlacement
-from kubedra.explain.sources import (
-    ClusterObjects,
-    DumpError,
-    dump_text,
-    pods_using,
-    read_cluster,
-    read_dump,
-)
+from kubedra.explain.kubectl import Kubectl, KubectlError, KubectlMissing, KubectlProxy
+from kubedra.explain.model import MAX_COPIES
 from kubedra.options import kubeconfig_option
+
+if TYPE_CHECKING:
+    from kubedra.api.resource import ResourceClaim
+    from kubedra.explain.model import ClaimExplanation
+    from kubedra.explain.pods import PodExplanation
+    from kubedra.explain.simulate import Simulation
+    from kubedra.explain.sources import ClusterObjects
 
 CLAIM_KINDS = ("resourceclaim", "resourceclaims", "claim")
 POD_KINDS = ("pod", "pods", "po")
@@ -73,18 +63,36 @@ def _kubectl_error(err: KubectlError, what: str) -> click.ClickException:
     return click.ClickException(f"{what}: {err.message}")
 
 
-def _read(kubeconfig: Path | None, dumps: tuple[Path, ...], what: str,
+@contextlib.contextmanager
+def _cluster(kubeconfig: Path | None, dumps: tuple[Path, ...]) -> Iterator[KubectlProxy | None]:
+    """The live cluster's reader, started first (``None`` when reading ``dumps``): kubectl
+    proxy starts while the allocator, the models and CEL are imported, which the functions
+    below import only when called."""
+    if dumps:
+        yield None
+        return
+    try:
+        proxy = Kubectl(kubeconfig).proxy()
+    except KubectlError as err:
+        raise click.ClickException(err.message) from None
+    with proxy:
+        yield proxy
+
+
+def _read(proxy: KubectlProxy | None, dumps: tuple[Path, ...], what: str,
           pods_namespace: str | None, *, with_pods: bool = True) -> ClusterObjects:
     """The objects explain reads: from ``dumps`` when given, else from the live cluster
     (:func:`read_cluster`, pods of ``pods_namespace``); errors become a message naming
     ``what``."""
-    if dumps:
+    from kubedra.explain.sources import DumpError, read_cluster, read_dump
+
+    if proxy is None:
         try:
             return read_dump(dumps)
         except DumpError as err:
             raise click.ClickException(str(err)) from None
     try:
-        return read_cluster(Kubectl(kubeconfig), pods_namespace, with_pods=with_pods)
+        return read_cluster(proxy, pods_namespace, with_pods=with_pods)
     except KubectlError as err:
         raise _kubectl_error(err, what) from None
 
@@ -101,10 +109,13 @@ def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tu
         raise click.ClickException(err.message) from None
 
 
-def _explain(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: str, name: str,
+def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str, name: str,
              nodes: tuple[str, ...]) -> ClaimExplanation:
+    from kubedra.explain.claims import explain_claim
+    from kubedra.explain.sources import pods_using
+
     what = f'resourceclaim "{name}" in namespace "{namespace}"'
-    objects = _read(kubeconfig, dumps, what, namespace)
+    objects = _read(proxy, dumps, what, namespace)
     claim = objects.claim(namespace, name)
     if claim is None:
         raise click.ClickException(f"{what} not found")
@@ -112,10 +123,15 @@ def _explain(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: str, n
                          nodes=nodes or None)
 
 
-def _explain_pod(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: str, name: str,
-                 nodes: tuple[str, ...]) -> PodExplanation:
+def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str,
+                 name: str, nodes: tuple[str, ...]) -> PodExplanation:
+    from kubedra.api.resource import DeviceClass
+    from kubedra.explain.extended import extended_resource_claim
+    from kubedra.explain.pods import explain_pod
+    from kubedra.explain.snapshot import PodPlacement
+
     what = f'pod "{name}" in namespace "{namespace}"'
-    objects = _read(kubeconfig, dumps, what, namespace)
+    objects = _read(proxy, dumps, what, namespace)
     pod = next((p for p in objects.pods if (p.get("metadata") or {}).get("namespace")
                 == namespace and (p.get("metadata") or {}).get("name") == name), None)
     if pod is None:
@@ -129,9 +145,24 @@ def _explain_pod(kubeconfig: Path | None, dumps: tuple[Path, ...], namespace: st
     return explain_pod(objects.snapshot(), placement, claims, nodes=nodes or None)
 
 
-def _simulate(kubeconfig: Path | None, dumps: tuple[Path, ...], claim: ResourceClaim,
+def _claim_file(file: Any, namespace: str | None) -> ResourceClaim:
+    """The claim of simulate's ``-f`` file (a ResourceClaim or ResourceClaimTemplate)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from kubedra.explain.simulate import ClaimFileError, claim_from_documents
+
+    try:
+        return claim_from_documents(yaml.safe_load_all(file), namespace)
+    except (ClaimFileError, ValidationError, yaml.YAMLError) as err:
+        raise click.ClickException(f"{file.name}: {err}") from None
+
+
+def _simulate(proxy: KubectlProxy | None, dumps: tuple[Path, ...], claim: ResourceClaim,
               nodes: tuple[str, ...], max_copies: int) -> Simulation:
-    objects = _read(kubeconfig, dumps, "reading the cluster", None, with_pods=False)
+    from kubedra.explain.simulate import simulate_claim
+
+    objects = _read(proxy, dumps, "reading the cluster", None, with_pods=False)
     return simulate_claim(objects.snapshot(), claim, nodes=nodes or None, max_copies=max_copies)
 
 
@@ -169,14 +200,19 @@ def explain_command(kind: str, name: str, namespace: str | None, output: str,
       kubectl dra explain resourceclaim too-big-gpu-x7k2p -n demo --from dump.yaml
       kubectl dra explain pod too-big -n demo
     """
-    namespace = _default_namespace(namespace, kubeconfig, dumps)
+    with _cluster(kubeconfig, dumps) as proxy:
+        namespace = _default_namespace(namespace, kubeconfig, dumps)
+        if kind.lower() in POD_KINDS:
+            pod = _explain_pod(proxy, dumps, namespace, name, nodes)
+        else:
+            explanation = _explain(proxy, dumps, namespace, name, nodes)
+    from kubedra.explain.render import render_explanation, render_pod_explanation
+
     if kind.lower() in POD_KINDS:
-        pod = _explain_pod(kubeconfig, dumps, namespace, name, nodes)
         _print(pod.to_json() if output == "json" else None, render_pod_explanation(pod))
-        return
-    explanation = _explain(kubeconfig, dumps, namespace, name, nodes)
-    _print(explanation.to_json() if output == "json" else None,
-           render_explanation(explanation, every_node=every_node))
+    else:
+        _print(explanation.to_json() if output == "json" else None,
+               render_explanation(explanation, every_node=every_node))
 
 
 @click.command("simulate", short_help="Where a claim would fit now, and how many copies fit.")
@@ -204,11 +240,11 @@ def simulate_command(filename: Any, namespace: str | None, output: str,
       kubedra simulate -f claim.yaml
       kubectl dra simulate -f template.yaml -o json
     """
-    try:
-        claim = claim_from_documents(yaml.safe_load_all(filename), namespace)
-    except (ClaimFileError, ValidationError, yaml.YAMLError) as err:
-        raise click.ClickException(f"{filename.name}: {err}") from None
-    simulation = _simulate(kubeconfig, dumps, claim, nodes, max_copies)
+    with _cluster(kubeconfig, dumps) as proxy:
+        claim = _claim_file(filename, namespace)
+        simulation = _simulate(proxy, dumps, claim, nodes, max_copies)
+    from kubedra.explain.render import render_simulation
+
     _print(simulation.to_json() if output == "json" else None,
            render_simulation(simulation, every_node=every_node))
 
@@ -230,7 +266,10 @@ def dump_command(path: Path | None, kubeconfig: Path | None) -> None:
       kubectl dra dump -o cluster.yaml
       kubectl dra explain resourceclaim my-claim -n my-namespace --from cluster.yaml
     """
-    objects = _read(kubeconfig, (), "reading the cluster", None)
+    from kubedra.explain.sources import dump_text
+
+    with _cluster(kubeconfig, ()) as proxy:
+        objects = _read(proxy, (), "reading the cluster", None)
     text = dump_text(objects)
     if path is None:
         sys.stdout.write(text)

@@ -26,7 +26,7 @@ from kubedra.allocation import (
     static_consumption,
     tolerated,
 )
-from kubedra.api.quantity import Quantity
+from kubedra.api.quantity import DECIMAL_SI, Quantity
 from kubedra.api.resource import (
     DeviceSubRequest,
     DeviceTaint,
@@ -34,7 +34,12 @@ from kubedra.api.resource import (
     ExactDeviceRequest,
     ResourceClaim,
 )
-from kubedra.explain.model import FUNNEL_NAMES, CounterShortage, DeviceFinding
+from kubedra.explain.model import (
+    FUNNEL_NAMES,
+    CapacityShortage,
+    CounterShortage,
+    DeviceFinding,
+)
 from kubedra.explain.selectors import SelectorFinding, format_value, judge
 from kubedra.explain.snapshot import ClusterSnapshot
 
@@ -84,6 +89,21 @@ def _number(value: Number) -> str:
     return str(value) if isinstance(value, int) else Quantity.from_value(value).canonical()
 
 
+def _in_units(value: Number, fmt: str) -> str:
+    """``value`` written as a quantity of format ``fmt`` (``BinarySI``: ``20Gi``)."""
+    return Quantity.from_value(value, fmt).canonical()
+
+
+def _beside(exact: str, in_units: str) -> str:
+    """``21474836480 (20Gi)``: an exact number and, beside it, the same in the units the
+    claim used, when that reads differently."""
+    return exact if in_units == exact else f"{exact} ({in_units})"
+
+
+def _amount(value: Number, fmt: str) -> str:
+    return _beside(_number(value), _in_units(value, fmt))
+
+
 @dataclass
 class FindingContext:
     """What findings on one node look at."""
@@ -108,6 +128,8 @@ def _selector_finding(ctx: FindingContext, device: DeviceEntry, check: str, sour
         c = found.comparison
         comparison = {"name": c.reference.name, "relation": c.relation,
                       "device": format_value(c.device_value), "asked": format_value(c.asked)}
+        if (quantities := c.quantities()) is not None:
+            comparison["deviceQuantity"], comparison["askedQuantity"] = quantities
     return DeviceFinding(
         device.name, device.driver, device.id[1], FUNNEL_NAMES[check],
         f"{ctx.label(device)} {found.sentence()}",
@@ -123,28 +145,49 @@ def _first_failing(expressions: tuple[str, ...], device: DeviceEntry) -> Selecto
     return None
 
 
-def _capacity_reason(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry) -> str:
+def _capacity_reason(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry
+                     ) -> tuple[str, list[CapacityShortage]]:
+    """Why the device has not the capacity the request asks, and each capacity it lacks: the
+    amounts in bytes (or units) and in the units of the request (of the device for a capacity
+    the request does not name)."""
     features = ctx.snapshot.resources.features
     capacity = device.capacity or {}
     missing = [name for name in spec.capacity or {} if name not in capacity]
     if missing:
-        return f"{ctx.label(device)} has no capacity {', '.join(missing)}"
+        return f"{ctx.label(device)} has no capacity {', '.join(missing)}", []
     try:
         consumption = static_consumption(spec.capacity, capacity,
                                          features.fractional_capacity_range)
     except CapacityError as err:
-        return f"{ctx.label(device)}: {err}"
+        return f"{ctx.label(device)}: {err}", []
     if consumption is None:
         asked = ", ".join(f"{n} {q.canonical()}" for n, q in (spec.capacity or {}).items())
         return (f"{ctx.label(device)} does not allow the amounts asked ({asked}) by its "
-                "request policy")
+                "request policy"), []
     in_use = ctx.snapshot.allocated.consumed_capacity.get(device.id) or {}
-    short = [f"{name} {amount.canonical()}, {_number(total - in_use.get(name, 0))} of "
-             f"{_number(total)} left" for name, amount, value, total in consumption
-             if in_use.get(name, 0) + value > total]
+    shortages = []
+    for name, _, value, total in consumption:
+        left = total - in_use.get(name, 0)
+        if value <= left:
+            continue
+        fmt = (spec.capacity or {}).get(name, capacity[name].value).format
+        shortages.append(CapacityShortage(
+            name, _number(value), _number(left), _number(total), _in_units(value, fmt),
+            _in_units(left, fmt), _in_units(total, fmt)))
+    short = [f"{c.capacity} {_beside(c.needed, c.needed_quantity)}, "
+             f"{_beside(c.left, c.left_quantity)} of {_beside(c.total, c.total_quantity)} left"
+             for c in shortages]
     holders = ctx.holders(*device.id)
     held = f" (shared with {', '.join(holders)})" if holders else ""
-    return f"{ctx.label(device)} needs {'; '.join(short)}{held}"
+    return f"{ctx.label(device)} needs {'; '.join(short)}{held}", shortages
+
+
+def _counter_format(device: DeviceEntry, set_name: str, counter: str) -> str:
+    """The quantity format the device's ``consumesCounters`` writes a counter in."""
+    for consumption in device.device.consumes_counters or ():
+        if consumption.counter_set == set_name and counter in consumption.counters:
+            return consumption.counters[counter].value.format
+    return DECIMAL_SI
 
 
 def _counter_shortages(ctx: FindingContext, device: DeviceEntry, pool: Pool
@@ -163,8 +206,10 @@ def _counter_shortages(ctx: FindingContext, device: DeviceEntry, pool: Pool
                     if any(s == set_name and any(c == counter for c, _ in used)
                            for s, used in other.consumes)
                     for holder in ctx.holders(other.driver, pool.name, name)]
-            shortages.append(CounterShortage(set_name, counter, _number(amount),
-                                             _number(left[counter]), tuple(held)))
+            fmt = _counter_format(device, set_name, counter)
+            shortages.append(CounterShortage(
+                set_name, counter, _number(amount), _number(left[counter]), tuple(held),
+                _in_units(amount, fmt), _in_units(left[counter], fmt)))
     return sorted(shortages, key=lambda s: (s.counter_set, s.counter))
 
 
@@ -174,7 +219,8 @@ def _counter_reason(ctx: FindingContext, device: DeviceEntry, pool: Pool,
         return (f"{ctx.label(device)} consumes counters of pool {pool}, which allocated "
                 "devices have overdrawn")
     sets = dict.fromkeys(s.counter_set for s in shortages)
-    counters = ", ".join(f"{s.counter} (needs {s.needed}, {s.left} left)" for s in shortages)
+    counters = ", ".join(f"{s.counter} (needs {_beside(s.needed, s.needed_quantity)}, "
+                         f"{_beside(s.left, s.left_quantity)} left)" for s in shortages)
     holders = list(dict.fromkeys(h for s in shortages for h in s.held_by))
     used = f"; in use by {', '.join(holders)}" if holders else ""
     return (f"{ctx.label(device)} needs more of counter set {', '.join(sets)} than is left: "
@@ -186,22 +232,23 @@ def counter_competition(ctx: FindingContext, devices: list[tuple[DeviceEntry, Po
     """The shared counters that ``devices`` together need more of than their pool has left,
     each with the devices that consume it (``counter set cs: mem (needs 4, 2 left) for whole
     (2), half-0 (1), half-1 (1)``); empty when they fit together."""
-    totals: dict[tuple[str, str, str], list[tuple[str, Number]]] = {}
+    totals: dict[tuple[str, str, str], list[tuple[DeviceEntry, Number]]] = {}
     pools: dict[str, Pool] = {}
     for device, pool in devices:
         pools[str(pool)] = pool
         for set_name, counters in device.consumes:
             for counter, amount in counters:
-                totals.setdefault((str(pool), set_name, counter), []).append((device.name, amount))
+                totals.setdefault((str(pool), set_name, counter), []).append((device, amount))
     found = []
     for (pool_name, set_name, counter), users in sorted(totals.items()):
         available, _overdrawn = ctx.allocator.available_counters(pools[pool_name])
         left = available.get(set_name, {}).get(counter, 0)
         needed = sum(amount for _, amount in users)
         if needed > left:
-            who = ", ".join(f"{name} ({_number(amount)})" for name, amount in users)
-            found.append(f"counter set {set_name}: {counter} (needs {_number(needed)}, "
-                         f"{_number(left)} left) for {who}")
+            fmt = _counter_format(users[0][0], set_name, counter)
+            who = ", ".join(f"{device.name} ({_amount(amount, fmt)})" for device, amount in users)
+            found.append(f"counter set {set_name}: {counter} (needs {_amount(needed, fmt)}, "
+                         f"{_amount(left, fmt)} left) for {who}")
     return found
 
 
@@ -241,8 +288,8 @@ def device_finding(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry, 
                                     f"{', '.join(holders) or 'another claim'}",
                              held_by=holders)
     if check == "capacity":
-        return DeviceFinding(*base, _capacity_reason(ctx, spec, device),
-                             held_by=ctx.holders(*device.id))
+        reason, lacking = _capacity_reason(ctx, spec, device)
+        return DeviceFinding(*base, reason, held_by=ctx.holders(*device.id), capacity=lacking)
     if check == "counters":
         shortages = _counter_shortages(ctx, device, pool)
         return DeviceFinding(*base, _counter_reason(ctx, device, pool, shortages),

@@ -1,26 +1,38 @@
 """Reading the live cluster through kubectl, for explain, simulate and dump.
 
-The command line reads the cluster with ``kubectl get --raw PATH``, one process per list, all
-running at once: kubectl does what the kubeconfig asks (contexts, client certificates, tokens,
-exec credential plugins, the in-cluster service account) and prints the API server's own JSON,
-which is then read exactly as a dump is. Importing the Kubernetes client instead costs about a
-second of every run (``kubernetes_asyncio.client`` imports every API group and model; see
-bench/RESULTS.md, "cli"). ``kubectl dra`` runs as a kubectl plugin, so kubectl is on ``PATH``.
+The command line reads the cluster through one ``kubectl proxy`` serving on a Unix socket in a
+private temporary directory: kubectl does what the kubeconfig asks (contexts, client
+certificates, tokens, exec credential plugins, the in-cluster service account) and passes the
+API server's own JSON through, which is then read exactly as a dump is. All lists go over one
+connection to that one process: a ``kubectl get --raw`` per list costs a kubectl start and a
+TLS handshake each (six of them about 0.25 s of CPU, five times the proxy's), and importing
+the Kubernetes client instead costs about a second of every run (``kubernetes_asyncio.client``
+imports every API group and model; see bench/RESULTS.md, "cli"). ``kubectl dra`` runs as a
+kubectl plugin, so kubectl is on ``PATH``.
 """
 
 from __future__ import annotations
 
+import http
+import http.client
 import json
-import re
 import shutil
+import signal
+import socket
 import subprocess
-from collections.abc import Sequence
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-_SERVER_ERROR = re.compile(r"Error from server \((\w+)\)")
-"""How kubectl prints an API error: ``Error from server (Forbidden): …``."""
+_READY = b"Starting to serve on "
+"""The line ``kubectl proxy`` prints once it serves."""
+
+_PR_SET_PDEATHSIG = 1
+"""Linux ``prctl`` option: a signal the child gets when its parent dies (``<sys/prctl.h>``)."""
 
 
 class KubectlError(RuntimeError):
@@ -29,7 +41,8 @@ class KubectlError(RuntimeError):
     Attributes:
         reason: the API's reason (``NotFound``, ``Forbidden``, …) when the API server refused,
             else ``None`` (no kubectl, no connection, a bad kubeconfig).
-        message: what kubectl printed (its last line of stderr), or why it did not run.
+        message: what went wrong, as kubectl words it (``Error from server (Forbidden): …``
+            for the API server's refusals).
     """
 
     def __init__(self, message: str, reason: str | None = None) -> None:
@@ -56,29 +69,14 @@ class Kubectl:
         config = ["--kubeconfig", str(self.kubeconfig)] if self.kubeconfig else []
         return [binary, *config, *args]
 
-    def get(self, paths: Sequence[str]) -> list[Any]:
-        """The API server's JSON at each of ``paths`` (e.g. ``/api/v1/nodes``), in order; the
-        requests run at once. A path the server does not serve (``NotFound``) gives ``None``.
+    def proxy(self) -> KubectlProxy:
+        """Start ``kubectl proxy`` (it is ready by the first :meth:`KubectlProxy.get`; close it,
+        e.g. with ``with``).
 
         Raises:
-            KubectlError: kubectl is missing, or a request failed otherwise (the first failure).
+            KubectlError: kubectl is missing.
         """
-        commands = [self._command("get", "--raw", path) for path in paths]
-        running = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                   for c in commands]
-        results, failures = [], []
-        for process in running:
-            out, err = process.communicate()
-            if process.returncode == 0:
-                results.append(json.loads(out))
-                continue
-            failure = _failure(err)
-            results.append(None)
-            if failure.reason != "NotFound":
-                failures.append(failure)
-        if failures:
-            raise failures[0]
-        return results
+        return KubectlProxy(self._command)
 
     def context_namespace(self) -> str:
         """The namespace of the kubeconfig's current context, or ``default`` when it names
@@ -93,8 +91,120 @@ class Kubectl:
         return (done.stdout.strip() if done.returncode == 0 else "") or "default"
 
 
-def _failure(stderr: bytes) -> KubectlError:
-    lines = stderr.decode(errors="replace").strip().splitlines()
-    message = lines[-1] if lines else "kubectl failed"
-    found = _SERVER_ERROR.search(message)
-    return KubectlError(message, found.group(1) if found else None)
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over a Unix socket (keep-alive: every request on one connection)."""
+
+    def __init__(self, socket_path: str) -> None:
+        super().__init__("localhost")  # kubectl proxy accepts only local Host headers
+        self._socket_path = socket_path
+
+    def connect(self) -> None:
+        """Connect to the socket (called by http.client)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(self._socket_path)
+        self.sock = sock
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Let the proxy end when this process does, even when killed (Linux only)."""
+    import ctypes  # only in the child, only on Linux
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class KubectlProxy:
+    """A running ``kubectl proxy --unix-socket``: the API server reached as the kubeconfig
+    says, over one connection. The socket lies in a directory only this user can open; the
+    proxy ends when :meth:`close` is called or (on Linux) when this process dies.
+
+    Raises:
+        KubectlError: kubectl is missing.
+    """
+
+    def __init__(self, command: Callable[..., list[str]]) -> None:
+        self._directory = tempfile.mkdtemp(prefix="kubectl-dra-")
+        self._socket = str(Path(self._directory) / "api.sock")
+        try:
+            self._process = subprocess.Popen(
+                command("proxy", f"--unix-socket={self._socket}"), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        except BaseException:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            raise
+        self._connection: _UnixConnection | None = None
+
+    def __enter__(self) -> KubectlProxy:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def _connect(self) -> _UnixConnection:
+        if self._connection is None:
+            assert self._process.stdout is not None
+            line = self._process.stdout.readline()
+            if not line.startswith(_READY):  # kubectl ended: a bad kubeconfig, a bad flag
+                _, err = self._process.communicate()
+                lines = (line + err).decode(errors="replace").strip().splitlines()
+                raise KubectlError(lines[-1] if lines else "kubectl proxy failed")
+            self._connection = _UnixConnection(self._socket)
+        return self._connection
+
+    def get(self, paths: Sequence[str]) -> list[Any]:
+        """The API server's JSON at each of ``paths`` (e.g. ``/api/v1/nodes``), in order. A path
+        the server does not serve (``NotFound``) gives ``None``.
+
+        Raises:
+            KubectlError: kubectl ended before serving, or a request failed otherwise (the
+                first failure).
+        """
+        connection = self._connect()
+        results: list[Any] = []
+        failures = []
+        for path in paths:
+            try:
+                connection.request("GET", path, headers={"Accept": "application/json"})
+                response = connection.getresponse()
+                body = response.read()
+            except OSError as err:
+                raise KubectlError(f"kubectl proxy: {err}") from None
+            if response.status == 200:
+                results.append(json.loads(body))
+                continue
+            failure = _failure(response.status, body)
+            results.append(None)
+            if failure.reason != "NotFound":
+                failures.append(failure)
+        if failures:
+            raise failures[0]
+        return results
+
+    def close(self) -> None:
+        """End the proxy and remove its socket."""
+        if self._connection is not None:
+            self._connection.close()
+        if self._process.poll() is None:
+            self._process.terminate()
+        self._process.communicate()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _failure(code: int, body: bytes) -> KubectlError:
+    """The error of a refused request: the API server's ``Status`` worded as kubectl words it
+    (``Error from server (Forbidden): …``), a path the server does not serve (a 404 without a
+    ``Status``, for an API group it does not have), or the proxy's own text (``dial tcp …:
+    connection refused``)."""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        status = None
+    if isinstance(status, dict) and status.get("kind") == "Status":
+        reason = status.get("reason") or None
+        message = status.get("message") or ""
+        return KubectlError(f"Error from server ({reason or 'Unknown'}): {message}", reason)
+    text = body.decode(errors="replace").strip()
+    if code == http.HTTPStatus.NOT_FOUND:
+        return KubectlError(f"Error from server (NotFound): {text}", "NotFound")
+    return KubectlError(f"cannot reach the API server: {text or 'kubectl proxy failed'}")

@@ -28,16 +28,22 @@ The JSON form is stable (fields are added, never renamed or removed, within
 
     DeviceFinding: {"device", "driver", "pool", "check", "reason",
                     "selector"?: {"source", "expression", "conjunct"},
-                    "comparison"?: {"name", "relation", "device", "asked"},
+                    "comparison"?: {"name", "relation", "device", "asked",
+                                    "deviceQuantity"?, "askedQuantity"?},
                     "heldBy"?: ["claim namespace/name (request r)"],
-                    "counters"?: [{"counterSet", "counter", "needed", "left", "heldBy"}],
+                    "capacity"?: [{"capacity", "needed", "left", "total", "neededQuantity",
+                                   "leftQuantity", "totalQuantity"}],
+                    "counters"?: [{"counterSet", "counter", "needed", "left", "heldBy",
+                                   "neededQuantity", "leftQuantity"}],
                     "taints"?: ["key=value:Effect"]}
     ChosenDevice: {"request", "driver", "pool", "device", "deviceClass",
                    "reasons": [{"source", "conjunct", "reason"}],
                    "values": {"<qualified name>": "<value>"}}
 
 Funnel stages are those of :class:`kubedra.allocation.Stage`, camelCased. Quantities
-in ``comparison`` are exact numbers (bytes for memory).
+are exact numbers (bytes for memory); each ``…Quantity`` beside one is the same amount in the
+units the claim used (``143771Mi`` beside a selector's ``141Gi``, ``20Gi`` beside a capacity
+request of ``30Gi``) or, for counters, those of the device's ``consumesCounters``.
 """
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ from typing import Any
 
 API_VERSION = "kubedra.io/v1alpha1"
 KIND = "ResourceClaimExplanation"
+
+MAX_COPIES = 1000
+"""Default bound of simulate's copy count."""
 
 FUNNEL_NAMES = {"devices": "devices", "in_class": "inClass", "match_request": "matchRequest",
                 "free": "free", "capacity": "capacity", "counters": "counters",
@@ -63,11 +72,35 @@ class CounterShortage:
     needed: str
     left: str
     held_by: tuple[str, ...]
+    needed_quantity: str
+    left_quantity: str
+    """``needed`` and ``left`` in the units of the device's ``consumesCounters``."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
         return {"counterSet": self.counter_set, "counter": self.counter, "needed": self.needed,
-                "left": self.left, "heldBy": list(self.held_by)}
+                "left": self.left, "heldBy": list(self.held_by),
+                "neededQuantity": self.needed_quantity, "leftQuantity": self.left_quantity}
+
+
+@dataclass(frozen=True)
+class CapacityShortage:
+    """A capacity of a device a request needs more of than is left (KEP-5075): exact numbers
+    (bytes for memory), and each ``…_quantity`` the same in the units of the request."""
+
+    capacity: str
+    needed: str
+    left: str
+    total: str
+    needed_quantity: str
+    left_quantity: str
+    total_quantity: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"capacity": self.capacity, "needed": self.needed, "left": self.left,
+                "total": self.total, "neededQuantity": self.needed_quantity,
+                "leftQuantity": self.left_quantity, "totalQuantity": self.total_quantity}
 
 
 @dataclass
@@ -82,6 +115,7 @@ class DeviceFinding:
     selector: dict[str, str] | None = None
     comparison: dict[str, str] | None = None
     held_by: list[str] = field(default_factory=list)
+    capacity: list[CapacityShortage] = field(default_factory=list)
     counters: list[CounterShortage] = field(default_factory=list)
     taints: list[str] = field(default_factory=list)
 
@@ -95,6 +129,8 @@ class DeviceFinding:
             found["comparison"] = self.comparison
         if self.held_by:
             found["heldBy"] = self.held_by
+        if self.capacity:
+            found["capacity"] = [c.to_json() for c in self.capacity]
         if self.counters:
             found["counters"] = [c.to_json() for c in self.counters]
         if self.taints:

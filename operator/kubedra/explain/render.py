@@ -68,10 +68,19 @@ def _result(node: NodeOutcome, request: RequestOutcome) -> str:
     return f"fails at {request.failed_at}"
 
 
+_WORD = re.compile(r"[\w.-]+")
+"""A run of the characters of a Kubernetes name: where a whole name may stand."""
+
+
 def _masked(text: str, name: str) -> str:
     """``text`` with every whole occurrence of ``name`` replaced, to compare across nodes or
-    devices (``gpu-0 on node-7`` and ``gpu-0 on node-8`` read the same)."""
-    return re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", "\0", text)
+    devices (``gpu-0 on node-7`` and ``gpu-0 on node-8`` read the same). A whole occurrence
+    is a run of name characters (:data:`_WORD`, which node and device names are made of);
+    one pattern serves every name, where a pattern per name took most of grouping 300
+    nodes."""
+    if name not in text:
+        return text
+    return _WORD.sub(lambda word: "\0" if word[0] == name else word[0], text)
 
 
 def _request_cells(node: NodeOutcome) -> list[list[str]]:

@@ -14,6 +14,7 @@ when it agrees with CEL's answer, so an unusual expression is quoted rather than
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -160,6 +161,7 @@ def _attribute_value(attribute: DeviceAttribute) -> Value | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)  # the text of a selector, parsed once per run
 def _reference(text: str) -> Reference | None:
     text = _strip_parens(text)
     if _DRIVER.fullmatch(text):
@@ -172,6 +174,7 @@ def _reference(text: str) -> Reference | None:
     return Reference(kind, _unquote(match["domain"]), ident)
 
 
+@functools.lru_cache(maxsize=1024)  # the text of a selector, parsed once per run
 def _literal(text: str) -> tuple[Value, str] | None:
     """A literal's value and its text as written (``quantity("141Gi")`` → 141Gi)."""
     text = _strip_parens(text)
@@ -276,11 +279,20 @@ class Comparison:
             ("!=", True): f"not the excluded {asked}",
         }[(self.relation, self.holds)]
         text = f"has {have}, {words}"
-        if isinstance(self.device_value, Quantity):
+        quantities = self.quantities()
+        if quantities is not None:
             shown = self.relation if self.holds else _NEGATED[self.relation]
-            text += (f" ({ref.name}: {self.device_value.canonical()} {shown} "
-                     f"{self.asked_text})")
+            text += f" ({ref.name}: {quantities[0]} {shown} {quantities[1]})"
         return text
+
+    def quantities(self) -> tuple[str, str] | None:
+        """For quantities, the device's value in the units of the literal (``143771Mi``
+        beside ``141Gi``, whatever unit the device published) and the literal as written;
+        else ``None``."""
+        if not (isinstance(self.device_value, Quantity) and isinstance(self.asked, Quantity)):
+            return None
+        return (Quantity.from_value(self.device_value.value, self.asked.format).canonical(),
+                self.asked_text)
 
 
 def _method_call(text: str, names: tuple[str, ...]) -> tuple[str, str, str] | None:
@@ -311,6 +323,7 @@ def _binary(text: str) -> tuple[str, str, str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)  # the text of a selector, parsed once per run
 def _relation(text: str) -> tuple[str, str, str] | None:
     """(left operand, relation, right operand) of a comparison conjunct."""
     text = _strip_parens(text)
@@ -430,7 +443,10 @@ def _values(conjunct: str, device: DeviceEntry) -> tuple[str, ...]:
     shown = []
     for ref in references(conjunct):
         value = ref.lookup(device)
-        shown.append(f"{ref.name} = {format_value(value) if value is not None else 'unset'}")
+        if isinstance(value, Quantity) and value.canonical() != format_value(value):
+            shown.append(f"{ref.name} = {format_value(value)} ({value.canonical()})")
+        else:
+            shown.append(f"{ref.name} = {format_value(value) if value is not None else 'unset'}")
     return tuple(shown)
 
 
@@ -442,6 +458,11 @@ def _finding(expression: str, conjunct: str, passed: bool, device: DeviceEntry
     return SelectorFinding(expression, conjunct, passed, found, _values(conjunct, device))
 
 
+@functools.lru_cache(maxsize=1024)
+def _conjuncts(expression: str) -> tuple[str, ...]:
+    return tuple(split_conjuncts(expression))
+
+
 def judge(expression: str, device: DeviceEntry) -> SelectorFinding:
     """Why ``expression`` accepts or rejects ``device``: the first false conjunct when it
     rejects, else the whole expression."""
@@ -450,8 +471,8 @@ def judge(expression: str, device: DeviceEntry) -> SelectorFinding:
         return SelectorFinding(expression, expression, None, None, (), error=outcome)
     if outcome:
         return _finding(expression, expression, True, device)
-    for conjunct in split_conjuncts(expression):
-        part = _evaluate(conjunct, device)
+    for conjunct in _conjuncts(expression):
+        part = False if conjunct == expression else _evaluate(conjunct, device)
         if part is False:
             return _finding(expression, conjunct, False, device)
     return _finding(expression, expression, False, device)

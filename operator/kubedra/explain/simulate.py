@@ -18,11 +18,8 @@ from typing import Any
 from kubedra.allocation import AllocationError, AllocationFailed, NodeInfo
 from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.explain.claims import explain_claim, result_devices
-from kubedra.explain.model import API_VERSION, ClaimExplanation
+from kubedra.explain.model import API_VERSION, MAX_COPIES, ClaimExplanation
 from kubedra.explain.snapshot import ClusterSnapshot
-
-MAX_COPIES = 1000
-"""Default bound of the copy count."""
 
 
 class ClaimFileError(ValueError):

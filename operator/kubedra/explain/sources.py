@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from kubedra.api.resource import ResourceClaim
-from kubedra.explain.kubectl import Kubectl
+from kubedra.explain.kubectl import KubectlProxy
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8s.io/v1",
@@ -101,9 +101,9 @@ def pods_using(claim: ResourceClaim, pods: Iterable[Mapping[str, Any]]) -> list[
     return sorted(found, key=lambda p: p.name)
 
 
-def read_cluster(kubectl: Kubectl, pods_namespace: str | None, *, with_pods: bool = True
+def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: bool = True
                  ) -> ClusterObjects:
-    """Read every object explain needs (one list per kind, all at once, through kubectl); pods
+    """Read every object explain needs (one list per kind, through kubectl's proxy); pods
     only of ``pods_namespace`` (``None``: of all namespaces), and none unless ``with_pods``.
     A kind the API server does not serve (DeviceTaintRule before 1.37) has no objects.
 
@@ -117,7 +117,7 @@ def read_cluster(kubectl: Kubectl, pods_namespace: str | None, *, with_pods: boo
     if with_pods:
         paths.append(f"/api/v1/namespaces/{pods_namespace}/pods" if pods_namespace
                      else "/api/v1/pods")
-    lists = [(found or {}).get("items") or [] for found in kubectl.get(paths)]
+    lists = [(found or {}).get("items") or [] for found in proxy.get(paths)]
     return ClusterObjects(*lists)
 
 

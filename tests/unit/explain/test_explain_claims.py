@@ -67,7 +67,8 @@ def test_demo_claim_asking_more_memory_than_the_h200_has() -> None:
                     "selector": {"source": "request gpu", "expression": TOO_BIG,
                                  "conjunct": TOO_BIG},
                     "comparison": {"name": "gpu.kubedra.io/memory", "relation": ">=",
-                                   "device": "150754820096", "asked": "151397597184"}}],
+                                   "device": "150754820096", "asked": "151397597184",
+                                   "deviceQuantity": "143771Mi", "askedQuantity": "141Gi"}}],
                 "constraints": [], "unusablePools": [], "errors": [],
                 "chosen": None, "allocationMode": "ExactCount"}]}],
         "allocation": None}
@@ -163,8 +164,12 @@ def test_consumable_capacity_left_on_a_shared_device() -> None:
     [request] = explanation.candidates[0].requests
     assert request.funnel == funnel(1, 1, 1, 1, 0, 0, 0)
     assert request.devices[0].reason == (
-        "gpu-0 on node-a needs memory 30Gi, 21474836480 of 85899345920 left "
-        "(shared with claim default/a (request r))")
+        "gpu-0 on node-a needs memory 32212254720 (30Gi), 21474836480 (20Gi) of 85899345920 "
+        "(80Gi) left (shared with claim default/a (request r))")
+    assert request.devices[0].to_json()["capacity"] == [{
+        "capacity": "memory", "needed": "32212254720", "left": "21474836480",
+        "total": "85899345920", "neededQuantity": "30Gi", "leftQuantity": "20Gi",
+        "totalQuantity": "80Gi"}]
 
 
 def test_constraint_that_no_set_of_devices_meets() -> None:

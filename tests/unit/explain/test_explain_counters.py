@@ -6,12 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubedra.api.resource import ResourceClaim
-from kubedra.explain import ClusterSnapshot, explain_claim
-from kubedra.explain.render import render_explanation
-from tests.support.explain_builders import node
+from tests.support.explain_builders import explain_on_node_a as _explain
 from tests.support.scenario_builders import (
-    CLASSES,
     claim,
     device,
     exact,
@@ -29,14 +25,6 @@ def _counters(name: str, **amounts: int) -> dict[str, Any]:
 
 def _uses(**amounts: int) -> list[dict[str, Any]]:
     return [{"counterSet": "cs", "counters": {k: {"value": str(v)} for k, v in amounts.items()}}]
-
-
-def _explain(slices: list[dict[str, Any]], wants: dict[str, Any],
-             allocated: tuple[dict[str, Any], ...] = ()) -> tuple[dict[str, Any], str]:
-    snapshot = ClusterSnapshot.from_api(slices, CLASSES, [], [*allocated, wants],
-                                        [node("node-a")])
-    explanation = explain_claim(snapshot, ResourceClaim.from_api(wants))
-    return explanation.to_json(), render_explanation(explanation)
 
 
 def test_a_further_share_of_a_shared_device_consumes_no_more_counters() -> None:

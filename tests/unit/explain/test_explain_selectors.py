@@ -78,7 +78,11 @@ def test_split_at_top_level_and(expression: str, parts: list[str]) -> None:
     # the conjunct is quoted when the comparison is not with a literal
     (f'{MEMORY}.compareTo(device.capacity["gpu.kubedra.io"].memory) > 0', None,
      f'does not match {MEMORY}.compareTo(device.capacity["gpu.kubedra.io"].memory) > 0 '
-     "(gpu.kubedra.io/memory = 150754820096)"),
+     "(gpu.kubedra.io/memory = 150754820096 (143771Mi))"),
+    # the device's value in the units of the literal, whatever units the slice used
+    (f'{MEMORY}.compareTo(quantity("150G")) < 0', None,
+     "has 150754820096 bytes, not less than the 150000000000 allowed "
+     "(gpu.kubedra.io/memory: 150754820096 >= 150G)"),
 ])
 def test_rejection_says_what_the_device_has(gpu0: DeviceEntry, expression: str,
                                             conjunct: str | None, sentence: str) -> None:
