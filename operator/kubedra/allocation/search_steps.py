@@ -1,0 +1,178 @@
+"""How many steps upstream's search takes, counted without a clock.
+
+kube-scheduler cuts its device search at the filter timeout (``DRASchedulerFilterTimeout``,
+10 s in v1.37.2, ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``) and
+then reports ``node <name>: timed out trying to allocate devices`` as an error for the pod. Its
+search is exhaustive (kubernetes#131730): when a request lacks one device, it tries every subset
+of the devices it could take before the request before it moves on, so the steps double with
+each device. kubedra's own search cuts such branches (``_cannot_complete``,
+``later_claim_impossible`` in :mod:`kubedra.allocation.allocator`) and finishes in
+milliseconds; this module counts what upstream does instead.
+
+One *step* is one call of upstream's ``allocateOne``
+(``structured/internal/incubating/allocator_incubating.go``, v0.37.2), the unit of upstream's own
+statistic ``Stats.NumAllocateOneInvocations``: the search visits claims, requests and devices in
+kubedra's order, which is upstream's (pool, slice, device order; each next device of a request
+after the previous one), with kubedra's shortcuts off. ``hack/allocator`` reports upstream's
+count, and the differential tests compare the two on every scenario upstream finishes.
+
+Counting every step one by one would take Python minutes where Go takes seconds, so one kind of
+branch is counted in closed form: a request that still needs ``k`` devices where only ``m < k``
+devices from the current position could serve it, and nothing else ties those devices together
+(no constraint applies to the request, no counters, no shared capacity, no ``adminAccess``).
+Upstream then visits every subset of those ``m`` devices once — ``2**m`` steps, the current one
+included — and fails, whatever follows. Other branches are walked step by step (about 50,000
+steps a second in Python), so the walk has a limit of its own.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kubedra.allocation.allocator import Allocator, Outcome, _Search
+from kubedra.allocation.errors import AllocationError
+from kubedra.allocation.node_selection import NodeInfo
+from kubedra.allocation.requests import RequestData
+from kubedra.api.resource import ResourceClaim
+
+
+@dataclass(frozen=True)
+class SearchSteps:
+    """The steps upstream's search takes on one node.
+
+    Attributes:
+        steps: ``allocateOne`` calls counted; when ``finished`` is False, at least this many.
+        finished: the search ends within the limit the count was asked for.
+    """
+
+    steps: int
+    finished: bool
+
+
+class _LimitReached(Exception):
+    """The count passed its limit."""
+
+
+class _UpstreamSearch(_Search):
+    """Upstream's search order without kubedra's shortcuts, counting steps up to ``limit``
+    and walking at most ``walk_limit`` of them."""
+
+    def __init__(self, allocator: Allocator, node: NodeInfo, claims: Sequence[ResourceClaim],
+                 limit: int, walk_limit: int) -> None:
+        super().__init__(allocator, node, claims)
+        self.limit = limit
+        self.walk_limit = walk_limit
+        self.counted = 0
+        """Steps counted in closed form (the rest of :attr:`steps` were walked)."""
+
+    def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
+                      start: int) -> Outcome:
+        if self.steps >= self.limit or self.steps - self.counted >= self.walk_limit:
+            raise _LimitReached
+        return super()._allocate_one(ci, ri, si, di, in_sub, start)
+
+    def later_claim_impossible(self) -> bool:
+        """Upstream has no such shortcut."""
+        return False
+
+    def _cannot_complete(self, ci: int, data: RequestData, di: int, start: int) -> bool:
+        """Count a hopeless branch of a request that nothing ties to others in closed form
+        (see the module's docstring); otherwise, let the search walk it."""
+        if data.admin_access:
+            return False
+        subrequest = data.name if data.parent is not None else None
+        if any(c.applies_to(data.base_name, subrequest) for c in self.constraints[ci]):
+            return False
+        consumable = self.features.consumable_capacity
+        taints = self.features.device_taints
+        usable = 0
+        for device in self.devices_from(start):
+            if self.in_use(data, device.id, ci):
+                continue
+            try:
+                if not self.selectable(data, device):
+                    continue
+                if consumable and not self.capacity_fits(data, device):
+                    continue
+            except AllocationError:
+                return False  # upstream raises it on the way: walk the branch
+            if taints and device.taints and self.tainted(data, device):
+                continue
+            if device.consumes_counters or (consumable and device.allow_multiple):
+                return False
+            usable += 1
+        if usable >= data.count - di:
+            return False
+        self.steps += 2 ** usable - 1  # this call is counted already
+        self.counted += 2 ** usable - 1
+        if self.steps > self.limit:
+            raise _LimitReached
+        return True
+
+
+def upstream_steps(allocator: Allocator, node: NodeInfo, claims: Sequence[ResourceClaim],
+                   limit: int, walk_limit: int) -> SearchSteps:
+    """The steps upstream's allocator takes to allocate ``claims`` on ``node`` (or to find that
+    they do not fit, or to hit an error), counted up to ``limit``, of which at most
+    ``walk_limit`` are walked one by one (the rest are counted in closed form).
+
+    Returns:
+        the exact count when the search ends within both limits; else ``finished=False`` and
+        the steps counted when a limit was reached (upstream takes more).
+    """
+    try:
+        search = _UpstreamSearch(allocator, node, claims, limit, walk_limit)
+    except AllocationError:
+        return SearchSteps(0, finished=True)  # upstream fails before its search starts
+    try:
+        search.prepare()
+        search._allocate_one(0, 0, 0, 0, False, 0)
+    except _LimitReached:
+        return SearchSteps(search.steps, finished=False)
+    except AllocationError:
+        pass  # upstream stops at the error too
+    return SearchSteps(search.steps, finished=True)
+
+
+FILTER_TIMEOUT_SECONDS = 10
+"""kube-scheduler's default ``DynamicResourcesArgs.filterTimeout`` with ``DRASchedulerFilterTimeout``
+on (the default in v1.37.2; ``pkg/scheduler/apis/config/types_pluginargs.go``)."""
+
+FINISHES_WITHIN = 300_000
+"""Steps that upstream's search finishes within its 10 s even on a busy scheduler: the slowest
+rate measured for the v1.37.2 allocator on this project's 2-core machine under load was about
+87,000 steps a second (3.4 s for this many). Also how many steps explain walks one by one at
+most (a few seconds of Python)."""
+
+TIMES_OUT_AFTER = 30_000_000
+"""Steps that take upstream's search past 10 s even on a fast, idle scheduler: the v1.37.2
+allocator does about 650,000 steps per CPU second on this machine, so this many take 46 CPU
+seconds here, and more than 10 s on a core 4.6 times as fast (bench/RESULTS.md, "How long
+upstream's search takes")."""
+
+
+class SearchTime(enum.Enum):
+    """What upstream's search does within the scheduler's filter timeout."""
+
+    FINISHES = "Finishes"
+    """At most :data:`FINISHES_WITHIN` steps."""
+    MAY_TIME_OUT = "MayTimeOut"
+    """Between the bounds: on a busy or slow scheduler it times out, on a fast one it finishes.
+    Also when the steps walked one by one reached :data:`FINISHES_WITHIN` first."""
+    TIMES_OUT = "TimesOut"
+    """More than :data:`TIMES_OUT_AFTER` steps."""
+
+
+def scheduler_search_time(allocator: Allocator, node: NodeInfo,
+                          claims: Sequence[ResourceClaim]) -> tuple[SearchTime, SearchSteps]:
+    """Whether kube-scheduler's search for ``claims`` on ``node`` ends within its filter
+    timeout, judged by the steps it takes (:func:`upstream_steps`) against the calibrated
+    bounds :data:`FINISHES_WITHIN` and :data:`TIMES_OUT_AFTER`; no clock is read."""
+    steps = upstream_steps(allocator, node, claims, TIMES_OUT_AFTER, FINISHES_WITHIN)
+    if steps.steps > TIMES_OUT_AFTER or (not steps.finished and steps.steps >= TIMES_OUT_AFTER):
+        return SearchTime.TIMES_OUT, steps
+    if steps.finished and steps.steps <= FINISHES_WITHIN:
+        return SearchTime.FINISHES, steps
+    return SearchTime.MAY_TIME_OUT, steps
