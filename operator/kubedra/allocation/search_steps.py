@@ -28,6 +28,7 @@ steps a second in Python), so the walk has a limit of its own.
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,16 +40,31 @@ from kubedra.api.resource import ResourceClaim
 
 
 @dataclass(frozen=True)
+class DeadEnd:
+    """The first branch counted in closed form: request ``request`` of claim ``claim`` needs
+    ``needed`` more devices, only ``usable`` are left for it after ``taken`` (``(request,
+    device)`` picked before it in the claim), so upstream tries all ``2**usable`` subsets."""
+
+    claim: str
+    request: str
+    needed: int
+    usable: int
+    taken: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class SearchSteps:
     """The steps upstream's search takes on one node.
 
     Attributes:
         steps: ``allocateOne`` calls counted; when ``finished`` is False, at least this many.
-        finished: the search ends within the limit the count was asked for.
+        finished: the search ends within the limits the count was asked for.
+        dead_end: the first branch counted in closed form, if any.
     """
 
     steps: int
     finished: bool
+    dead_end: DeadEnd | None = None
 
 
 class _LimitReached(Exception):
@@ -60,12 +76,13 @@ class _UpstreamSearch(_Search):
     and walking at most ``walk_limit`` of them."""
 
     def __init__(self, allocator: Allocator, node: NodeInfo, claims: Sequence[ResourceClaim],
-                 limit: int, walk_limit: int) -> None:
+                 limit: int | None, walk_limit: int) -> None:
         super().__init__(allocator, node, claims)
-        self.limit = limit
+        self.limit = limit if limit is not None else sys.maxsize
         self.walk_limit = walk_limit
         self.counted = 0
         """Steps counted in closed form (the rest of :attr:`steps` were walked)."""
+        self.dead_end: DeadEnd | None = None
 
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
                       start: int) -> Outcome:
@@ -107,15 +124,20 @@ class _UpstreamSearch(_Search):
             return False
         self.steps += 2 ** usable - 1  # this call is counted already
         self.counted += 2 ** usable - 1
+        if self.dead_end is None:
+            self.dead_end = DeadEnd(data.claim_label, data.full_name, data.count - di, usable,
+                                    tuple((p.request.full_name, p.device.name)
+                                          for p in self.picks[ci]))
         if self.steps > self.limit:
             raise _LimitReached
         return True
 
 
 def upstream_steps(allocator: Allocator, node: NodeInfo, claims: Sequence[ResourceClaim],
-                   limit: int, walk_limit: int) -> SearchSteps:
+                   limit: int | None, walk_limit: int) -> SearchSteps:
     """The steps upstream's allocator takes to allocate ``claims`` on ``node`` (or to find that
-    they do not fit, or to hit an error), counted up to ``limit``, of which at most
+    they do not fit, or to hit an error), counted up to ``limit`` (``None``: no limit), of
+    which at most
     ``walk_limit`` are walked one by one (the rest are counted in closed form).
 
     Returns:
@@ -130,15 +152,16 @@ def upstream_steps(allocator: Allocator, node: NodeInfo, claims: Sequence[Resour
         search.prepare()
         search._allocate_one(0, 0, 0, 0, False, 0)
     except _LimitReached:
-        return SearchSteps(search.steps, finished=False)
+        return SearchSteps(search.steps, False, search.dead_end)
     except AllocationError:
         pass  # upstream stops at the error too
-    return SearchSteps(search.steps, finished=True)
+    return SearchSteps(search.steps, True, search.dead_end)
 
 
 FILTER_TIMEOUT_SECONDS = 10
-"""kube-scheduler's default ``DynamicResourcesArgs.filterTimeout`` with ``DRASchedulerFilterTimeout``
-on (the default in v1.37.2; ``pkg/scheduler/apis/config/types_pluginargs.go``)."""
+"""kube-scheduler's default ``DynamicResourcesArgs.filterTimeout`` with the feature gate
+``DRASchedulerFilterTimeout`` on (the default in v1.37.2;
+``pkg/scheduler/apis/config/types_pluginargs.go``)."""
 
 FINISHES_WITHIN = 300_000
 """Steps that upstream's search finishes within its 10 s even on a busy scheduler: the slowest
@@ -168,10 +191,11 @@ class SearchTime(enum.Enum):
 def scheduler_search_time(allocator: Allocator, node: NodeInfo,
                           claims: Sequence[ResourceClaim]) -> tuple[SearchTime, SearchSteps]:
     """Whether kube-scheduler's search for ``claims`` on ``node`` ends within its filter
-    timeout, judged by the steps it takes (:func:`upstream_steps`) against the calibrated
-    bounds :data:`FINISHES_WITHIN` and :data:`TIMES_OUT_AFTER`; no clock is read."""
-    steps = upstream_steps(allocator, node, claims, TIMES_OUT_AFTER, FINISHES_WITHIN)
-    if steps.steps > TIMES_OUT_AFTER or (not steps.finished and steps.steps >= TIMES_OUT_AFTER):
+    timeout, judged by the steps it takes (:func:`upstream_steps`, walking at most
+    :data:`FINISHES_WITHIN` of them) against the calibrated bounds :data:`FINISHES_WITHIN` and
+    :data:`TIMES_OUT_AFTER`; no clock is read."""
+    steps = upstream_steps(allocator, node, claims, None, FINISHES_WITHIN)
+    if steps.steps > TIMES_OUT_AFTER:
         return SearchTime.TIMES_OUT, steps
     if steps.finished and steps.steps <= FINISHES_WITHIN:
         return SearchTime.FINISHES, steps
