@@ -305,11 +305,14 @@ def _error_message(erred: list[NodeOutcome]) -> str:
 
 
 def devices_by_request(devices: Sequence[dict[str, str]]) -> str:
-    """``r1: gpu24; r2: gpu00, gpu01, …, (24 devices)``: an allocation's devices per request,
-    naming at most :data:`NODES_NAMED` per request."""
+    """``r1: gpu24; r2: gpu00, gpu01, …, (24 devices)``: an allocation's devices per request
+    (``claim request`` when the devices name their claim), naming at most :data:`NODES_NAMED`
+    per request."""
     by_request: dict[str, list[str]] = {}
     for device in devices:
-        by_request.setdefault(device["request"], []).append(device["device"])
+        key = f"{device['claim']} {device['request']}" if "claim" in device else \
+            device["request"]
+        by_request.setdefault(key, []).append(device["device"])
     return "; ".join(f"{request}: {_named(names)}" + (
         f" ({len(names)} devices)" if len(names) > NODES_NAMED else "")
         for request, names in by_request.items())

@@ -25,7 +25,13 @@ from kubedra.allocation import (
     compile_node_selector,
 )
 from kubedra.api.resource import ResourceClaim
-from kubedra.explain.claims import FILTER_ERROR, NODES_NAMED, evaluate_node, result_devices
+from kubedra.explain.claims import (
+    FILTER_ERROR,
+    NODES_NAMED,
+    devices_by_request,
+    evaluate_node,
+    result_devices,
+)
 from kubedra.explain.model import API_VERSION, NodeOutcome, SchedulerSearch
 from kubedra.explain.search_time import TIMED_OUT, judge_search
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
@@ -175,9 +181,9 @@ def _searched(outcome: PodNodeOutcome, allocator: Allocator, node: NodeInfo,
     times out the message says so first."""
     outcome.search = judge_search(allocator, node, pending, outcome.fits)
     if outcome.search.outcome != "Finishes":
-        verb = "times out" if outcome.times_out() else "may time out"
-        outcome.message = (f"kube-scheduler's search {verb} ({outcome.search.reason}): "
-                           f"{outcome.message}")
+        found = f"an allocation exists ({devices_by_request(outcome.devices)})" \
+            if outcome.fits else f"the claims do not fit anyway: {outcome.message}"
+        outcome.message = f"{outcome.search.reason}; {found}"
     return outcome
 
 

@@ -253,6 +253,8 @@ def render_pod_explanation(explanation: PodExplanation) -> str:
             alone = f"{sum(o.fits for o in node.claims.values())} of {len(node.claims)}" \
                 if node.claims else "-"
             result = "fits" if node.fits else "excluded" if node.excluded else "fails"
+            if node.search is not None and node.search.outcome != "Finishes":
+                result = ("times out; " if node.times_out() else "may time out; ") + result
             rows.append([node.node, alone, result])
         lines += ["", table(rows)]
         failing = [n for n in explanation.nodes if not n.fits]

@@ -83,7 +83,9 @@ class Simulation:
         more = " (the limit; more fit)" if self.limit_reached else ""
         text = f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + (
             f"{more} ({where})" if where else "")
-        times_out, may_time_out = self.search_warnings()
+        placed = self.by_node()
+        times_out, may_time_out = ([n for n in nodes if n in placed]
+                                   for nodes in self.search_warnings())
         if times_out:
             text += (f", but kube-scheduler's search times out on {_nodes(times_out)}: it does "
                      "not place the claim there (see Scheduler search)")
