@@ -11,8 +11,8 @@ A scenario is one allocation attempt with everything it depends on::
 and its outcome is ``{"name", "outcome": "allocated" | "unschedulable" | "error",
 "allocations": [AllocationResult...], "message"}``, exactly what ``dra-reference-allocator``
 prints for upstream's allocator (which adds ``"steps"``, its search's steps, and the outcome
-``"timeout"`` when a scenario's ``timeoutSeconds`` cut it). :func:`comparable` reduces an outcome to what must be equal
-between the two.
+``"timeout"`` when a scenario's ``timeoutSeconds`` cut it). :func:`comparable` reduces an
+outcome to what must be equal between the two.
 """
 
 from __future__ import annotations

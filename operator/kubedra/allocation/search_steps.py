@@ -171,7 +171,7 @@ slowest scenario found (three claims with ``firstAvailable``, ``adminAccess`` an
 ``distinctAttribute``) and 650,000 on kubernetes#131730's shape, on this project's machine
 (bench/RESULTS.md, "How long upstream's search takes"). At the slowest rate this many take
 1.5 CPU seconds, 4.5 s with a third of a core. Also the most steps explain walks one by one
-(Python walks 28,000–100,000 steps a second, so up to about 7 s on a loaded machine)."""
+(Python walks 28,000 to 100,000 steps a second, so up to about 7 s on a loaded machine)."""
 
 TIMES_OUT_AFTER = 30_000_000
 """Steps that take upstream's search past 10 s even on a fast, idle scheduler: at the fastest

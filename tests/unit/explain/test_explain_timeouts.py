@@ -93,7 +93,7 @@ node-a:
     - list the requests most constrained first (r2, r1): kube-scheduler's search then takes 29 steps
     - give request r1 the selector !(device.attributes["gpu.example.com"].idx < 24), so that it
       leaves request r2's devices alone: kube-scheduler's search then takes 29 steps
-"""
+"""  # noqa: E501
 
 
 def test_simulate_warns_that_the_copy_it_counts_times_out_in_the_scheduler() -> None:
