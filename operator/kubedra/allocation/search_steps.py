@@ -166,17 +166,18 @@ FILTER_TIMEOUT_SECONDS = 10
 FINISHES_WITHIN = 200_000
 """Steps that upstream's search finishes within its 10 s even when each step is slow and the
 scheduler shares its core. The cost of a step depends on the claims (devices looked at,
-constraints, selectors): the v1.37.2 allocator measured 134,000 steps per CPU second on the
+constraints, selectors): the v1.37.2 allocator measured 126,000 steps per CPU second on the
 slowest scenario found (three claims with ``firstAvailable``, ``adminAccess`` and
-``distinctAttribute``) and 650,000 on kubernetes#131730's shape, on this project's machine
-(bench/RESULTS.md, "How long upstream's search takes"). At the slowest rate this many take
-1.5 CPU seconds, 4.5 s with a third of a core. Also the most steps explain walks one by one
-(Python walks 28,000 to 100,000 steps a second, so up to about 7 s on a loaded machine)."""
+``distinctAttribute``) and up to 720,000 on kubernetes#131730's shape, on this project's
+machine (``bench/search_steps.py``; bench/RESULTS.md, "How long upstream's search takes"). At
+the slowest rate this many take 1.6 CPU seconds, under 5 s with a third of a core. Also the
+most steps explain walks one by one (Python walks 28,000 to 100,000 steps a second, so up to
+about 7 s on a loaded machine)."""
 
 TIMES_OUT_AFTER = 30_000_000
 """Steps that take upstream's search past 10 s even on a fast, idle scheduler: at the fastest
-rate measured (650,000 steps per CPU second) this many take 46 CPU seconds here, and more than
-10 s on a core 4.6 times as fast."""
+rate measured (720,000 steps per CPU second) this many take 42 CPU seconds here, and more than
+10 s on a core 4 times as fast."""
 
 
 class SearchTime(enum.Enum):
