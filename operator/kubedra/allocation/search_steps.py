@@ -103,23 +103,14 @@ class _UpstreamSearch(_Search):
         if any(c.applies_to(data.base_name, subrequest) for c in self.constraints[ci]):
             return False
         consumable = self.features.consumable_capacity
-        taints = self.features.device_taints
         usable = 0
-        for device in self.devices_from(start):
-            if self.in_use(data, device.id, ci):
-                continue
-            try:
-                if not self.selectable(data, device):
-                    continue
-                if consumable and not self.capacity_fits(data, device):
-                    continue
-            except AllocationError:
-                return False  # upstream raises it on the way: walk the branch
-            if taints and device.taints and self.tainted(data, device):
-                continue
-            if device.consumes_counters or (consumable and device.allow_multiple):
-                return False
-            usable += 1
+        try:
+            for device in self.candidates(ci, data, start):
+                if device.consumes_counters or (consumable and device.allow_multiple):
+                    return False
+                usable += 1
+        except AllocationError:
+            return False  # upstream raises it on the way: walk the branch
         if usable >= data.count - di:
             return False
         self.steps += 2 ** usable - 1  # this call is counted already

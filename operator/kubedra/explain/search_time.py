@@ -37,7 +37,7 @@ TIMED_OUT = "timed out trying to allocate devices"
 
 
 def steps_text(steps: SearchSteps) -> str:
-    """``201,326,645 steps`` or ``more than 300,000 steps`` when counting stopped."""
+    """``201,326,645 steps`` or ``more than 200,000 steps`` when counting stopped."""
     return f"{steps.steps:,} steps" if steps.finished else f"more than {steps.steps:,} steps"
 
 

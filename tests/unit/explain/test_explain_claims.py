@@ -72,7 +72,7 @@ def test_demo_claim_asking_more_memory_than_the_h200_has() -> None:
                 "chosen": None, "allocationMode": "ExactCount"}],
             "schedulerSearch": {
                 "outcome": "Finishes", "steps": 1, "stepsExact": True,
-                "finishesWithin": 300_000, "timesOutAfter": 30_000_000, "timeoutSeconds": 10,
+                "finishesWithin": 200_000, "timesOutAfter": 30_000_000, "timeoutSeconds": 10,
                 "reason": "", "suggestions": []}}],
         "allocation": None}
 
