@@ -50,7 +50,9 @@ def _dead_end_text(dead_end: DeadEnd | None) -> str:
     if not dead_end.taken:
         return (f"request {dead_end.request} needs {need} and only {dead_end.usable} can serve "
                 f"it; upstream's search tries {subsets} before it gives up (kubernetes#131730)")
-    taken = ", ".join(f"{device} (request {request})" for request, device in dead_end.taken)
+    taken = ", ".join(f"{device} (request {request})" if claim == dead_end.claim
+                      else f"{device} (claim {claim}, request {request})"
+                      for claim, request, device in dead_end.taken)
     return (f"with {taken} taken first, request {dead_end.request} needs {need} and only "
             f"{dead_end.usable} are left for it, so upstream's search tries {subsets} before it "
             "changes an earlier choice, and again for every earlier choice (kubernetes#131730)")
@@ -115,7 +117,8 @@ def _excluding(allocator: Allocator, node: NodeInfo, claim: ResourceClaim,
     expressions = [s.cel.expression for s in short.exactly.selectors if s.cel is not None]
     negation = "!(" + " && ".join(f"({e})" if len(expressions) > 1 else e
                                   for e in expressions) + ")"
-    for name in dict.fromkeys(request for request, _ in dead_end.taken):
+    for name in dict.fromkeys(request for claim, request, _ in dead_end.taken
+                              if claim == dead_end.claim):
         if "/" in name or requests[name].exactly is None:
             continue
         rewritten = claim.model_copy(deep=True)

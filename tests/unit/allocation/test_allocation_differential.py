@@ -58,11 +58,13 @@ def test_edge_cases() -> None:
 def test_search_steps_are_upstreams_and_finish_where_upstream_does() -> None:
     """Upstream's own count of its steps (``Stats.NumAllocateOneInvocations``) equals kubedra's
     on every scenario upstream finishes: the corpus, the edge cases and kubernetes#131730's
-    shape up to 16 GPUs (counted in closed form); and no scenario of the corpus or the edge cases
-    (upstream takes at most 0.5 s of CPU on any) is said to time out."""
+    shape up to 16 GPUs, in one claim or two (counted in closed form); and no scenario of the
+    corpus or the edge cases (upstream takes at most 0.5 s of CPU on any) is said to time
+    out."""
     corpus = [json.loads(line) for line in CORPUS.read_text().splitlines()] + \
         [case.scenario for case in CASES]
-    shapes = [search_explosion(n, f"explosion-{n}") for n in range(3, 17)]
+    shapes = [search_explosion(n, f"explosion-{n}") for n in range(3, 17)] + \
+        [search_explosion(n, f"two-claims-{n}", two_claims=True) for n in (5, 10, 14)]
     upstream = run_reference(corpus + shapes)
     assert all(o["outcome"] != "timeout" for o in upstream)
     judged = [scenario_search_time(s) for s in corpus + shapes]
@@ -70,7 +72,8 @@ def test_search_steps_are_upstreams_and_finish_where_upstream_does() -> None:
         == {o["name"]: o["steps"] for o in upstream}
     assert [s["name"] for s, (time, _) in zip(corpus, judged, strict=False)
             if time is not SearchTime.FINISHES] == []
-    assert [o["steps"] for o in upstream[len(corpus):]][-3:] == [53_279, 114_721, 245_795]
+    assert [o["steps"] for o in upstream[len(corpus):]][-6:] == [
+        53_279, 114_721, 245_795, 50, 2_337, 53_293]
 
 
 def test_upstream_time_outs_are_their_own_class() -> None:

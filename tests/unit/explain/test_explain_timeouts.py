@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from kubedra.api.resource import ResourceClaim
+from kubedra.controller.explain_state import ExplainState, Inputs
+from kubedra.controller.explanations import explain_messages
 from kubedra.explain import ClusterSnapshot, explain_claim
 from kubedra.explain.pods import explain_pod
 from kubedra.explain.render import render_explanation, render_pod_explanation
@@ -180,3 +182,32 @@ def test_a_small_search_finishes_without_a_warning() -> None:
     assert data["candidates"][0]["schedulerSearch"] == {
         "outcome": "Finishes", "steps": 11_291, "stepsExact": True, **BOUNDS, "reason": "",
         "suggestions": []}
+
+
+def test_claims_that_fit_alone_but_time_out_together_get_the_pods_explanation() -> None:
+    """The issue's two requests as two claims of one pod: each fits alone in a few steps, but
+    the scheduler searches them together, and the operator's Event on each says so."""
+    scenario = search_explosion(25, two_claims=True)
+    claims = scenario["claims"]
+    pod = PodPlacement("default", "p", claims=("one", "many"))
+    inputs = Inputs(slices=scenario["slices"], classes=CLASSES, taint_rules=[], allocated=[],
+                    nodes=[node("node-a")], inventory_version=1, claims_version=1)
+    snapshot = ClusterSnapshot.from_api(scenario["slices"], CLASSES, [], claims,
+                                        [node("node-a")])
+    alone = [explain_claim(snapshot, ResourceClaim.from_api(c), [pod]) for c in claims]
+    assert [(e.verdict, e.candidates[0].search and e.candidates[0].search.steps)
+            for e in alone] == [("Fits", 4), ("Fits", 27)]
+    together = explain_pod(snapshot, pod, [ResourceClaim.from_api(c) for c in claims])
+    why = ("kube-scheduler's search takes 201,326,670 steps on node node-a, more than "
+           "30,000,000 (past its 10-second filter timeout even on a fast scheduler), so it gives "
+           "up: with gpu00 (claim default/one, request r1) taken first, request r2 needs 24 "
+           "more devices and only 23 are left for it, so upstream's search tries all 2^23 = "
+           "8,388,608 subsets of them before it changes an earlier choice, and again for every "
+           "earlier choice (kubernetes#131730)")
+    assert (together.verdict, together.message) == (
+        "Timeout", f"kube-scheduler times out on node node-a and reports an error: {FILTER}node "
+        f"node-a: timed out trying to allocate devices; {why}; an allocation exists "
+        "(default/one r1: gpu24; default/many r2: gpu00, gpu01, gpu02, gpu03, gpu04, … (24 "
+        "devices))")
+    assert explain_messages(ExplainState(), inputs, claims, pod) == [
+        f"with the pod's other claims: {together.message}"] * 2
