@@ -9,7 +9,10 @@ devices already allocated; and feature gates switched off.
 
 ``PYTHONPATH=operator python -m tests.support.scenario_strategies`` regenerates the stored corpus
 ``tests/allocation_corpus/generated.jsonl`` (fixed seed, so the same hypothesis version yields
-the same file; it needs the reference allocator, see :func:`generate_corpus`).
+the same file; it needs the reference allocator, see :func:`generate_corpus`) and the upstream
+time-outs ``tests/allocation_corpus/timeouts.jsonl``. Which scenarios upstream finishes within
+its 1 s and 10 s cuts depends on the machine's speed and load, so a regeneration on another
+machine can shift both files.
 """
 
 from __future__ import annotations
