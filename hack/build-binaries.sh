@@ -5,7 +5,8 @@
 #   etcd                                                    go.etcd.io/etcd/server/v3 (hack/etcd)
 #   kwok                                                    sigs.k8s.io/kwok (hack/kwok)
 #   dra-reference-allocator (when hack/allocator exists)     k8s.io/dynamic-resource-allocation
-# A binary is rebuilt only when its tool module (go.mod, go.sum) or this script changes.
+# A binary is rebuilt only when its tool module (go.mod, go.sum, its Go sources) or this script
+# changes.
 # Usage: hack/build-binaries.sh [--force]
 set -euo pipefail
 
@@ -23,11 +24,13 @@ gov=$(go env GOVERSION | sed 's/^go//')
 
 # build <name> <module dir> <packages...>: one go build per tool module (binary names from
 # the packages, or $OUTNAME for a single package), skipped when its
-# stamp (hash of go.mod, go.sum, this script) matches what was built before.
+# stamp (hash of go.mod, go.sum, the module's own Go sources, this script) matches what was
+# built before.
 build() {
   local name=$1 dir=$2; shift 2
   local stamp out
-  stamp=$(cat "$root/hack/$dir/go.mod" "$root/hack/$dir/go.sum" "$0" | sha256sum | cut -c1-16)
+  stamp=$(cat "$root/hack/$dir/go.mod" "$root/hack/$dir/go.sum" \
+            $(find "$root/hack/$dir" -maxdepth 1 -name '*.go' | sort) "$0" | sha256sum | cut -c1-16)
   out="$cache/kubernetes/$dir-$stamp"
   if [[ $force == 0 && -f "$out/.complete" ]]; then
     echo "build-binaries: $name: up to date ($out)"

@@ -13,7 +13,8 @@
 // overrides the defaults by name (AdminAccess, PrioritizedList, PartitionableDevices,
 // DeviceTaints, DeviceTaintRules, DeviceBindingAndStatus, ConsumableCapacity,
 // FractionalCapacityRange). The outcome is {"name", "outcome": "allocated" | "unschedulable" |
-// "error" | "timeout", "allocations", "message"}.
+// "error" | "timeout", "allocations", "message", "steps"}; steps is upstream's count of its
+// search's steps (allocateOne calls).
 //
 // What the scheduler does around the allocator is reproduced here in a few lines because the
 // upstream helpers are unexported: the allocated state from the claims' allocation results
@@ -31,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -135,6 +137,9 @@ type outcome struct {
 	Outcome     string                         `json:"outcome"`
 	Allocations []resourceapi.AllocationResult `json:"allocations,omitempty"`
 	Message     string                         `json:"message,omitempty"`
+	// Steps is upstream's own count of the search's steps (allocateOne calls,
+	// Stats.NumAllocateOneInvocations), also when the search timed out.
+	Steps int64 `json:"steps"`
 }
 
 type classLister map[string]*resourceapi.DeviceClass
@@ -322,6 +327,7 @@ func runScenario(ctx context.Context, sc *scenario) (out outcome) {
 		defer cancel()
 	}
 	results, err := allocator.Allocate(ctx, sc.Node.toNode(), sc.Claims)
+	out.Steps = allocateOneCalls(allocator)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		out.Outcome, out.Message = "timeout", err.Error()
@@ -335,6 +341,21 @@ func runScenario(ctx context.Context, sc *scenario) (out outcome) {
 		out.Outcome, out.Allocations = "allocated", results
 	}
 	return out
+}
+
+// allocateOneCalls reads the allocator's Stats.NumAllocateOneInvocations. The incubating
+// allocator has GetStats, but its result type is in an internal package, so it is read by
+// reflection; -1 when the variant has no such statistic.
+func allocateOneCalls(allocator structured.Allocator) int64 {
+	method := reflect.ValueOf(allocator).MethodByName("GetStats")
+	if !method.IsValid() {
+		return -1
+	}
+	field := method.Call(nil)[0].FieldByName("NumAllocateOneInvocations")
+	if !field.IsValid() {
+		return -1
+	}
+	return field.Int()
 }
 
 func allocateLines(ctx context.Context, in io.Reader, out io.Writer) error {

@@ -127,3 +127,19 @@ def scenario(name: str, slices: list[Json], claims: list[Json], *,
     if features:
         found["features"] = features
     return found
+
+
+def search_explosion(devices: int, name: str = "explosion", *, two_claims: bool = False) -> Json:
+    """kubernetes#131730's shape: ``devices`` GPUs ``gpu00``… with int attribute ``idx``, one
+    claim with request ``r1`` (any one GPU) and ``r2`` (all but one, those with ``idx`` below
+    the last). First fit gives ``r1`` gpu00, ``r2`` then lacks one device, and upstream's
+    exhaustive search tries every subset before moving ``r1`` on: its steps double per device.
+    ``two_claims``: ``r1`` in claim ``one``, ``r2`` in claim ``many`` (a pod's two claims).
+    """
+    last = devices - 1
+    gpu_list = [device(f"gpu{i:02d}", attributes=attrs(idx=i)) for i in range(devices)]
+    requests = [exact("r1", "gpu"),
+                exact("r2", "gpu", f'device.attributes["{GPU}"].idx < {last}', count=last)]
+    claims = [claim("one", requests[0]), claim("many", requests[1])] if two_claims else \
+        [claim("c", *requests)]
+    return scenario(name, [resource_slice("node-a-gpus", gpu_list)], claims)

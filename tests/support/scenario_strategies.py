@@ -9,7 +9,10 @@ devices already allocated; and feature gates switched off.
 
 ``PYTHONPATH=operator python -m tests.support.scenario_strategies`` regenerates the stored corpus
 ``tests/allocation_corpus/generated.jsonl`` (fixed seed, so the same hypothesis version yields
-the same file; it needs the reference allocator, see :func:`generate_corpus`).
+the same file; it needs the reference allocator, see :func:`generate_corpus`) and the upstream
+time-outs ``tests/allocation_corpus/timeouts.jsonl``. Which scenarios upstream finishes within
+its 1 s and 10 s cuts depends on the machine's speed and load, so a regeneration on another
+machine can shift both files.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, TypeVar
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from kubedra.allocation import FILTER_TIMEOUT_SECONDS
 from tests.support.reference_allocator import run_reference
 
 NODE = {"name": "node-a", "labels": {"topology.example.com/zone": "z1",
@@ -394,16 +398,22 @@ def scenarios() -> st.SearchStrategy[dict[str, Any]]:
 
 
 CORPUS = pathlib.Path(__file__).parents[1] / "allocation_corpus" / "generated.jsonl"
+TIMEOUTS = pathlib.Path(__file__).parents[1] / "allocation_corpus" / "timeouts.jsonl"
 CORPUS_SEED = 20260729
 CORPUS_SIZE = 600
 
 
-def generate_corpus(size: int = CORPUS_SIZE) -> list[dict[str, Any]]:
-    """``size`` distinct scenarios drawn with a fixed seed, named ``generated-<n>``.
+def generate_corpus(size: int = CORPUS_SIZE) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``size`` distinct scenarios drawn with a fixed seed, named ``generated-<n>``, and the
+    time-outs: drawn scenarios on which upstream's search runs past the scheduler's filter
+    timeout, named ``timeout-<n>``, each with ``upstream``: ``{"outcome": "timeout",
+    "timeoutSeconds", "steps"}`` (upstream's steps when it was cut; the reference allocator
+    ignores the key).
 
     Scenarios on which upstream's search runs for more than a second (it is exhaustive, and
-    some failing searches take minutes: kubernetes#131730) are left out so that CI stays fast;
-    this needs the reference allocator (``make binaries``).
+    some failing searches take minutes: kubernetes#131730) are kept out of the corpus so that CI
+    stays fast; those that also run past 10 s are the time-outs. This needs the reference
+    allocator (``make binaries``).
     """
     found: dict[str, dict[str, Any]] = {}
 
@@ -420,12 +430,24 @@ def generate_corpus(size: int = CORPUS_SIZE) -> list[dict[str, Any]]:
     outcomes = run_reference([{**s, "timeoutSeconds": 1} for s in candidates])
     kept = [s for s, o in zip(candidates, outcomes, strict=True) if o["outcome"] != "timeout"]
     assert len(kept) >= size, f"only {len(kept)} usable scenarios"
-    return [{"name": f"generated-{i}", **s} for i, s in enumerate(kept[:size])]
+    slow = [s for s, o in zip(candidates, outcomes, strict=True) if o["outcome"] == "timeout"]
+    limit = {"timeoutSeconds": FILTER_TIMEOUT_SECONDS}
+    timeouts = [{"name": f"timeout-{i}", **s, "upstream": {**limit, "outcome": o["outcome"],
+                                                          "steps": o["steps"]}}
+                for i, (s, o) in enumerate(zip(slow, run_reference([{**s, **limit}
+                                                                      for s in slow]),
+                                               strict=True)) if o["outcome"] == "timeout"]
+    return [{"name": f"generated-{i}", **s} for i, s in enumerate(kept[:size])], timeouts
+
+
+def _write(path: pathlib.Path, scenarios: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(s, sort_keys=True, separators=(",", ":")) + "\n"
+                            for s in scenarios))
+    print(f"wrote {len(scenarios)} scenarios to {path}")
 
 
 if __name__ == "__main__":
-    corpus = generate_corpus(int(sys.argv[1]) if len(sys.argv) > 1 else CORPUS_SIZE)
-    CORPUS.parent.mkdir(parents=True, exist_ok=True)
-    CORPUS.write_text("".join(json.dumps(s, sort_keys=True, separators=(",", ":")) + "\n"
-                           for s in corpus))
-    print(f"wrote {len(corpus)} scenarios to {CORPUS}")
+    corpus, timeouts = generate_corpus(int(sys.argv[1]) if len(sys.argv) > 1 else CORPUS_SIZE)
+    _write(CORPUS, corpus)
+    _write(TIMEOUTS, timeouts)

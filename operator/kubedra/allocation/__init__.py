@@ -15,6 +15,11 @@ other packages out of its modules, as Go's ``internal/`` does upstream). What it
 - :class:`AllocationError`: the input is broken (CEL error, missing DeviceClass, over 32
   devices); the scheduler aborts the whole scheduling attempt.
 
+kubedra's search finds the same first allocation as upstream's but cuts hopeless branches;
+upstream's exhaustive search can run past the scheduler's 10 s filter timeout instead
+(kubernetes#131730). :func:`scheduler_search_time` tells when, from the steps upstream's search
+takes (:mod:`kubedra.allocation.search_steps`).
+
 Typical use::
 
     snapshot = ResourceSnapshot(slices, classes, taint_rules)
@@ -44,15 +49,28 @@ from kubedra.allocation.node_selection import NodeInfo, compile_node_selector
 from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
 from kubedra.allocation.quantities import Number
 from kubedra.allocation.requests import claim_label
+from kubedra.allocation.search_steps import (
+    FILTER_TIMEOUT_SECONDS,
+    FINISHES_WITHIN,
+    TIMES_OUT_AFTER,
+    DeadEnd,
+    SearchSteps,
+    SearchTime,
+    scheduler_search_time,
+    upstream_steps,
+)
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
 
 __all__ = [
     "DEFAULT_FEATURES",
+    "FILTER_TIMEOUT_SECONDS",
+    "FINISHES_WITHIN",
     "FITS",
     "MISSING",
     "STAGES",
+    "TIMES_OUT_AFTER",
     "AllocatedState",
     "AllocationError",
     "AllocationFailed",
@@ -60,6 +78,7 @@ __all__ = [
     "AllocatorFeatures",
     "AttributeKey",
     "CapacityError",
+    "DeadEnd",
     "DeviceEntry",
     "DeviceID",
     "NodeInfo",
@@ -68,11 +87,15 @@ __all__ = [
     "Pool",
     "RequestDiagnosis",
     "ResourceSnapshot",
+    "SearchSteps",
+    "SearchTime",
     "Stage",
     "UnsupportedFeaturesError",
     "claim_label",
     "compile_node_selector",
     "lookup_attribute",
+    "scheduler_search_time",
     "static_consumption",
     "tolerated",
+    "upstream_steps",
 ]

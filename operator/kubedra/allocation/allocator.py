@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from kubedra.allocation.capacity import fits
@@ -532,30 +532,39 @@ class _Search(SearchState):
         subrequest = data.name if data.parent is not None else None
         constraints = [c for c in self.constraints[ci]
                        if c.applies_to(data.base_name, subrequest)]
+        groups: dict[tuple[object, ...], int] = {}
+        try:
+            for device in self.candidates(ci, data, start):
+                group = self._constraint_group(constraints, device)
+                if group is None:
+                    continue
+                count = groups.get(group, 0) + 1
+                if count >= needed:
+                    return False
+                groups[group] = count
+        except AllocationError:
+            return False
+        return True
+
+    def candidates(self, ci: int, data: RequestData, start: int) -> Iterator[DeviceEntry]:
+        """The node's devices from a search position on that request ``data`` of claim ``ci``
+        could take now: free, selectable, with the capacity, and without a taint it does not
+        tolerate (counters and constraints are not checked).
+
+        Raises:
+            AllocationError: a selector or capacity error on the way (where the plain search
+                would raise it).
+        """
         consumable = self.features.consumable_capacity
         taints = self.features.device_taints
-        devices = self.devices_from(start)
-        groups: dict[tuple[object, ...], int] = {}
-        for device in devices:
-            if self.in_use(data, device.id, ci):
+        for device in self.devices_from(start):
+            if self.in_use(data, device.id, ci) or not self.selectable(data, device):
                 continue
-            try:
-                if not self.selectable(data, device):
-                    continue
-                if consumable and not self.capacity_fits(data, device):
-                    continue
-            except AllocationError:
-                return False
+            if consumable and not self.capacity_fits(data, device):
+                continue
             if taints and device.taints and self.tainted(data, device):
                 continue
-            group = self._constraint_group(constraints, device)
-            if group is None:
-                continue
-            count = groups.get(group, 0) + 1
-            if count >= needed:
-                return False
-            groups[group] = count
-        return True
+            yield device
 
     def devices_from(self, start: int) -> list[DeviceEntry]:
         """The node's devices from a search position on."""

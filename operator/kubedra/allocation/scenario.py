@@ -10,8 +10,9 @@ A scenario is one allocation attempt with everything it depends on::
 
 and its outcome is ``{"name", "outcome": "allocated" | "unschedulable" | "error",
 "allocations": [AllocationResult...], "message"}``, exactly what ``dra-reference-allocator``
-prints for upstream's allocator. :func:`comparable` reduces an outcome to what must be equal
-between the two.
+prints for upstream's allocator (which adds ``"steps"``, its search's steps, and the outcome
+``"timeout"`` when a scenario's ``timeoutSeconds`` cut it). :func:`comparable` reduces an
+outcome to what must be equal between the two.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kubedra.allocation.allocator import Allocator
 from kubedra.allocation.errors import AllocationError, AllocationFailed
 from kubedra.allocation.features import AllocatorFeatures
 from kubedra.allocation.node_selection import NodeInfo
+from kubedra.allocation.search_steps import SearchSteps, SearchTime, scheduler_search_time
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
 from kubedra.api.quantity import Quantity
@@ -72,6 +74,16 @@ def run_scenario(scenario: Mapping[str, Any],
     except AllocationError as err:
         return {"name": name, "outcome": "error", "message": str(err)}
     return {"name": name, "outcome": "allocated", "allocations": [r.to_api() for r in results]}
+
+
+def scenario_search_time(scenario: Mapping[str, Any]) -> tuple[SearchTime, SearchSteps]:
+    """Whether upstream's search on a scenario ends within kube-scheduler's filter timeout, and
+    its steps (:func:`kubedra.allocation.search_steps.scheduler_search_time`); ``steps``
+    compares with ``dra-reference-allocator``'s."""
+    snapshot, allocated = load_snapshot(scenario)
+    claims = [ResourceClaim.from_api(c) for c in scenario.get("claims") or ()]
+    return scheduler_search_time(Allocator(snapshot, allocated), node_info(scenario["node"]),
+                                 claims)
 
 
 def _canonical(value: Any, key: str, share_ids: dict[str, str]) -> Any:

@@ -71,17 +71,19 @@ def unschedulable_for_claims(pod: Mapping[str, Any]) -> bool:
 def explain_messages(explain: ExplainState, inputs: Inputs,
                      claims: Sequence[dict[str, Any]], pod: PodPlacement) -> list[str]:
     """The message of each claim: its own explanation, or, when it fits on its own but the
-    pod's claims fit on no node together, the pod's explanation
-    (:func:`kubedra.explain.pods.explain_pod`)."""
+    pod's claims fit on no node together, or kube-scheduler's search for them together times
+    out, the pod's explanation (:func:`kubedra.explain.pods.explain_pod`)."""
     snapshot = explain.snapshot(inputs)
     parsed = [ResourceClaim.from_api(c) for c in claims]
     found: list[ClaimExplanation] = [explain_claim(snapshot, c, [pod]) for c in parsed]
     messages = [e.message for e in found]
     if len(parsed) > 1 and any(e.verdict == "Fits" for e in found):
         together = pod_explanations.explain_pod(snapshot, pod, parsed)
-        if together.verdict == "Unschedulable":
-            messages = [f"cannot be allocated with the pod's other claims: {together.message}"
-                        if e.verdict == "Fits" else e.message for e in found]
+        prefix = {"Unschedulable": "cannot be allocated with the pod's other claims: ",
+                  "Timeout": "with the pod's other claims: "}.get(together.verdict)
+        if prefix is not None:
+            messages = [prefix + together.message if e.verdict == "Fits" else e.message
+                        for e in found]
     return messages
 
 

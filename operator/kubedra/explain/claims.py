@@ -51,6 +51,7 @@ from kubedra.explain.model import (
     RequestOutcome,
     SelectorReason,
 )
+from kubedra.explain.search_time import TIMED_OUT, judge_search
 from kubedra.explain.selectors import format_value, judge_parts, references
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
@@ -248,13 +249,15 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
         chosen = result_devices(allocation)
         _mark_alternatives(requests, {c["request"] for c in chosen})
         names = ", ".join(f"{c['device']} (request {c['request']})" for c in chosen)
-        return NodeOutcome(node.name, True, f"{node.name}: fits with {names}", devices=chosen,
-                           requests=requests)
-    outcome = NodeOutcome(node.name, False, "", requests=requests,
-                          failed_request=failed_request)
-    deciding = outcome.deciding()
-    outcome.message = _node_message(node.name, deciding) if deciding \
-        else f"{node.name}: {failed.reason}"
+        outcome = NodeOutcome(node.name, True, f"{node.name}: fits with {names}",
+                              devices=chosen, requests=requests)
+    else:
+        outcome = NodeOutcome(node.name, False, "", requests=requests,
+                              failed_request=failed_request)
+        deciding = outcome.deciding()
+        outcome.message = _node_message(node.name, deciding) if deciding \
+            else f"{node.name}: {failed.reason}"
+    outcome.search = judge_search(allocator, node, [claim], outcome.fits, outcome)
     return outcome
 
 
@@ -301,6 +304,50 @@ def _error_message(erred: list[NodeOutcome]) -> str:
     return f"{text}: {FILTER_ERROR}{first.error}"
 
 
+def devices_by_request(devices: Sequence[dict[str, str]]) -> str:
+    """``r1: gpu24; r2: gpu00, gpu01, …, (24 devices)``: an allocation's devices per request
+    (``claim request`` when the devices name their claim), naming at most :data:`NODES_NAMED`
+    per request."""
+    by_request: dict[str, list[str]] = {}
+    for device in devices:
+        key = f"{device['claim']} {device['request']}" if "claim" in device else \
+            device["request"]
+        by_request.setdefault(key, []).append(device["device"])
+    return "; ".join(f"{request}: {_named(names)}" + (
+        f" ({len(names)} devices)" if len(names) > NODES_NAMED else "")
+        for request, names in by_request.items())
+
+
+def _timeout_message(timed_out: list[NodeOutcome]) -> str:
+    """kube-scheduler's error when its search runs out of time on a node, why, and (when an
+    allocation exists) the first suggested rewrite."""
+    first = timed_out[0]
+    assert first.search is not None  # it timed out
+    others = [o.node for o in timed_out[1:]]
+    steps = (f"{first.search.steps:,} steps" if first.search.exact
+             else f"more than {first.search.steps:,} steps")
+    text = (f"kube-scheduler times out on node {first.node}"
+            + (f" (the same on {_plural(len(others), 'more node')}: {_named(others)})"
+               if others else "")
+            + f" and reports an error, not unschedulable: {FILTER_ERROR}node {first.node}: "
+            f"{TIMED_OUT}; it retries with back-off and does not schedule the pod")
+    if not first.fits:
+        return text + (f"; its search takes {steps} to find that the claim does not fit there: "
+                       f"{first.message.partition(': ')[2]}")
+    text += (f"; an allocation exists ({devices_by_request(first.devices)}), but its search "
+             f"takes {steps} to reach it")
+    return text + (f"; {first.search.suggestions[0]}" if first.search.suggestions else "")
+
+
+def _may_time_out_note(candidates: Sequence[NodeOutcome]) -> str:
+    """A warning for the nodes where kube-scheduler's search may run out of time."""
+    nodes = [c.node for c in candidates if c.may_time_out()]
+    if not nodes:
+        return ""
+    return (f"; kube-scheduler's search may time out on {_plural(len(nodes), 'node')} "
+            f"({_named(nodes)}): see Scheduler search")
+
+
 def _named(nodes: list[str]) -> str:
     return ", ".join(nodes[:NODES_NAMED]) + (", …" if len(nodes) > NODES_NAMED else "")
 
@@ -343,9 +390,13 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
         explanation.candidates.append(evaluate_node(snapshot, allocator, claim, node, pools))
     fitting = [c for c in explanation.candidates if c.fits]
     erred = [c for c in explanation.candidates if c.error is not None]
+    timed_out = [c for c in explanation.candidates if c.times_out()]
     if erred:
         explanation.verdict = "Error"
         explanation.message = _error_message(erred)
+    elif timed_out:
+        explanation.verdict = "Timeout"
+        explanation.message = _timeout_message(timed_out)
     elif fitting:
         explanation.verdict = "Fits"
         names = ", ".join(c.node for c in fitting[:NODES_NAMED]) + (
@@ -355,9 +406,11 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
         if pods:
             explanation.message += ("; on its own the claim fits, so the pod waits for "
                                     "something else (its other claims, or a scheduler retry)")
+        explanation.message += _may_time_out_note(explanation.candidates)
     elif explanation.candidates:
         explanation.verdict = "Unschedulable"
-        explanation.message = _unschedulable_message(explanation.candidates)
+        explanation.message = _unschedulable_message(explanation.candidates) + \
+            _may_time_out_note(explanation.candidates)
     else:
         explanation.verdict = "Unschedulable"
         explanation.message = _no_candidates_message(counts, pods)

@@ -6,12 +6,13 @@ The JSON form is stable (fields are added, never renamed or removed, within
     {"apiVersion": "kubedra.io/v1alpha1", "kind": "ResourceClaimExplanation",
      "claim": {"namespace", "name", "uid"},
      "pods": ["namespace/name", ...],            # pods using the claim
-     "verdict": "Allocated" | "Fits" | "Unschedulable" | "Error",
+     "verdict": "Allocated" | "Fits" | "Unschedulable" | "Error" | "Timeout",
      "message": "...",                            # the short form (the operator's Event)
      "nodes": {"total", "evaluated", "withoutDevices", "excludedByPods"},
      "candidates": [                              # unallocated claim: one per evaluated node
        {"node", "fits", "message", "error",
         "devices": [{"request", "driver", "pool", "device"}],   # what it would get
+        "schedulerSearch": null | SchedulerSearch,  # whether kube-scheduler's search ends
         "requests": [
           {"request", "deviceClass", "needed",
            "funnel": {"devices", "inClass", "matchRequest", "free", "capacity", "counters",
@@ -36,6 +37,11 @@ The JSON form is stable (fields are added, never renamed or removed, within
                     "counters"?: [{"counterSet", "counter", "needed", "left", "heldBy",
                                    "neededQuantity", "leftQuantity"}],
                     "taints"?: ["key=value:Effect"]}
+    SchedulerSearch: {"outcome": "Finishes" | "MayTimeOut" | "TimesOut",
+                      "steps",                    # upstream's allocateOne calls, its order
+                      "stepsExact",               # false: at least "steps" (counting stopped)
+                      "finishesWithin", "timesOutAfter", "timeoutSeconds",   # the bounds
+                      "reason", "suggestions": ["..."]}   # why it explodes, how to rewrite
     ChosenDevice: {"request", "driver", "pool", "device", "deviceClass",
                    "reasons": [{"source", "conjunct", "reason"}],
                    "values": {"<qualified name>": "<value>"}}
@@ -172,6 +178,37 @@ class RequestOutcome:
 
 
 @dataclass
+class SchedulerSearch:
+    """Whether kube-scheduler's own search on the node ends within its filter timeout
+    (:func:`kubedra.allocation.scheduler_search_time`), and for one that does not, why and
+    how to rewrite the claim.
+
+    Attributes:
+        outcome: ``Finishes``, ``MayTimeOut`` or ``TimesOut``.
+        steps: the steps upstream's search takes (its ``allocateOne`` calls).
+        exact: False when counting stopped at a limit (``steps`` is then a lower bound).
+        reason: for a search that may or does time out: why, in plain words.
+        suggestions: rewrites of the claim, each checked to finish.
+    """
+
+    outcome: str
+    steps: int
+    exact: bool
+    finishes_within: int
+    times_out_after: int
+    timeout_seconds: int
+    reason: str = ""
+    suggestions: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"outcome": self.outcome, "steps": self.steps, "stepsExact": self.exact,
+                "finishesWithin": self.finishes_within, "timesOutAfter": self.times_out_after,
+                "timeoutSeconds": self.timeout_seconds, "reason": self.reason,
+                "suggestions": self.suggestions}
+
+
+@dataclass
 class NodeOutcome:
     """The claim on one node: whether it fits, with which devices, or why not."""
 
@@ -183,12 +220,23 @@ class NodeOutcome:
     requests: list[RequestOutcome] = field(default_factory=list)
     failed_request: str | None = None
     """The request the allocator could not complete (``None`` when it fits or erred)."""
+    search: SchedulerSearch | None = None
+    """kube-scheduler's own search on this node (``None`` when the node was not searched)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
         return {"node": self.node, "fits": self.fits, "message": self.message,
                 "error": self.error, "devices": self.devices,
-                "requests": [r.to_json() for r in self.requests]}
+                "requests": [r.to_json() for r in self.requests],
+                "schedulerSearch": self.search.to_json() if self.search is not None else None}
+
+    def times_out(self) -> bool:
+        """Whether kube-scheduler's search on this node runs past its filter timeout."""
+        return self.search is not None and self.search.outcome == "TimesOut"
+
+    def may_time_out(self) -> bool:
+        """Whether kube-scheduler's search on this node may run past its filter timeout."""
+        return self.search is not None and self.search.outcome == "MayTimeOut"
 
     def deciding(self) -> list[RequestOutcome]:
         """The outcomes of the request that failed: the request, or for a subrequest

@@ -19,13 +19,21 @@ from typing import Any
 from kubedra.allocation import (
     AllocationError,
     AllocationFailed,
+    Allocator,
     NodeInfo,
     claim_label,
     compile_node_selector,
 )
 from kubedra.api.resource import ResourceClaim
-from kubedra.explain.claims import NODES_NAMED, evaluate_node, result_devices
-from kubedra.explain.model import API_VERSION, NodeOutcome
+from kubedra.explain.claims import (
+    FILTER_ERROR,
+    NODES_NAMED,
+    devices_by_request,
+    evaluate_node,
+    result_devices,
+)
+from kubedra.explain.model import API_VERSION, NodeOutcome, SchedulerSearch
+from kubedra.explain.search_time import TIMED_OUT, judge_search
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 KIND = "PodExplanation"
@@ -43,13 +51,20 @@ class PodNodeOutcome:
     excluded: str | None = None
     devices: list[dict[str, str]] = field(default_factory=list)
     claims: dict[str, NodeOutcome] = field(default_factory=dict)
+    search: SchedulerSearch | None = None
+    """kube-scheduler's search for the claims together on this node."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
         return {"node": self.node, "fits": self.fits, "message": self.message,
                 "excluded": self.excluded, "devices": self.devices,
                 "claims": [{"claim": name, "fitsAlone": o.fits, "message": o.message,
-                            "error": o.error} for name, o in self.claims.items()]}
+                            "error": o.error} for name, o in self.claims.items()],
+                "schedulerSearch": self.search.to_json() if self.search is not None else None}
+
+    def times_out(self) -> bool:
+        """Whether kube-scheduler's search for the claims on this node times out."""
+        return self.search is not None and self.search.outcome == "TimesOut"
 
 
 @dataclass
@@ -59,9 +74,11 @@ class PodExplanation:
     JSON (``kubedra.io/v1alpha1``, ``kind: PodExplanation``; fields are only ever added)::
 
         {"pod": "ns/name", "claims": {"allocated": [...], "pending": [...], "missing": [...]},
-         "verdict": "Fits" | "Unschedulable" | "Error" | "Allocated", "message": "...",
+         "verdict": "Fits" | "Unschedulable" | "Error" | "Timeout" | "Allocated",
+         "message": "...",
          "nodes": [{"node", "fits", "message", "excluded", "devices",
-                    "claims": [{"claim", "fitsAlone", "message", "error"}]}]}
+                    "claims": [{"claim", "fitsAlone", "message", "error"}],
+                    "schedulerSearch": null | SchedulerSearch}]}   # see explain.model
     """
 
     pod: str
@@ -147,13 +164,27 @@ def _evaluate(snapshot: ClusterSnapshot, pending: list[ResourceClaim], node: Nod
                                 for name in failing)
         else:
             message = _competition(alone, failure.reason)
-        return PodNodeOutcome(node.name, False, message, claims=alone)
+        return _searched(PodNodeOutcome(node.name, False, message, claims=alone), allocator,
+                         node, pending)
     except AllocationError as err:
         return PodNodeOutcome(node.name, False, f"error: {err}")
     devices = [{**d, "claim": claim_label(c)} for c, r in zip(pending, results, strict=True)
                for d in result_devices(r)]
     names = ", ".join(f"{d['device']} ({d['claim']}, request {d['request']})" for d in devices)
-    return PodNodeOutcome(node.name, True, f"all claims fit with {names}", devices=devices)
+    return _searched(PodNodeOutcome(node.name, True, f"all claims fit with {names}",
+                                    devices=devices), allocator, node, pending)
+
+
+def _searched(outcome: PodNodeOutcome, allocator: Allocator, node: NodeInfo,
+              pending: list[ResourceClaim]) -> PodNodeOutcome:
+    """``outcome`` with kube-scheduler's search for the claims together on the node; where it
+    times out the message says so first."""
+    outcome.search = judge_search(allocator, node, pending, outcome.fits)
+    if outcome.search.outcome != "Finishes":
+        found = f"an allocation exists ({devices_by_request(outcome.devices)})" \
+            if outcome.fits else f"the claims do not fit anyway: {outcome.message}"
+        outcome.message = f"{outcome.search.reason}; {found}"
+    return outcome
 
 
 def explain_pod(snapshot: ClusterSnapshot, pod: PodPlacement, claims: Sequence[ResourceClaim],
@@ -192,9 +223,15 @@ def explain_pod(snapshot: ClusterSnapshot, pod: PodPlacement, claims: Sequence[R
 def _verdict(explanation: PodExplanation) -> None:
     fitting = [n for n in explanation.nodes if n.fits]
     erred = [n for n in explanation.nodes if n.message.startswith("error: ")]
+    timed_out = [n for n in explanation.nodes if n.times_out()]
     if erred:
         explanation.verdict = "Error"
         explanation.message = f"{erred[0].node}: {erred[0].message}"
+    elif timed_out:
+        explanation.verdict = "Timeout"
+        explanation.message = (f"kube-scheduler times out on node {timed_out[0].node} and "
+                               f"reports an error: {FILTER_ERROR}node {timed_out[0].node}: "
+                               f"{TIMED_OUT}; {timed_out[0].message}")
     elif fitting:
         explanation.verdict = "Fits"
         explanation.message = f"the claims fit together on {fitting[0].node}: " + \

@@ -2,11 +2,13 @@
 
 A header (claim, pods, verdict, the short form), a table with one row per evaluated node and
 request (the funnel of checks, then the result), and, per node that does not fit, the reasons
-for the devices that failed the deciding check, with the selector conjunct that failed. Nodes
-whose rows and reasons read the same but for their name are one group (``node-000 (+299
-more)``): a claim that fails the same way on 300 nodes takes as many lines as on one. Fitting
-nodes come first. Devices of a node that fail the same way are folded into the first. For an
-allocated claim: the chosen devices and what each selector read from them.
+for the devices that failed the deciding check, with the selector conjunct that failed; per
+node where kube-scheduler's own search may or does time out, why, and the rewrites of the claim
+that make it finish ("Scheduler search"). Nodes whose rows and reasons read the same but for
+their name are one group (``node-000 (+299 more)``): a claim that fails the same way on 300
+nodes takes as many lines as on one. Fitting nodes come first. Devices of a node that fail the
+same way are folded into the first. For an allocated claim: the chosen devices and what each
+selector read from them.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ def _wrap(text: str, indent: str, first_indent: str | None = None,
 def _result(node: NodeOutcome, request: RequestOutcome) -> str:
     if node.error is not None:
         return "error"
+    if node.times_out() or node.may_time_out():
+        return ("times out; " if node.times_out() else "may time out; ") + \
+            _plain_result(node, request)
+    return _plain_result(node, request)
+
+
+def _plain_result(node: NodeOutcome, request: RequestOutcome) -> str:
     if node.fits:
         picked = [d["device"] for d in node.devices if d["request"] == request.request]
         if request.chosen is False:  # another alternative of firstAvailable was chosen
@@ -158,6 +167,19 @@ def _reasons(node: NodeOutcome) -> list[str]:
     return lines
 
 
+def _search_lines(node: NodeOutcome) -> list[str]:
+    """Why kube-scheduler's search may or does time out on the node, and the rewrites of the
+    claim that make it finish."""
+    search = node.search
+    if search is None or search.outcome == "Finishes":
+        return []
+    lines = [f"{node.node}:", _wrap(search.reason, "  ")]
+    if search.suggestions:
+        lines.append("  To have kube-scheduler find the allocation:")
+        lines.extend(_wrap(f"- {s}", "    ") for s in search.suggestions)
+    return lines
+
+
 def _field(label: str, value: str) -> str:
     """``Label:  value``, the value aligned and wrapped under itself."""
     return _wrap(value, "", first_indent=f"{label + ':':<16}", subsequent=" " * 16)
@@ -189,6 +211,14 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
     if explanation.candidates:
         groups = group_nodes(explanation.candidates, every_node=every_node)
         lines += ["", table(_funnel_rows(groups))]
+        searches = [g for g in groups if _search_lines(g[0])]
+        if searches:
+            lines += ["", "Scheduler search:"]
+            for group in searches:
+                found = _search_lines(group[0])
+                if len(group) > 1:
+                    found[0] = _wrap(f"{group[0].node} {_others(group)}:", "")
+                lines.extend(found)
         failing = [g for g in groups if not g[0].fits]
         if failing:
             lines += ["", "Why not:"]
@@ -232,6 +262,8 @@ def render_pod_explanation(explanation: PodExplanation) -> str:
             alone = f"{sum(o.fits for o in node.claims.values())} of {len(node.claims)}" \
                 if node.claims else "-"
             result = "fits" if node.fits else "excluded" if node.excluded else "fails"
+            if node.search is not None and node.search.outcome != "Finishes":
+                result = ("times out; " if node.times_out() else "may time out; ") + result
             rows.append([node.node, alone, result])
         lines += ["", table(rows)]
         failing = [n for n in explanation.nodes if not n.fits]

@@ -78,20 +78,47 @@ class Simulation:
         count = len(self.copies)
         where = ", ".join(f"{node}: {n}" for node, n in self.by_node().items())
         more = " (the limit; more fit)" if self.limit_reached else ""
-        return f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + (
+        text = f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + (
             f"{more} ({where})" if where else "")
+        placed = self.by_node()
+        times_out, may_time_out = ([n for n in nodes if n in placed]
+                                   for nodes in self.search_warnings())
+        if times_out:
+            text += (f", but kube-scheduler's search times out on {_nodes(times_out)}: it does "
+                     "not place the claim there (see Scheduler search)")
+        if may_time_out:
+            text += (f"{', and' if times_out else ', but'} kube-scheduler's search may time out "
+                     f"on {_nodes(may_time_out)} (see Scheduler search)")
+        return text
+
+    def search_warnings(self) -> tuple[list[str], list[str]]:
+        """The nodes where kube-scheduler's search for the claim times out, and those where it
+        may (:class:`kubedra.explain.model.SchedulerSearch`)."""
+        candidates = self.explanation.candidates
+        return ([c.node for c in candidates if c.times_out()],
+                [c.node for c in candidates if c.may_time_out()])
 
     def to_json(self) -> dict[str, Any]:
         """``{"apiVersion", "kind": "ResourceClaimSimulation", "explanation": <the
         ResourceClaimExplanation of the claim now>, "copies": {"count", "limitReached",
-        "byNode": {node: count}, "allocations": [{"node", "devices"}]}, "message"}``."""
+        "byNode": {node: count}, "allocations": [{"node", "devices"}],
+        "schedulerTimesOut": [node], "schedulerMayTimeOut": [node]}, "message"}``: copies are
+        counted where kubedra's allocator finds them; the nodes where kube-scheduler's own search
+        for the claim times out (or may) are listed apart."""
+        times_out, may_time_out = self.search_warnings()
         return {"apiVersion": API_VERSION, "kind": "ResourceClaimSimulation",
                 "explanation": self.explanation.to_json(),
                 "copies": {"count": len(self.copies), "limitReached": self.limit_reached,
                            "byNode": self.by_node(),
                            "allocations": [{"node": node, "devices": devices}
-                                           for node, devices in self.copies]},
+                                           for node, devices in self.copies],
+                           "schedulerTimesOut": times_out,
+                           "schedulerMayTimeOut": may_time_out},
                 "message": self.message()}
+
+
+def _nodes(names: list[str]) -> str:
+    return ("node " if len(names) == 1 else "nodes ") + ", ".join(names)
 
 
 def simulate_claim(snapshot: ClusterSnapshot, claim: ResourceClaim, *,

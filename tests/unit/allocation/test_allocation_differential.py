@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from kubedra.allocation import DEFAULT_FEATURES
-from kubedra.allocation.scenario import comparable, run_scenario
+from kubedra.allocation import DEFAULT_FEATURES, SearchTime
+from kubedra.allocation.scenario import comparable, run_scenario, scenario_search_time
 from tests.support.edge_cases import CASES, picks
 from tests.support.reference_allocator import reference_binary, run_reference
-from tests.support.scenario_strategies import CORPUS, CORPUS_SIZE, scenarios
+from tests.support.scenario_builders import GPU, search_explosion
+from tests.support.scenario_strategies import CORPUS, CORPUS_SIZE, TIMEOUTS, scenarios
 
 pytestmark = pytest.mark.skipif(not reference_binary().exists() and not os.environ.get("CI"),
                                 reason="dra-reference-allocator not built (make binaries)")
@@ -52,6 +53,58 @@ def test_edge_cases() -> None:
     assert {c.scenario["name"]: picks(o) for c, o in zip(CASES, upstream, strict=True)} == \
         {c.scenario["name"]: c.expected for c in CASES}
     assert mismatches(scenarios, upstream) == []
+
+
+def test_search_steps_are_upstreams_and_finish_where_upstream_does() -> None:
+    """Upstream's own count of its steps (``Stats.NumAllocateOneInvocations``) equals kubedra's
+    on every scenario upstream finishes: the corpus, the edge cases and kubernetes#131730's
+    shape up to 16 GPUs, in one claim or two (counted in closed form); and no scenario of the
+    corpus or the edge cases (upstream takes at most 0.5 s of CPU on any) is said to time
+    out."""
+    corpus = [json.loads(line) for line in CORPUS.read_text().splitlines()] + \
+        [case.scenario for case in CASES]
+    shapes = [search_explosion(n, f"explosion-{n}") for n in range(3, 17)] + \
+        [search_explosion(n, f"two-claims-{n}", two_claims=True) for n in (5, 10, 14)]
+    upstream = run_reference(corpus + shapes)
+    assert all(o["outcome"] != "timeout" for o in upstream)
+    judged = [scenario_search_time(s) for s in corpus + shapes]
+    assert {s["name"]: steps.steps for s, (_, steps) in zip(corpus + shapes, judged, strict=True)} \
+        == {o["name"]: o["steps"] for o in upstream}
+    assert [s["name"] for s, (time, _) in zip(corpus, judged, strict=False)
+            if time is not SearchTime.FINISHES] == []
+    assert [o["steps"] for o in upstream[len(corpus):]][-6:] == [
+        53_279, 114_721, 245_795, 50, 2_337, 53_293]
+
+
+def test_upstream_time_outs_are_their_own_class() -> None:
+    """Drawn scenarios that upstream does not finish within the scheduler's 10 s (stored with
+    the steps it took before the cut), and the issue's 25-GPU claim: kubedra never says their
+    search finishes."""
+    timeouts = [json.loads(line) for line in TIMEOUTS.read_text().splitlines()]
+    assert [(s["name"], s["upstream"]["outcome"]) for s in timeouts] == [("timeout-0", "timeout")]
+    assert [scenario_search_time(s)[0] for s in timeouts] == [SearchTime.MAY_TIME_OUT]
+    issue = search_explosion(25)
+    [upstream] = run_reference([{**issue, "timeoutSeconds": 1}])
+    time, steps = scenario_search_time(issue)
+    assert (upstream["outcome"], time, steps.steps, steps.finished) == (
+        "timeout", SearchTime.TIMES_OUT, 201_326_645, True)
+    assert 0 < upstream["steps"] < steps.steps
+
+
+def test_the_rewrites_explain_suggests_finish_upstream() -> None:
+    """Both rewrites of the issue's claim that explain suggests (most constrained request first;
+    ``r1`` excluding ``r2``'s devices) make upstream allocate in 29 steps, as kubedra counts."""
+    reordered = search_explosion(25, "reordered")
+    requests = reordered["claims"][0]["spec"]["devices"]["requests"]
+    requests.reverse()
+    excluding = search_explosion(25, "excluding")
+    excluding["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": f'!(device.attributes["{GPU}"].idx < 24)'}}]
+    upstream = run_reference([{**s, "timeoutSeconds": 10} for s in (reordered, excluding)])
+    assert [(o["outcome"], o["steps"]) for o in upstream] == [("allocated", 29)] * 2
+    assert [scenario_search_time(s)[1].steps for s in (reordered, excluding)] == [29, 29]
+    assert [comparable(run_scenario(s)) for s in (reordered, excluding)] == \
+        [comparable(o) for o in upstream]
 
 
 def test_default_features_are_the_schedulers() -> None:
@@ -87,3 +140,4 @@ def test_fresh_scenarios(reference_process: subprocess.Popen[str],
     upstream = json.loads(reference_process.stdout.readline())
     assume(upstream["outcome"] != "timeout")  # an exhaustive search upstream: not for CI
     assert comparable(run_scenario(scenario)) == comparable(upstream)
+    assert scenario_search_time(scenario)[1].steps == upstream["steps"]

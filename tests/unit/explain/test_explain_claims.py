@@ -70,7 +70,11 @@ def test_demo_claim_asking_more_memory_than_the_h200_has() -> None:
                                    "device": "150754820096", "asked": "151397597184",
                                    "deviceQuantity": "143771Mi", "askedQuantity": "141Gi"}}],
                 "constraints": [], "unusablePools": [], "errors": [],
-                "chosen": None, "allocationMode": "ExactCount"}]}],
+                "chosen": None, "allocationMode": "ExactCount"}],
+            "schedulerSearch": {
+                "outcome": "Finishes", "steps": 1, "stepsExact": True,
+                "finishesWithin": 200_000, "timesOutAfter": 30_000_000, "timeoutSeconds": 10,
+                "reason": "", "suggestions": []}}],
         "allocation": None}
 
 

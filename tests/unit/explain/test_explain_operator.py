@@ -40,6 +40,8 @@ def pod(*, claims: bool = True, status: str = "False", reason: str = "Unschedula
     (pod(reason="SchedulerError"), False),
     (pod(reason="SchedulerError", message='running "DynamicResources" filter plugin: claim '
          "demo/bad: selector #0: CEL compile error: compilation failed: …"), True),
+    (pod(reason="SchedulerError", message='running "DynamicResources" filter plugin: node a: '
+         "timed out trying to allocate devices"), True),
     (pod(reason="SchedulerError", message='running "NodeAffinity" filter plugin: x'), False),
     (pod(status="True", reason=""), False),
     ({"metadata": {"name": "p"}, "spec": {"resourceClaims": [{"name": "gpu"}]}}, False),

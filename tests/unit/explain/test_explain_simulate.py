@@ -69,7 +69,8 @@ def test_copies_count_what_is_allocated_already() -> None:
         "count": 1, "limitReached": False, "byNode": {"demo-h200": 1},
         "allocations": [{"node": "demo-h200", "devices": [
             {"request": "gpu", "driver": "gpu.kubedra.io", "pool": "demo-h200",
-             "device": "gpu-0"}]}]}
+             "device": "gpu-0"}]}],
+        "schedulerTimesOut": [], "schedulerMayTimeOut": []}
 
 
 def test_nothing_fits() -> None:
