@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.logging import LogFormat
@@ -72,6 +72,15 @@ class Settings(BaseSettings):
     pod_name: str | None = None
     """This process's pod (downward API): the operator's leader-election identity is
     ``<pod name>_<uuid>`` (``<hostname>_<uuid>`` without it)."""
+
+    @field_validator("sysfs_root", "kubelet_registry_dir", "kubelet_plugins_dir", "cdi_dir",
+                     "boot_id_path", "device_root")
+    @classmethod
+    def _absolute(cls, path: Path) -> Path:
+        """Node paths are made absolute against the working directory: gRPC cannot bind a
+        relative ``unix://`` address, and the kubelet dials the socket path the agent registers
+        from its own working directory, so a relative path would mean nothing to it."""
+        return path.absolute()
 
     @model_validator(mode="after")
     def _driver_for_backend(self) -> Settings:
