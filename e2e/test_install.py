@@ -370,25 +370,57 @@ async def test_upgrade_rolls_the_agent_and_hands_the_lease_to_a_new_replica(
     await _delete_and_unprepare(install, api, "t-upgrade", "during", claim["metadata"]["uid"])
 
 
-async def test_uninstall_leaves_nothing_named_kubedra(install: Install, api: ApiClient) -> None:
-    # the README's order: agents first (nothing recreates an inventory), then the inventories
-    # while the operator runs (it lifts its finalizer kubedra.io/held-devices once no claim
-    # holds a device), then the rest
-    kubectl(install.plane, "delete", "-n", "kubedra-system", "daemonset", "kubedra-agent",
-            "--wait=true", "--timeout=180s")
-    kubectl(install.plane, "delete", "deviceinventories", "--all", "--wait=true",
+async def test_uninstall_with_a_claim_in_use_leaves_nothing_named_kubedra(
+        install: Install, api: ApiClient) -> None:
+    """One command, ``kubectl delete -k``, while a pod uses a claim: it returns, nothing named
+    kubedra is left in the API, and the pod keeps running with its device (its CDI spec stays
+    on the node: no agent is left to unprepare it). Installed again, the new agent unprepares
+    the claim when the pod goes, and the next uninstall leaves nothing either."""
+    ns = "t-inuse"
+    await _run_gpu_pod(api, ns, "inuse")
+    claim = await pod_claim(api, ns, "inuse")
+    assert claim is not None
+    cdi_spec = spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"])
+    before = _main_container(await running_report(api, ns, "inuse"))
+    started = time.monotonic()
+    kubectl(install.plane, "delete", "-k", str(install.overlay), "--wait=true",
             "--timeout=180s")
-    kubectl(install.plane, "delete", "-k", str(install.overlay), "--ignore-not-found",
-            "--wait=true", "--timeout=180s")
+    print(f"uninstall with a claim in use: kubectl delete -k took "
+          f"{time.monotonic() - started:.1f} s")
+    await eventually(lambda: _nothing_named_kubedra(install), timeout=TIMEOUT,
+                     what="nothing named kubedra in the API")
+    pod = await running_report(api, ns, "inuse")
+    assert _main_container(pod) == before  # the same container, still running, not restarted
+    assert cdi_spec.exists()
+    still = await pod_claim(api, ns, "inuse")
+    assert still is not None
+    assert still["status"]["allocation"] == claim["status"]["allocation"]
 
-    def named_kubedra() -> list[str]:
-        found = kubectl(install.plane, "get", _listable_kinds(install.plane), "-A",
-                        "--ignore-not-found", "-o", "name")
-        return [line for line in found.splitlines() if "kubedra" in line]
+    kubectl(install.plane, "apply", "-k", str(install.overlay))
 
-    async def nothing_left() -> bool:
-        return not named_kubedra()
-    await eventually(nothing_left, timeout=TIMEOUT, what="nothing named kubedra in the API")
+    async def agent_ready() -> bool:
+        agents = await client.AppsV1Api(api).read_namespaced_daemon_set("kubedra-agent",
+                                                                        NAMESPACE)
+        return bool(agents.status.number_ready == 1)
+    await eventually(agent_ready, timeout=TIMEOUT, what="the agent installed again")
+    await _delete_and_unprepare(install, api, ns, "inuse", claim["metadata"]["uid"])
+    kubectl(install.plane, "delete", "-k", str(install.overlay), "--wait=true",
+            "--timeout=180s")
+    await eventually(lambda: _nothing_named_kubedra(install), timeout=TIMEOUT,
+                     what="nothing named kubedra in the API")
+
+
+def _main_container(pod: dict[str, Any] | None) -> tuple[str, int, bool]:
+    """(container ID, restart count, running) of a reporting pod's ``main`` container."""
+    assert pod is not None
+    [main] = [c for c in pod["status"]["containerStatuses"] if c["name"] == "main"]
+    return main["containerID"], main["restartCount"], "running" in main["state"]
+
+
+async def _nothing_named_kubedra(install: Install) -> bool:
+    found = kubectl(install.plane, "get", _listable_kinds(install.plane), "-A",
+                    "--ignore-not-found", "-o", "name")
+    return not [line for line in found.splitlines() if "kubedra" in line]
 
 
 def _listable_kinds(plane: ControlPlane) -> str:
