@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -28,7 +29,14 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import free_port
-from e2e.harness.install import IMAGE, NEXT_TAG, build_image, import_image, write_overlay
+from e2e.harness.install import (
+    HEALTH_SOCKET,
+    IMAGE,
+    NEXT_TAG,
+    build_image,
+    import_image,
+    write_overlay,
+)
 from e2e.harness.kubedra import kubectl
 from e2e.harness.realnode import CGROUP_FS, RealNode, stand_in_devices
 from e2e.harness.wait import eventually
@@ -44,6 +52,7 @@ from kubedra.controller.leadership import LEASE_NAME
 from kubedra.kube import make_api_client
 from kubedra.node.claimspec import spec_path
 from kubedra.node.edits import NVIDIA_CONTROL_NODES
+from kubedra.probe import get_health
 
 # the first test's time includes the image build when it is not cached (minutes on a fresh
 # machine: mmdebstrap, pip downloads)
@@ -175,6 +184,17 @@ async def test_operator_and_agent_run_from_the_manifests(install: Install,
     holder = await eventually(lambda: _lease_holder(api), timeout=TIMEOUT,
                               what="an operator replica leading")
     assert holder in {p["metadata"]["name"] for p in operators}
+    # each replica is Ready through its own probe's endpoint, which says which one leads
+    probe = ["kubedra", "probe", "--socket", HEALTH_SOCKET]
+    roles = {}
+    for pod in operators:
+        container = pod["spec"]["containers"][0]
+        assert container["readinessProbe"]["exec"]["command"] == probe
+        assert container["livenessProbe"]["exec"]["command"] == probe
+        assert _ready(pod)
+        health = json.loads(_health_over_socket(install.node, pod["metadata"]["uid"]))
+        roles[pod["metadata"]["name"]] = (health["ok"], health["role"])
+    assert roles == {name: (True, "leader" if name == holder else "standby") for name in roles}
 
     async def published() -> dict[str, Any] | None:
         status = (await read_inventory(api, INVENTORY) or {}).get("status") or {}
@@ -215,6 +235,19 @@ async def test_a_claim_is_prepared_by_the_agent_pod(install: Install, api: ApiCl
                           "Prepared": ("True", "DevicePrepared")}
     assert spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"]).exists()
     await _delete_and_unprepare(install, api, ns, "trainer", claim["metadata"]["uid"])
+
+
+def _health_over_socket(node: RealNode, pod_uid: str) -> str:
+    """/healthz of operator pod ``pod_uid``, read on the node as its exec probe reads it:
+    over the Unix socket in the pod's ``emptyDir`` (through a short link: a socket's path is
+    at most 107 bytes)."""
+    volume = (node.root / "pods" / pod_uid / "volumes" / "kubernetes.io~empty-dir" / "health")
+    with tempfile.TemporaryDirectory(prefix="probe-") as short:
+        link = Path(short) / "h"
+        link.symlink_to(volume)
+        status, body = get_health(str(link / Path(HEALTH_SOCKET).name))
+    assert status == 200, body
+    return body
 
 
 def _projected_token(node: RealNode, pod_uid: str) -> str:
