@@ -56,11 +56,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
     if decision.withdrawn and decision.retained is not None:
         # what keeps the held devices must be in the API before their slices go
         await _write_status(state, inputs, decision)
-    for current in decision.delete:
-        await _write(state, name, "delete", current.metadata.name or "",
-                     resource_version=current.metadata.resource_version)
-    if decision.plan is not None:
-        decision = await _publish(state, name, decision)
+    decision = await _write_slices(state, name, decision)
     if decision.forget:
         state.pools.pop(name, None)
     elif decision.pool is not None:
@@ -101,11 +97,7 @@ async def _reconcile_deleted(state: OperatorState, name: str) -> None:
     first = existing[0].spec
     decision = decide_deleted(name, existing, state.view.uses_of(first.driver, first.pool.name),
                               await _slice_owner(state))
-    for current in decision.delete:
-        await _write(state, name, "delete", current.metadata.name or "",
-                     resource_version=current.metadata.resource_version)
-    if decision.plan is not None:
-        decision = await _publish(state, name, decision)
+    decision = await _write_slices(state, name, decision)
     if decision.forget:
         state.pools.pop(name, None)
         log.info("released", inventory=name, slices=len(decision.delete))
@@ -114,6 +106,22 @@ async def _reconcile_deleted(state: OperatorState, name: str) -> None:
                                           draining=decision.draining)
     if decision.retry:
         raise Retry(decision.message)
+
+
+async def _write_slices(state: OperatorState, name: str, decision: InventoryDecision
+                        ) -> InventoryDecision:
+    """Delete the slices ``decision`` withdraws, then make its planned writes; the decision
+    as it stands after them (:meth:`InventoryDecision.publish_failed` when a write failed).
+
+    Raises:
+        ApiException: a delete failed.
+    """
+    for current in decision.delete:
+        await _write(state, name, "delete", current.metadata.name or "",
+                     resource_version=current.metadata.resource_version)
+    if decision.plan is not None:
+        decision = await _publish(state, name, decision)
+    return decision
 
 
 async def _slice_owner(state: OperatorState) -> OwnerReference:

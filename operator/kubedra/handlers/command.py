@@ -48,8 +48,9 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool,
                        health_socket: str | None = None) -> None:
     """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...,
-    "warm": <caches filled>}`` and, on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
-    put it) and run kopf; reconcile only while leading.
+    "warm": <caches filled>}`` and, on the leader, ``"kubedra":``
+    :func:`kubedra.handlers.operator.health`, where kopf's probe put it) and run kopf;
+    reconcile only while leading.
 
     Warm standby: every replica runs kopf from the start, so its caches are filled and kept
     up to date by the watches (kopf only reads here: no finalizers, annotations, peering or
