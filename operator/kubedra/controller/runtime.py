@@ -52,9 +52,6 @@ class Runtime:
     leases: LeaseCache | None = None
     state: OperatorState | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-    leading: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set once this replica holds the leader-election Lease: the workers start then (a
-    standby keeps its caches and queues filled, warm, and writes nothing)."""
     claim_pools: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -96,8 +93,8 @@ def _report_crash(task: asyncio.Task[None]) -> None:
 
 
 async def run(runtime: Runtime) -> None:
-    """Watch agent Leases, wait for the caches and for the leader-election Lease, then run
-    the workers and the tick until cancelled."""
+    """Watch agent Leases, wait for the caches, then run the workers and the tick until
+    cancelled."""
     def lease_changed(node: str) -> None:
         if runtime.state is not None:
             check_lease(runtime.state, node, utcnow())
@@ -106,7 +103,6 @@ async def run(runtime: Runtime) -> None:
     lease_task = asyncio.create_task(runtime.leases.run())
     await runtime.ready.wait()
     await runtime.leases.synced.wait()  # no pool is judged by a Lease not read yet
-    await runtime.leading.wait()
     state = runtime.state
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")

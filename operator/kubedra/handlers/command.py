@@ -47,18 +47,16 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
 
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool,
                        health_socket: str | None = None) -> None:
-    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...,
-    "warm": <caches filled>}`` and, on the leader, ``"kubedra":``
-    :func:`kubedra.handlers.operator.health`, where kopf's probe put it) and run kopf;
-    reconcile only while leading.
-
-    Warm standby: every replica runs kopf from the start, so its caches are filled and kept
-    up to date by the watches (kopf only reads here: no finalizers, annotations, peering or
-    Event posting) and its handlers queue keys; only the workers that act on them wait for
-    the Lease (:attr:`~kubedra.controller.runtime.Runtime.leading`). A failover then costs the
-    Lease, not a cache fill. A replica that loses its Lease exits at once (status 1): the
-    kubelet restarts it as a standby."""
+    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}`` and,
+    on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
+    put it) and run kopf while leading. A
+    replica that loses its Lease exits at once (status 1): the kubelet restarts it as a
+    standby."""
     memo = Memo(runtime=Runtime(settings))
+
+    async def lead() -> None:
+        await kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo)
+
     api = await kube.make_api_client(settings.kubeconfig)
     # unique per process, as client-go's "<hostname>_<uuid>": a leader's container restarted
     # in place must not take its predecessor's Lease as its own
@@ -66,37 +64,23 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     leadership = Leadership(api, settings.namespace, identity)
     if not leader_elect:
         leadership.leading = True
-        memo.runtime.leading.set()
 
-    def report() -> dict[str, object]:  # "warm": kopf's caches are filled (a standby's too)
-        return {"ok": True, **leadership.report(), "warm": memo.runtime.ready.is_set(),
+    def report() -> dict[str, object]:
+        return {"ok": True, **leadership.report(),
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     server = await start_metrics_server(
         liveness_port or None, report,
         socket_path=health_socket) if liveness_port or health_socket else None
-    # until kopf installs its own handler (it stops on SIGTERM and returns; a leader then
-    # releases the Lease), SIGTERM stops the process at once
+    # SIGTERM stops a standby at once (PID 1 in a container ignores it otherwise); kopf, while
+    # it runs, handles SIGTERM itself and returns, and the Lease is released
     main = asyncio.current_task()
     assert main is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
-    watching = asyncio.create_task(kopf.operator(registry=registry, clusterwide=True,
-                                                 standalone=True, memo=memo), name="kopf")
-
-    async def lead() -> None:
-        memo.runtime.leading.set()
-        await watching
-
     try:
         if leader_elect:
-            election = asyncio.create_task(leadership.run(lead), name="election")
-            await asyncio.wait({watching, election}, return_when=asyncio.FIRST_COMPLETED)
-            if not election.done() and not leadership.leading:
-                election.cancel()  # a standby stopping: it holds no Lease
-                with contextlib.suppress(asyncio.CancelledError):
-                    await election
-            else:
-                await election  # kopf stopped: lead() returns and the Lease is released
-        await watching
+            await leadership.run(lead)
+        else:
+            await lead()
     except LostLeadership as err:
         log.error("leadership lost: exiting", error=str(err))
         os._exit(1)  # fenced: no write after this point, not even from cleanup
