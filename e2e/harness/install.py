@@ -97,6 +97,9 @@ def _operator_patch(plane: ControlPlane) -> list[dict[str, Any]]:
          "value": {**probe, "periodSeconds": 30, "failureThreshold": 3}},
         {"op": "replace", "path": f"{container}/readinessProbe",
          "value": {**probe, "periodSeconds": 5}},
+        # liveness counts only once the process serves: its start takes a minute at load 20
+        {"op": "add", "path": f"{container}/startupProbe",
+         "value": {**probe, "periodSeconds": 5, "failureThreshold": 60}},
         {"op": "add", "path": f"{container}/volumeMounts",
          "value": [{"name": "health", "mountPath": str(Path(HEALTH_SOCKET).parent)}]},
         {"op": "add", "path": "/spec/template/spec/volumes",
