@@ -10,7 +10,8 @@ Order of decisions (:func:`decide_inventory`):
    with a wrong node name must not look published. Its held devices are kept as in 3.
 3. A node-local inventory whose agent has reported (``status.discovered`` is set) is published
    only while the agent's Lease is live; when it expires the pool is withdrawn (its slices are
-   deleted, as the kubelet also does for a driver that went away) and ``Published=False``
+   deleted, as the kubelet also does for a driver that went away, but for the devices claims
+   hold: those stay, tainted, see :func:`_withdraw`) and ``Published=False``
    (``AgentLeaseExpired``); it comes back when the Lease is renewed. A node-local inventory
    with neither declared devices nor a report waits for its agent (``WaitingForAgent``) rather
    than publishing an empty pool.
