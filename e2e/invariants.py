@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -87,18 +87,20 @@ def safety_violations(claims: list[dict[str, Any]], slices: list[dict[str, Any]]
     return found
 
 
-def consistency_violations(slices: list[dict[str, Any]], inventories: list[dict[str, Any]]
-                           ) -> list[str]:
+def consistency_violations(slices: list[dict[str, Any]], inventories: list[dict[str, Any]],
+                           allocated: Collection[tuple[str, str, str]] = ()) -> list[str]:
     """What must hold once the operator has caught up: each Ready inventory's status names
     exactly its slices, all at the pool generation and count it reports; no slice of ours
-    without an inventory."""
+    without an inventory, unless it keeps only devices that claims hold (``allocated``:
+    (driver, pool, device) of every allocation result), tainted ``draining=deleted``."""
     found: list[str] = []
     by_inventory: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in slices:
         by_inventory[s["metadata"].get("labels", {}).get("kubedra.io/inventory", "")].append(s)
     names = {i["metadata"]["name"] for i in inventories}
     found += [f"slice {s['metadata']['name']} has no DeviceInventory {owner!r}"
-              for owner, ss in by_inventory.items() if owner not in names for s in ss]
+              for owner, ss in by_inventory.items() if owner not in names for s in ss
+              if not _keeps_only_held(s, allocated)]
     for i in inventories:
         status = i.get("status") or {}
         ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
@@ -114,6 +116,18 @@ def consistency_violations(slices: list[dict[str, Any]], inventories: list[dict[
         if wrong or (mine and pool.get("resourceSliceCount") != len(mine)):
             found.append(f"{name}: slices {wrong or len(mine)} disagree with pool {pool}")
     return found
+
+
+def _keeps_only_held(slice_: dict[str, Any], allocated: Collection[tuple[str, str, str]]
+                     ) -> bool:
+    """Whether a deleted inventory's slice publishes only held devices, tainted as deleted
+    (or only the counter sets they consume), and at least one of them."""
+    spec = slice_["spec"]
+    devices = spec.get("devices") or []
+    held = [d for d in devices if (spec["driver"], spec["pool"]["name"], d["name"]) in allocated
+            and {"key": "kubedra.io/draining", "value": "deleted", "effect": "NoSchedule"}
+            in [{k: t[k] for k in ("key", "value", "effect")} for t in d.get("taints") or []]]
+    return len(held) == len(devices) and bool(held or spec.get("sharedCounters"))
 
 
 def claim_status_violations(claims: list[dict[str, Any]], inventories: list[dict[str, Any]]
@@ -145,7 +159,9 @@ def claim_status_violations(claims: list[dict[str, Any]], inventories: list[dict
 async def violations(api: ApiClient) -> list[str]:
     """Every invariant broken now (safety, consistency, claim and inventory status)."""
     claims, slices, inventories = await cluster_state(api)
-    return (safety_violations(claims, slices) + consistency_violations(slices, inventories)
+    allocated = {(r["driver"], r["pool"], r["device"]) for c in claims for r in _results(c)}
+    return (safety_violations(claims, slices)
+            + consistency_violations(slices, inventories, allocated)
             + claim_status_violations(claims, inventories))
 
 

@@ -134,24 +134,73 @@ async def test_a_partition_of_a_withdrawn_pool_stays_held_across_a_crash(
 async def test_a_deleted_inventory_keeps_its_held_partition_across_a_crash(
         kubedra: Kubedra, admin_api: ApiClient, namespace: str, cleanup_node: list[str]
 ) -> None:
-    """The inventory is deleted while the operator is down; its agent would recreate it
-    without MIG partitions. It stays (finalizer) publishing only the held partition until
-    the claim is released; then it goes and the agent's new inventory publishes the GPU."""
+    """The inventory is deleted while the operator is down (it goes at once: no finalizer);
+    its agent recreates it without MIG partitions. The slices are owned by the CRD, not by
+    the inventory, so they outlive it: the held partition stays published, tainted, until
+    the claim is released; then the agent's new inventory publishes the GPU."""
     node = "hold-d"
     cleanup_node.append(node)
     name = await _mig_node(kubedra, admin_api, node)
     obj = await read_inventory(admin_api, name) or {}
-    assert obj["metadata"]["finalizers"] == ["kubedra.io/held-devices"]
+    assert "finalizers" not in obj["metadata"]
+    crd = await client.ApiextensionsV1Api(admin_api).read_custom_resource_definition(
+        "deviceinventories.kubedra.io")
+    slices = await _slices(admin_api, node)
+    assert {(o["kind"], o["name"], o["uid"]) for s in slices
+            for o in s["metadata"]["ownerReferences"]} == {
+        ("CustomResourceDefinition", "deviceinventories.kubedra.io", crd.metadata.uid)}
     await _holds_partition(kubedra, admin_api, namespace, node)
     kubedra.kill_operator()
     await client.CustomObjectsApi(admin_api).delete_cluster_custom_object(*MIG, name)
+
+    async def recreated() -> dict[str, Any] | None:
+        found = await read_inventory(admin_api, name)
+        return found if found and found["metadata"]["uid"] != obj["metadata"]["uid"] else None
+    await eventually(recreated, timeout=90, what=f"{name} recreated by its agent")
     kubedra.restart_operator()
-    published = await _published_message(admin_api, name, f"{HELD} (deleted)")
-    assert published["message"].startswith("DeviceInventory is being deleted; 1 device in ")
+    await _published_message(admin_api, name, f"{HELD} (gone)")
     await _crash_and_restart(kubedra)
     await create_gpu_pod(admin_api, namespace, "whole", "true", node=node)
     await stays_pending(admin_api, namespace, "whole")
     await _release_and_whole_gpu_runs(admin_api, namespace)
-    recreated = await read_inventory(admin_api, name) or {}
-    assert recreated["metadata"]["uid"] != obj["metadata"]["uid"]
     await converged(admin_api)
+
+
+async def test_a_deleted_inventorys_held_partition_stays_until_released(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str, cleanup_node: list[str]
+) -> None:
+    """With no agent to recreate it, a deleted inventory's slices keep only the held
+    partition (``draining=deleted``), its counter set with it, and go once it is released."""
+    node = "hold-o"
+    cleanup_node.append(node)
+    name = await _mig_node(kubedra, admin_api, node)
+    await _holds_partition(kubedra, admin_api, namespace, node)
+    kubedra.stop_agent(node)
+    await client.CustomObjectsApi(admin_api).delete_cluster_custom_object(*MIG, name)
+
+    # first the withdrawal (the agent gave its Lease up) keeps it, tainted draining=withdrawn;
+    # then the deleted inventory's slices keep it, tainted draining=deleted
+    async def only_held() -> list[tuple[str, list[str]]] | None:
+        published = [(d["name"], [f"{t['key']}={t['value']}" for t in d.get("taints") or []])
+                     for s in await _slices(admin_api, node) for d in s["spec"].get("devices")
+                     or []]
+        return published if published == [(HELD, ["kubedra.io/draining=deleted"])] else None
+    await eventually(only_held, timeout=90, what="only the held partition, as deleted")
+    assert [c["name"] for s in await _slices(admin_api, node)
+            for c in s["spec"].get("sharedCounters") or []] == ["gpu-0-counters"]
+    await converged(admin_api)
+    await _crash_and_restart(kubedra)
+    await client.CoreV1Api(admin_api).delete_namespaced_pod("part", namespace,
+                                                            grace_period_seconds=0)
+
+    async def gone() -> bool:
+        return not await _slices(admin_api, node)
+    await eventually(gone, timeout=90, what="the deleted inventory's slices gone")
+    await converged(admin_api)
+
+
+async def _slices(api: ApiClient, node: str) -> list[dict[str, Any]]:
+    """The ResourceSlices of pool ``node`` (as plain dicts)."""
+    listed = await client.ResourceV1Api(api).list_resource_slice(
+        label_selector=f"kubedra.io/inventory={node}-gpu.kubedra.io")
+    return [api.sanitize_for_serialization(s) for s in listed.items]

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -28,7 +29,14 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import free_port
-from e2e.harness.install import IMAGE, NEXT_TAG, build_image, import_image, write_overlay
+from e2e.harness.install import (
+    HEALTH_SOCKET,
+    IMAGE,
+    NEXT_TAG,
+    build_image,
+    import_image,
+    write_overlay,
+)
 from e2e.harness.kubedra import kubectl
 from e2e.harness.realnode import CGROUP_FS, RealNode, stand_in_devices
 from e2e.harness.wait import eventually
@@ -44,6 +52,7 @@ from kubedra.controller.leadership import LEASE_NAME
 from kubedra.kube import make_api_client
 from kubedra.node.claimspec import spec_path
 from kubedra.node.edits import NVIDIA_CONTROL_NODES
+from kubedra.probe import get_health
 
 # the first test's time includes the image build when it is not cached (minutes on a fresh
 # machine: mmdebstrap, pip downloads)
@@ -175,6 +184,17 @@ async def test_operator_and_agent_run_from_the_manifests(install: Install,
     holder = await eventually(lambda: _lease_holder(api), timeout=TIMEOUT,
                               what="an operator replica leading")
     assert holder in {p["metadata"]["name"] for p in operators}
+    # each replica is Ready through its own probe's endpoint, which says which one leads
+    probe = ["kubedra", "probe", "--socket", HEALTH_SOCKET]
+    roles = {}
+    for pod in operators:
+        container = pod["spec"]["containers"][0]
+        assert container["readinessProbe"]["exec"]["command"] == probe
+        assert container["livenessProbe"]["exec"]["command"] == probe
+        assert _ready(pod)
+        health = json.loads(_health_over_socket(install.node, pod["metadata"]["uid"]))
+        roles[pod["metadata"]["name"]] = (health["ok"], health["role"])
+    assert roles == {name: (True, "leader" if name == holder else "standby") for name in roles}
 
     async def published() -> dict[str, Any] | None:
         status = (await read_inventory(api, INVENTORY) or {}).get("status") or {}
@@ -215,6 +235,19 @@ async def test_a_claim_is_prepared_by_the_agent_pod(install: Install, api: ApiCl
                           "Prepared": ("True", "DevicePrepared")}
     assert spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"]).exists()
     await _delete_and_unprepare(install, api, ns, "trainer", claim["metadata"]["uid"])
+
+
+def _health_over_socket(node: RealNode, pod_uid: str) -> str:
+    """/healthz of operator pod ``pod_uid``, read on the node as its exec probe reads it:
+    over the Unix socket in the pod's ``emptyDir`` (through a short link: a socket's path is
+    at most 107 bytes)."""
+    volume = (node.root / "pods" / pod_uid / "volumes" / "kubernetes.io~empty-dir" / "health")
+    with tempfile.TemporaryDirectory(prefix="probe-") as short:
+        link = Path(short) / "h"
+        link.symlink_to(volume)
+        status, body = get_health(str(link / Path(HEALTH_SOCKET).name))
+    assert status == 200, body
+    return body
 
 
 def _projected_token(node: RealNode, pod_uid: str) -> str:
@@ -370,25 +403,57 @@ async def test_upgrade_rolls_the_agent_and_hands_the_lease_to_a_new_replica(
     await _delete_and_unprepare(install, api, "t-upgrade", "during", claim["metadata"]["uid"])
 
 
-async def test_uninstall_leaves_nothing_named_kubedra(install: Install, api: ApiClient) -> None:
-    # the README's order: agents first (nothing recreates an inventory), then the inventories
-    # while the operator runs (it lifts its finalizer kubedra.io/held-devices once no claim
-    # holds a device), then the rest
-    kubectl(install.plane, "delete", "-n", "kubedra-system", "daemonset", "kubedra-agent",
-            "--wait=true", "--timeout=180s")
-    kubectl(install.plane, "delete", "deviceinventories", "--all", "--wait=true",
+async def test_uninstall_with_a_claim_in_use_leaves_nothing_named_kubedra(
+        install: Install, api: ApiClient) -> None:
+    """One command, ``kubectl delete -k``, while a pod uses a claim: it returns, nothing named
+    kubedra is left in the API, and the pod keeps running with its device (its CDI spec stays
+    on the node: no agent is left to unprepare it). Installed again, the new agent unprepares
+    the claim when the pod goes, and the next uninstall leaves nothing either."""
+    ns = "t-inuse"
+    await _run_gpu_pod(api, ns, "inuse")
+    claim = await pod_claim(api, ns, "inuse")
+    assert claim is not None
+    cdi_spec = spec_path(install.node.cdi_dir, DRIVER, claim["metadata"]["uid"])
+    before = _main_container(await running_report(api, ns, "inuse"))
+    started = time.monotonic()
+    kubectl(install.plane, "delete", "-k", str(install.overlay), "--wait=true",
             "--timeout=180s")
-    kubectl(install.plane, "delete", "-k", str(install.overlay), "--ignore-not-found",
-            "--wait=true", "--timeout=180s")
+    print(f"uninstall with a claim in use: kubectl delete -k took "
+          f"{time.monotonic() - started:.1f} s")
+    await eventually(lambda: _nothing_named_kubedra(install), timeout=TIMEOUT,
+                     what="nothing named kubedra in the API")
+    pod = await running_report(api, ns, "inuse")
+    assert _main_container(pod) == before  # the same container, still running, not restarted
+    assert cdi_spec.exists()
+    still = await pod_claim(api, ns, "inuse")
+    assert still is not None
+    assert still["status"]["allocation"] == claim["status"]["allocation"]
 
-    def named_kubedra() -> list[str]:
-        found = kubectl(install.plane, "get", _listable_kinds(install.plane), "-A",
-                        "--ignore-not-found", "-o", "name")
-        return [line for line in found.splitlines() if "kubedra" in line]
+    kubectl(install.plane, "apply", "-k", str(install.overlay))
 
-    async def nothing_left() -> bool:
-        return not named_kubedra()
-    await eventually(nothing_left, timeout=TIMEOUT, what="nothing named kubedra in the API")
+    async def agent_ready() -> bool:
+        agents = await client.AppsV1Api(api).read_namespaced_daemon_set("kubedra-agent",
+                                                                        NAMESPACE)
+        return bool(agents.status.number_ready == 1)
+    await eventually(agent_ready, timeout=TIMEOUT, what="the agent installed again")
+    await _delete_and_unprepare(install, api, ns, "inuse", claim["metadata"]["uid"])
+    kubectl(install.plane, "delete", "-k", str(install.overlay), "--wait=true",
+            "--timeout=180s")
+    await eventually(lambda: _nothing_named_kubedra(install), timeout=TIMEOUT,
+                     what="nothing named kubedra in the API")
+
+
+def _main_container(pod: dict[str, Any] | None) -> tuple[str, int, bool]:
+    """(container ID, restart count, running) of a reporting pod's ``main`` container."""
+    assert pod is not None
+    [main] = [c for c in pod["status"]["containerStatuses"] if c["name"] == "main"]
+    return main["containerID"], main["restartCount"], "running" in main["state"]
+
+
+async def _nothing_named_kubedra(install: Install) -> bool:
+    found = kubectl(install.plane, "get", _listable_kinds(install.plane), "-A",
+                    "--ignore-not-found", "-o", "name")
+    return not [line for line in found.splitlines() if "kubedra" in line]
 
 
 def _listable_kinds(plane: ControlPlane) -> str:

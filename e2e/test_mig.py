@@ -32,20 +32,17 @@ def profile(name: str) -> str:
 
 @pytest.fixture(scope="module")
 async def mig_node(kubedra: Kubedra, admin_api: ApiClient) -> AsyncIterator[None]:
-    """An H200 node whose inventory publishes MIG partitions."""
-    await client.CustomObjectsApi(admin_api).create_cluster_custom_object(
-        "kubedra.io", "v1alpha1", "deviceinventories", {
-            "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
-            "metadata": {"name": INVENTORY},
-            "spec": {"driver": "gpu.kubedra.io", "nodeName": NODE,
-                     "discovery": {"mig": "partitions"}}})
+    """An H200 node whose inventory publishes MIG partitions: its agent creates the
+    inventory with them on (``KUBEDRA_MIG=partitions``, the ``mig-partitions`` component)."""
     kubedra.add_node(NODE)
-    kubedra.start_agent(NODE)
+    kubedra.start_agent(NODE, mig="partitions")
 
     async def published() -> bool:
         status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
         return bool(status.get("deviceCount") == 26)
     await eventually(published, timeout=60, what="26 devices published")
+    inventory = await read_inventory(admin_api, INVENTORY) or {}
+    assert inventory["spec"]["discovery"] == {"mig": "partitions"}
     yield
     kubedra.stop_agent(NODE)
 

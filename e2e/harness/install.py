@@ -14,8 +14,10 @@ needs:
   loopback), with the API server's loopback address in ``KUBERNETES_SERVICE_HOST/PORT``
   (the ``kubernetes`` Service has no endpoints here), and ports of their own: every pod shares
   this machine's one network namespace;
-- the operator's health port off (``--liveness-port=0``, no probes): its two replicas would
-  bind the same host port. The agent's probes stay, on a free port.
+- the operator's health port off (``--liveness-port=0``): its two replicas would bind the same
+  host port. Each serves ``/healthz`` on a Unix socket in an ``emptyDir`` of its own pod
+  instead (``--health-socket``, :data:`HEALTH_SOCKET`), and its liveness and readiness probes
+  ask it there (exec ``kubedra probe``). The agent's probes stay HTTP, on a free port.
 
 Every credential is the token the kubelet projects into the pod: nothing is minted by the
 tests for the operator or the agent.
@@ -39,6 +41,9 @@ IMAGE = "kubedra.invalid/kubedra:0.1.0"
 NEXT_TAG = "0.1.1"
 """The tag of the image's next version (the same image, another version label): upgrades."""
 H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
+HEALTH_SOCKET = "/run/kubedra/health.sock"
+"""Where the operator's pods serve ``/healthz`` in the overlay (an ``emptyDir`` named
+``health`` at ``/run/kubedra``)."""
 
 
 def build_image() -> tuple[Path, Path]:
@@ -79,14 +84,26 @@ def _api_env(plane: ControlPlane) -> list[dict[str, str]]:
 
 def _operator_patch(plane: ControlPlane) -> list[dict[str, Any]]:
     container = "/spec/template/spec/containers/0"
+    probe = {"exec": {"command": ["kubedra", "probe", "--socket", HEALTH_SOCKET]},
+             "timeoutSeconds": 20}  # a Python start on a loaded machine
     return [
         {"op": "add", "path": "/spec/template/spec/hostNetwork", "value": True},
         {"op": "replace", "path": f"{container}/imagePullPolicy", "value": "Never"},
         {"op": "replace", "path": f"{container}/args",
-         "value": ["operator", "--log-format=json", "--liveness-port=0"]},
+         "value": ["operator", "--log-format=json", "--liveness-port=0",
+                   f"--health-socket={HEALTH_SOCKET}"]},
         {"op": "remove", "path": f"{container}/ports"},
-        {"op": "remove", "path": f"{container}/livenessProbe"},
-        {"op": "remove", "path": f"{container}/readinessProbe"},
+        {"op": "replace", "path": f"{container}/livenessProbe",
+         "value": {**probe, "periodSeconds": 30, "failureThreshold": 3}},
+        {"op": "replace", "path": f"{container}/readinessProbe",
+         "value": {**probe, "periodSeconds": 5}},
+        # liveness counts only once the process serves: its start takes a minute at load 20
+        {"op": "add", "path": f"{container}/startupProbe",
+         "value": {**probe, "periodSeconds": 5, "failureThreshold": 60}},
+        {"op": "add", "path": f"{container}/volumeMounts",
+         "value": [{"name": "health", "mountPath": str(Path(HEALTH_SOCKET).parent)}]},
+        {"op": "add", "path": "/spec/template/spec/volumes",
+         "value": [{"name": "health", "emptyDir": {}}]},
         *({"op": "add", "path": f"{container}/env/-", "value": env} for env in _api_env(plane)),
     ]
 

@@ -161,7 +161,7 @@ class Kubedra:
                     pod_uid: str | None = None, device_root: Path | None = None,
                     boot_id_path: Path | None = None, name: str | None = None,
                     module: str = "kubedra", sysfs_root: Path | None = None,
-                    metrics_port: int = 0) -> Component:
+                    metrics_port: int = 0, mig: str | None = None) -> Component:
         """Start ``kubedra agent`` for ``node`` as the kubedra-agent ServiceAccount, with a token
         bound to the stand-in agent pod ``pod`` (default ``kubedra-agent-<node>``).
 
@@ -172,7 +172,8 @@ class Kubedra:
         ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
         agent with a fake MIG partitioner); ``sysfs_root`` replaces ``/sys`` (a sysfs tree a
         test built for the ``pci`` backend); a non-zero ``metrics_port`` serves ``/metrics``
-        and ``/healthz`` there.
+        and ``/healthz`` there; ``mig`` is the ``discovery.mig`` of the inventory the agent
+        creates (``KUBEDRA_MIG``, as the kustomize component ``mig-partitions`` sets it).
         """
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=pod or f"kubedra-agent-{node}")
@@ -184,7 +185,8 @@ class Kubedra:
                     "kubelet_registry_dir": str(host / "plugins_registry"),
                     "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}
         for key, value in (("pod_uid", pod_uid), ("device_root", device_root),
-                           ("boot_id_path", boot_id_path), ("sysfs_root", sysfs_root)):
+                           ("boot_id_path", boot_id_path), ("sysfs_root", sysfs_root),
+                           ("mig", mig)):
             if value is not None:
                 settings[key] = str(value)
         agent = self.plane.spawn(

@@ -71,6 +71,8 @@ _DUMP = ("kubedra.explain.command:dump_command",
     "explain": _EXPLAIN,
     "simulate": _SIMULATE,
     "dump": _DUMP,
+    "probe": ("kubedra.probe:probe_command",
+              "Ask a kubedra process for /healthz over its Unix socket."),
 })
 @click.version_option(__version__, prog_name="kubedra")
 def main() -> None:

@@ -138,25 +138,6 @@ async def apply_inventory_status(api: ApiClient, name: str, status: dict[str, An
         _preload_content=False))
 
 
-async def apply_inventory_finalizer(api: ApiClient, name: str, present: bool,
-                                    field_manager: str) -> None:
-    """Server-side apply :data:`~kubedra.api.inventory.HELD_DEVICES_FINALIZER` on the
-    DeviceInventory ``name`` (``present``) or take it away (other finalizers are untouched:
-    ``metadata.finalizers`` is a set each manager owns its items of). A missing inventory is
-    fine when removing."""
-    body = {"apiVersion": inventory.API_VERSION, "kind": inventory.KIND,
-            "metadata": {"name": name,
-                         "finalizers": [inventory.HELD_DEVICES_FINALIZER] if present else []}}
-    try:
-        await _raw(client.CustomObjectsApi(api).patch_cluster_custom_object(
-            inventory.GROUP, inventory.VERSION, inventory.PLURAL, name, body,
-            field_manager=field_manager, force=True, _content_type=APPLY_PATCH,
-            _preload_content=False))
-    except ApiException as err:
-        if err.status != 404 or present:
-            raise
-
-
 # --- ResourceClaims -----------------------------------------------------------------------------
 
 async def get_resource_claim(api: ApiClient, namespace: str, name: str) -> resource.ResourceClaim:
@@ -264,6 +245,24 @@ async def node_owner_reference(api: ApiClient, name: str) -> dict[str, Any] | No
             return None
         raise
     return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+
+
+async def slice_owner(api: ApiClient) -> resource.OwnerReference:
+    """The owner reference of every slice the operator publishes: the DeviceInventory CRD
+    (``deviceinventories.kubedra.io``; needs ``get`` on it). A slice outlives its inventory
+    (its held devices stay published, see
+    :func:`kubedra.controller.inventories.decide_deleted`) but not kubedra: deleting the CRD
+    lets the garbage collector delete every slice.
+
+    Raises:
+        ApiException: reading the CRD failed (404: kubedra's CRD is not installed).
+    """
+    name = f"{inventory.PLURAL}.{inventory.GROUP}"
+    crd = await _raw(client.ApiextensionsV1Api(api).read_custom_resource_definition(
+        name, _preload_content=False))
+    return resource.OwnerReference(api_version="apiextensions.k8s.io/v1",
+                                   kind="CustomResourceDefinition", name=name,
+                                   uid=crd["metadata"]["uid"])
 
 
 async def read_lease(api: ApiClient, namespace: str, name: str) -> dict[str, Any] | None:

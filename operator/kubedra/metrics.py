@@ -11,7 +11,9 @@ Components register their metrics in :data:`REGISTRY` (e.g.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,14 +24,17 @@ REGISTRY = CollectorRegistry()
 """The process-wide registry that ``/metrics`` serves."""
 
 
-async def start_metrics_server(port: int, health: Callable[[], Mapping[str, Any]], *,
+async def start_metrics_server(port: int | None, health: Callable[[], Mapping[str, Any]], *,
                                host: str = "0.0.0.0",  # scraped from other hosts
-                               registry: CollectorRegistry = REGISTRY) -> web.AppRunner:
-    """Serve ``/metrics`` and ``/healthz`` on ``host:port`` (port 0 = any free port); returns
-    the runner, to be stopped with ``await runner.cleanup()``.
+                               registry: CollectorRegistry = REGISTRY,
+                               socket_path: str | None = None) -> web.AppRunner:
+    """Serve ``/metrics`` and ``/healthz`` on ``host:port`` (port 0 = any free port; None =
+    no TCP port) and, with ``socket_path``, on that Unix socket too (an exec probe asks it:
+    ``kubedra probe``, :mod:`kubedra.probe`); returns the runner, to be stopped with
+    ``await runner.cleanup()``.
 
     Raises:
-        OSError: the port cannot be bound.
+        OSError: the port or the socket cannot be bound.
     """
 
     async def metrics(_: web.Request) -> web.Response:
@@ -45,5 +50,10 @@ async def start_metrics_server(port: int, health: Callable[[], Mapping[str, Any]
     app.add_routes([web.get("/metrics", metrics), web.get("/healthz", healthz)])
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    if port is not None:
+        await web.TCPSite(runner, host, port).start()
+    if socket_path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)  # left by a predecessor in the same pod
+        await web.UnixSite(runner, socket_path).start()
     return runner

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kubedra.api.inventory import MigMode
 from kubedra.logging import LogFormat
 
 DEFAULT_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
@@ -67,6 +68,9 @@ class Settings(BaseSettings):
     """Where the host's device nodes are: CDI specs name ``<device_root>/dev/...`` as the
     host path of each container's ``/dev/...`` (stand-ins for replayed hardware); ``/`` on a
     real node."""
+    mig: MigMode | None = None
+    """``spec.discovery.mig`` of the DeviceInventory the agent creates for its node (None:
+    the CRD's default, ``none``). An existing inventory is the admin's and stays as it is."""
     pod_uid: str | None = None
     """The agent pod's UID (downward API); when set, sockets get rolling-update names."""
     pod_name: str | None = None

@@ -34,6 +34,7 @@ def test_help_lists_every_command_in_one_line_each() -> None:
   dump      Write what explain needs from the cluster to a file.
   explain   Why a ResourceClaim is pending, or why its devices fit.
   operator  Run the operator (publish slices, reconcile claims).
+  probe     Ask a kubedra process for /healthz over its Unix socket.
   simulate  Where a claim would fit now, and how many copies fit.
 """
 

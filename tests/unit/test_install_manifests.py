@@ -38,6 +38,7 @@ def test_install_yaml_is_manifests_rendered() -> None:
     ("node-selector", {"DaemonSet": {"nodeSelector": {"nvidia.com/gpu.present": "true"}}}),
     ("log-level", {"Deployment": {"env": {"KUBEDRA_LOG_LEVEL": "DEBUG"}},
                    "DaemonSet": {"env": {"KUBEDRA_LOG_LEVEL": "DEBUG"}}}),
+    ("mig-partitions", {"DaemonSet": {"env": {"KUBEDRA_MIG": "partitions"}}}),
     ("registry", {"Deployment": {"image": "registry.example.com/kubedra/kubedra:0.1.0"},
                   "DaemonSet": {"image": "registry.example.com/kubedra/kubedra:0.1.0"}}),
 ])

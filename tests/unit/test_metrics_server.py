@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, Counter
 
+from kubedra.cli import main
 from kubedra.metrics import start_metrics_server
 
 
@@ -29,3 +34,26 @@ async def test_metrics_and_health() -> None:
                     503, {"ok": False, "serving": True})
     finally:
         await runner.cleanup()
+
+
+async def test_health_on_a_unix_socket_answers_kubedra_probe(tmp_path: Path) -> None:
+    """``--health-socket``: no TCP port, and ``kubedra probe`` (an exec probe) reads the same
+    /healthz: exit 0 and the JSON while ok, exit 1 when not, or when nothing listens."""
+    path = str(tmp_path / "health.sock")
+    await asyncio.to_thread(Path(path).touch)  # a predecessor's file is replaced
+    state: dict[str, Any] = {"ok": True, "role": "standby"}
+    runner = await start_metrics_server(None, lambda: state, socket_path=path,
+                                        registry=CollectorRegistry())
+    try:
+        assert runner.addresses == [path]
+
+        def probe() -> tuple[int, Any]:
+            result = CliRunner().invoke(main, ["probe", "--socket", path])
+            return result.exit_code, json.loads(result.output)
+        assert await asyncio.to_thread(probe) == (0, state)
+        state["ok"] = False
+        assert await asyncio.to_thread(probe) == (1, state)
+    finally:
+        await runner.cleanup()
+    result = CliRunner().invoke(main, ["probe", "--socket", path])
+    assert result.exit_code == 1

@@ -262,12 +262,6 @@ class DiscoveryResult(KubeModel):
     rejected: list[Rejection] = Field(default_factory=list)
 
 
-HELD_DEVICES_FINALIZER = "kubedra.io/held-devices"
-"""The operator's finalizer on every DeviceInventory: a deleted inventory stays (its held
-devices published, tainted, so their counters stay counted) until no claim holds a device of
-its pool; then the operator removes the finalizer and the garbage collector deletes the slices
-through their owner reference (the pattern of kubernetes.io/pvc-protection)."""
-
 AGENT_LEASE_PREFIX = "kubedra-agent-"
 
 

@@ -15,13 +15,14 @@ from kubernetes_asyncio.client import ApiException
 
 from kubedra import kube
 from kubedra.api.inventory import OPERATOR_COMPONENT, OPERATOR_FIELD_MANAGER
-from kubedra.api.resource import ResourceSlice
+from kubedra.api.resource import OwnerReference, ResourceSlice
 from kubedra.api.time import timestamp, utcnow
 from kubedra.binding.attach import AttachRequest, AttachResult, attach_decided
 from kubedra.controller.claims import EVENT_REASON, DeviceKey, decide_claim
 from kubedra.controller.inventories import (
     InventoryDecision,
     InventoryInputs,
+    decide_deleted,
     decide_inventory,
     inventory_event,
     inventory_status,
@@ -48,25 +49,14 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
     """
     raw = state.inventory_overlay.merge(name, state.view.inventory(name))
     if raw is None:
-        state.overlay.forget(name)
-        state.pools.pop(name, None)
-        return  # the garbage collector deletes the slices through their owner reference
+        await _reconcile_deleted(state, name)
+        return
     inputs = await _inventory_inputs(state, raw)
     decision = decide_inventory(inputs)
-    if decision.release:
-        state.pools.pop(name, None)
-        await kube.apply_inventory_finalizer(state.api, name, False, OPERATOR_FIELD_MANAGER)
-        return
-    if not inputs.finalized and not inputs.deleting:
-        await kube.apply_inventory_finalizer(state.api, name, True, OPERATOR_FIELD_MANAGER)
     if decision.withdrawn and decision.retained is not None:
         # what keeps the held devices must be in the API before their slices go
         await _write_status(state, inputs, decision)
-    for current in decision.delete:
-        await _write(state, name, "delete", current.metadata.name or "",
-                     resource_version=current.metadata.resource_version)
-    if decision.plan is not None:
-        decision = await _publish(state, name, decision)
+    decision = await _write_slices(state, name, decision)
     if decision.forget:
         state.pools.pop(name, None)
     elif decision.pool is not None:
@@ -88,6 +78,61 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
                               message=event.message, component=OPERATOR_COMPONENT)
     if decision.retry:
         raise Retry(decision.message)
+
+
+async def _reconcile_deleted(state: OperatorState, name: str) -> None:
+    """The slices of deleted inventory ``name``: only the held devices stay published, until
+    released (:func:`~kubedra.controller.inventories.decide_deleted`).
+
+    Raises:
+        ApiException: a slice delete, or reading the CRD, failed.
+        Retry: a slice write failed in a way worth retrying.
+    """
+    existing = [ResourceSlice.from_api(s)
+                for s in state.overlay.merge(name, state.view.slices_of(name))]
+    if not existing:
+        state.overlay.forget(name)
+        state.pools.pop(name, None)
+        return
+    first = existing[0].spec
+    decision = decide_deleted(name, existing, state.view.uses_of(first.driver, first.pool.name),
+                              await _slice_owner(state))
+    decision = await _write_slices(state, name, decision)
+    if decision.forget:
+        state.pools.pop(name, None)
+        log.info("released", inventory=name, slices=len(decision.delete))
+    elif decision.pool is not None and decision.ok:
+        state.pools[name] = PublishedPool(pool=decision.pool, health={},
+                                          draining=decision.draining)
+    if decision.retry:
+        raise Retry(decision.message)
+
+
+async def _write_slices(state: OperatorState, name: str, decision: InventoryDecision
+                        ) -> InventoryDecision:
+    """Delete the slices ``decision`` withdraws, then make its planned writes; the decision
+    as it stands after them (:meth:`InventoryDecision.publish_failed` when a write failed).
+
+    Raises:
+        ApiException: a delete failed.
+    """
+    for current in decision.delete:
+        await _write(state, name, "delete", current.metadata.name or "",
+                     resource_version=current.metadata.resource_version)
+    if decision.plan is not None:
+        decision = await _publish(state, name, decision)
+    return decision
+
+
+async def _slice_owner(state: OperatorState) -> OwnerReference:
+    """The owner reference of every slice (:func:`kubedra.kube.slice_owner`), read once.
+
+    Raises:
+        ApiException: reading the CRD failed.
+    """
+    if state.slice_owner is None:
+        state.slice_owner = await kube.slice_owner(state.api)
+    return state.slice_owner
 
 
 async def _write_status(state: OperatorState, inputs: InventoryInputs,
@@ -123,7 +168,9 @@ async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> Invent
         existing=[ResourceSlice.from_api(s)
                   for s in state.overlay.merge(name, view.slices_of(name))],
         lease=lease,
-        namespace=state.settings.namespace,
+        namespace=state.settings.namespace, owner=await _slice_owner(state),
+        deleted=[other for other in view.deleted_inventories_of_pool(driver, pool)
+                 if other != name],
         rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))
                 if other],
         uses=view.uses_of(driver, pool),

@@ -10,7 +10,8 @@ Order of decisions (:func:`decide_inventory`):
    with a wrong node name must not look published. Its held devices are kept as in 3.
 3. A node-local inventory whose agent has reported (``status.discovered`` is set) is published
    only while the agent's Lease is live; when it expires the pool is withdrawn (its slices are
-   deleted, as the kubelet also does for a driver that went away) and ``Published=False``
+   deleted, as the kubelet also does for a driver that went away, but for the devices claims
+   hold: those stay, tainted, see :func:`_withdraw`) and ``Published=False``
    (``AgentLeaseExpired``); it comes back when the Lease is renewed. A node-local inventory
    with neither declared devices nor a report waits for its agent (``WaitingForAgent``) rather
    than publishing an empty pool.
@@ -28,11 +29,12 @@ Order of decisions (:func:`decide_inventory`):
 Nothing of this lives only in the operator's memory, so an operator restart or a leader
 change cannot free a held device's counters: a dropped device is kept from the published
 slices; while a pool is withdrawn its held devices are kept in ``status.retained``
-(:func:`retained_devices`); a deleted inventory stays, held by the finalizer
-:data:`~kubedra.api.inventory.HELD_DEVICES_FINALIZER`, publishing only its held devices until
-no claim holds one (then ``release``: the finalizer goes, the garbage collector deletes the
-slices). An API error makes it ``PublishFailed``
-   (:meth:`InventoryDecision.publish_failed`), retried with back-off when retrying can help.
+(:func:`retained_devices`); a deleted inventory's slices outlive it (:func:`decide_deleted`):
+they are owned by the DeviceInventory CRD, not by the inventory, so the operator trims them
+to the held devices and deletes them once no claim holds one — and uninstalling kubedra
+(deleting the CRD) lets the garbage collector take them all, with no finalizer to wait on.
+An API error makes it ``PublishFailed`` (:meth:`InventoryDecision.publish_failed`), retried
+with back-off when retrying can help.
 
 The status (:func:`inventory_status`) and the Event (:func:`inventory_event`) follow from the
 decision.
@@ -49,7 +51,6 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from kubedra.api.inventory import (
-    HELD_DEVICES_FINALIZER,
     DeviceAllocation,
     DeviceInventory,
     DeviceInventoryStatus,
@@ -111,32 +112,28 @@ class InventoryInputs:
         now: the current time (for hold-downs; None: the clock's).
         hold_down: seconds a recovered device stays tainted (``health_hold_down``).
         node_exists: whether the Node of a node-local inventory exists (True for others).
+        owner: the owner reference of every slice (:func:`kubedra.kube.slice_owner`: the
+            DeviceInventory CRD).
+        deleted: names of deleted inventories whose slices still publish devices of this
+            pool that claims hold (:func:`decide_deleted`).
     """
 
     raw: Mapping[str, Any]
     existing: Sequence[ResourceSlice]
     lease: LeaseState | None
     namespace: str
+    owner: OwnerReference
     rivals: Sequence[Mapping[str, Any]] = ()
     uses: Sequence[ClaimUse] = ()
     now: datetime | None = None
     hold_down: float = 0.0
     node_exists: bool = True
+    deleted: Sequence[str] = ()
 
     @property
     def name(self) -> str:
         """The inventory's name."""
         return str(self.raw["metadata"]["name"])
-
-    @property
-    def deleting(self) -> bool:
-        """Whether the inventory is being deleted (it has a deletionTimestamp)."""
-        return bool(self.raw["metadata"].get("deletionTimestamp"))
-
-    @property
-    def finalized(self) -> bool:
-        """Whether the inventory carries the operator's finalizer."""
-        return HELD_DEVICES_FINALIZER in (self.raw["metadata"].get("finalizers") or [])
 
 
 @dataclass(frozen=True)
@@ -158,8 +155,6 @@ class InventoryDecision:
             clears it, unless ``keep_retained``.
         keep_retained: leave ``status.retained`` as it is (the pool was neither published
             nor withdrawn).
-        release: the inventory is being deleted and no claim holds a device of its pool:
-            remove the finalizer, write nothing else.
     """
 
     reason: Reason
@@ -174,7 +169,6 @@ class InventoryDecision:
     retry: bool = False
     retained: RetainedDevices | None = None
     keep_retained: bool = False
-    release: bool = False
 
     @property
     def ok(self) -> bool:
@@ -220,32 +214,23 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
     except ValidationError as err:
         return InventoryDecision("InvalidInventory", validation_field(err), keep_retained=True)
     name = inputs.name
-    if inputs.deleting and not inputs.uses:
-        return InventoryDecision("Released", "deleted, and no claim holds a device of its pool",
-                                 release=True)
     health = {d.name: (d.health, d.health_message) for d in inventory_devices(inventory)}
     node = inventory.spec.node_name
     has_agent = bool(inventory.status and inventory.status.discovered is not None)
     if node and not inputs.node_exists:
-        return InventoryDecision(
-            "NodeNotFound", f"node {node} does not exist; pool {pool_name(inventory)} is not "
-                            "published until it does",
-            delete=tuple(inputs.existing), pool=build_pool(inventory), health=health,
-            withdrawn=True, retained=retained_devices(inputs, inventory))
+        return _withdraw(inputs, inventory, health, "NodeNotFound",
+                         f"node {node} does not exist; pool {pool_name(inventory)} is not "
+                         "published until it does")
     if node and has_agent and inputs.lease != "live":
-        return InventoryDecision(
-            "AgentLeaseExpired",
-            f"agent Lease {inputs.namespace}/{agent_lease_name(node)} of node {node} is not "
-            f"renewed; pool {pool_name(inventory)} withdrawn until the agent returns",
-            delete=tuple(inputs.existing), pool=build_pool(inventory), health=health,
-            withdrawn=True, retained=retained_devices(inputs, inventory))
+        return _withdraw(inputs, inventory, health, "AgentLeaseExpired",
+                         f"agent Lease {inputs.namespace}/{agent_lease_name(node)} of node "
+                         f"{node} is not renewed; pool {pool_name(inventory)} withdrawn until "
+                         "the agent returns")
     if node and not has_agent and not inventory.spec.devices:
         return InventoryDecision(
             "WaitingForAgent", f"no devices declared and the node agent of {node} has not "
                                "reported yet; nothing is published")
     pool = build_pool(inventory, now=inputs.now, hold_down=inputs.hold_down)
-    if inputs.deleting:  # only the held devices stay, tainted, until released
-        pool = dataclasses.replace(pool, devices=[], counter_sets=[], disabled={})
     owner = pool_owner(inputs)
     if owner != name:
         return InventoryDecision(
@@ -253,9 +238,16 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
                             f"DeviceInventory {owner}, created earlier; this inventory publishes "
                             "nothing while that one exists",
             delete=tuple(inputs.existing), withdrawn=True, forget=True)
+    if inputs.deleted:
+        return InventoryDecision(
+            "PoolConflict", f"pool {pool.name} of driver {pool.driver} still has devices of "
+                            f"deleted DeviceInventory {', '.join(sorted(inputs.deleted))} that "
+                            "claims hold; this inventory publishes nothing until they are "
+                            "released",
+            delete=tuple(inputs.existing), withdrawn=True, forget=True)
     pool, draining = _keep_held(inputs, inventory, pool)
-    plan = plan_sync(name, _owner_reference(inventory), pool, split_pool(pool),
-                     list(inputs.existing), _published_generation(inventory, pool))
+    plan = plan_sync(name, inputs.owner, pool, split_pool(pool), list(inputs.existing),
+                     _published_generation(inventory, pool))
     message = _published_message(inventory, pool, plan, draining)
     reason: Reason = "SlicesPublished"
     if pool.left_out:
@@ -299,8 +291,84 @@ def _keep_held(inputs: InventoryInputs, inventory: DeviceInventory, pool: Desire
     ``status.retained`` kept them across a withdrawal)."""
     previous, previous_sets = _published_before(inputs, inventory)
     return keep_allocated_devices(pool, {u.device for u in inputs.uses}, previous,
-                                  previous_sets,
-                                  dropped="deleted" if inputs.deleting else "gone")
+                                  previous_sets)
+
+
+def _withdraw(inputs: InventoryInputs, inventory: DeviceInventory,
+              health: Mapping[str, tuple[str, str | None]], reason: Reason, message: str
+              ) -> InventoryDecision:
+    """Withdraw the pool: delete its slices, but for the devices claims hold (kept published,
+    tainted ``draining=withdrawn``, until released: a slice outlives its inventory, so they
+    stay counted even if the inventory is deleted meanwhile, see :func:`decide_deleted`)."""
+    pool = build_pool(inventory)
+    devices, sets = _published_before(inputs, inventory)
+    kept = _held_only(inputs.name, pool, devices, sets, inputs.uses, inputs.existing,
+                      inputs.owner, "withdrawn")
+    retained = retained_devices(inputs, inventory)
+    if kept is None:
+        return InventoryDecision(reason, message, delete=tuple(inputs.existing), pool=pool,
+                                 health=health, withdrawn=True, retained=retained)
+    plan, draining = kept
+    return InventoryDecision(reason, f"{message}; {_kept_message(draining)}", plan=plan,
+                             pool=pool, health=health, withdrawn=True, retained=retained,
+                             draining=draining)
+
+
+def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[ClaimUse],
+                   owner: OwnerReference) -> InventoryDecision:
+    """What to do about the slices of a deleted inventory ``name`` (labelled with its name,
+    ``existing``): publish only the devices that claims hold (``uses``: the allocated devices
+    of the slices' pool), as they were published, tainted ``kubedra.io/draining=deleted``
+    with the counter sets they consume — or delete every slice once no claim holds one.
+
+    The slices are owned by the DeviceInventory CRD (``owner``), not by the inventory, so they
+    outlive it: an inventory deleted right after kube-scheduler allocated one of its devices,
+    or while the operator was down, or while its pool was withdrawn, still keeps that device's
+    counters counted (the rule of :func:`kubedra.publishing.pool.keep_allocated_devices`). A
+    finalizer on the inventory would do the same but would block ``kubectl delete -k
+    manifests/``, which deletes the operator together with the CRD; deleting the CRD deletes
+    every inventory, and then the garbage collector deletes the slices (as the kubelet wipes a
+    node's slices of a DRA driver whose plugin went away: uninstalling a driver withdraws its
+    devices).
+
+    Returns:
+        ``SlicesPublished`` with the plan, or ``Released`` deleting every slice (``forget``).
+    """
+    newest = sorted(existing, key=lambda s: -s.spec.pool.generation)
+    first = newest[0].spec
+    pool = DesiredPool(driver=first.driver, name=first.pool.name, node_name=first.node_name,
+                       node_selector=first.node_selector, all_nodes=bool(first.all_nodes))
+    devices = _first_by_name([d for s in newest for d in s.spec.devices or []])
+    sets = _first_by_name([c for s in newest for c in s.spec.shared_counters or []])
+    kept = _held_only(name, pool, devices, sets, uses, existing, owner, "deleted")
+    if kept is None:
+        return InventoryDecision("Released", f"DeviceInventory {name} is deleted, and no claim "
+                                             "holds a device of its slices",
+                                 delete=tuple(existing), withdrawn=True, forget=True)
+    plan, draining = kept
+    return InventoryDecision("SlicesPublished",
+                             f"DeviceInventory {name} is deleted; {_kept_message(draining)}",
+                             plan=plan, pool=pool, draining=draining)
+
+
+def _held_only(name: str, pool: DesiredPool, devices: Sequence[Device],
+               sets: Sequence[CounterSet], uses: Sequence[ClaimUse],
+               existing: Sequence[ResourceSlice], owner: OwnerReference, why: str
+               ) -> tuple[SyncPlan, dict[str, str]] | None:
+    """The plan that publishes, of ``pool``, only the devices claims hold (as published
+    before: ``devices``, ``sets``), tainted ``draining=<why>``; None when no claim holds one."""
+    empty = dataclasses.replace(pool, devices=[], counter_sets=[], disabled={}, left_out=[],
+                                held_until=None)
+    kept, draining = keep_allocated_devices(empty, {u.device for u in uses}, devices, sets,
+                                            dropped=why)
+    if not draining:
+        return None
+    return plan_sync(name, owner, kept, split_pool(kept), list(existing)), draining
+
+
+def _kept_message(draining: Mapping[str, str]) -> str:
+    return ("still allocated, so kept published with a NoSchedule taint until released: "
+            + ", ".join(f"{d} ({why})" for d, why in sorted(draining.items())))
 
 
 def _published_before(inputs: InventoryInputs, inventory: DeviceInventory
@@ -342,12 +410,6 @@ def _first_by_name(items: list[Any]) -> list[Any]:
     return list(seen.values())
 
 
-def _owner_reference(inventory: DeviceInventory) -> OwnerReference:
-    return OwnerReference(api_version=inventory.api_version, kind=inventory.kind,
-                          name=inventory.metadata.name or "", uid=inventory.metadata.uid or "",
-                          controller=True)
-
-
 def _published_generation(inventory: DeviceInventory, pool: DesiredPool) -> int:
     """The generation last published for this pool, from the status (0 if none)."""
     last = inventory.status.pool if inventory.status and inventory.status.pool else None
@@ -356,8 +418,7 @@ def _published_generation(inventory: DeviceInventory, pool: DesiredPool) -> int:
 
 def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: SyncPlan,
                        draining: Mapping[str, str]) -> str:
-    message = ("DeviceInventory is being deleted; " if inventory.metadata.deletion_timestamp
-               else "") + (f"{_count(len(pool.devices), 'device')} in "
+    message = (f"{_count(len(pool.devices), 'device')} in "
                f"{_count(len(plan.slice_names), 'ResourceSlice')} "
                f"(pool {pool.name}, generation {plan.pool.generation})")
     unhealthy = [d.name for d in inventory_devices(inventory) if d.health == "Unhealthy"]
@@ -369,8 +430,7 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
         message += (f"; healthy again, kept tainted NoSchedule for the hold-down time (the "
                     f"first until {timestamp(pool.held_until)}): {', '.join(recovered)}")
     if draining:
-        message += ("; still allocated, so kept published with a NoSchedule taint until "
-                    f"released: {', '.join(f'{d} ({why})' for d, why in draining.items())}")
+        message += f"; {_kept_message(draining)}"
     return message
 
 
@@ -411,9 +471,9 @@ def inventory_status(inputs: InventoryInputs, decision: InventoryDecision, now: 
         status.pool = decision.plan.pool
         status.slices = decision.plan.slice_names
         status.device_count = len(decision.pool.devices) if decision.pool else 0
-    elif decision.withdrawn:
-        status.slices = []
-        status.device_count = 0
+    elif decision.withdrawn:  # but for the held devices (see _withdraw)
+        status.slices = decision.plan.slice_names if decision.plan else []
+        status.device_count = len(decision.draining)
     else:  # invalid or failed: the slices published before stay; report what exists
         existing = sorted(slices_now, key=lambda s: s["metadata"]["name"])
         status.slices = [s["metadata"]["name"] for s in existing]

@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
 
+from kubedra.api.resource import OwnerReference
 from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.leases import LeaseCache
@@ -56,7 +57,8 @@ class ClusterView:
     ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``device_classes``,
     ``taint_rules`` and ``nodes`` (by name), ``pending_claims`` (the unallocated claims) and
     ``unschedulable_pods`` (pods kube-scheduler gave up on because of their claims), both by
-    (namespace, name).
+    (namespace, name); ``slice_pools``: (driver, pool) → the inventory names its slices are
+    labelled with.
     """
 
     inventories: Mapping[str, Store]
@@ -71,6 +73,7 @@ class ClusterView:
     nodes: Mapping[str, Store] = field(default_factory=dict)
     pending_claims: Mapping[tuple[str, str], Store] = field(default_factory=dict)
     unschedulable_pods: Mapping[tuple[str, str], Store] = field(default_factory=dict)
+    slice_pools: Mapping[tuple[str, str], Store] = field(default_factory=dict)
 
     @staticmethod
     def values(index: Mapping[Any, Store]) -> list[dict[str, Any]]:
@@ -114,6 +117,11 @@ class ClusterView:
         bodies are kept once, in ``all_slices``)."""
         return [body for name in self.slices.get(inventory_name, ())
                 for body in self.all_slices.get(name, ())]
+
+    def deleted_inventories_of_pool(self, driver: str, pool: str) -> list[str]:
+        """Names of deleted inventories whose slices of pool (driver, pool) still exist."""
+        return sorted({name for name in self.slice_pools.get((driver, pool), ())
+                       if not self.inventories.get(name)})
 
     def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The raw claim or None."""
@@ -277,6 +285,8 @@ class OperatorState:
     the attach step answered for that allocation."""
     hold_downs: dict[str, datetime.datetime] = field(default_factory=dict)
     """Inventory → when the first hold-down of a recovered device ends (publish again then)."""
+    slice_owner: OwnerReference | None = None
+    """The owner reference of every slice (the DeviceInventory CRD), read once."""
     refused_claims: set[tuple[str, str, str]] = field(default_factory=set)
     """(namespace, name, uid) of claims whose status the API server refuses to update (see
     :func:`kubedra.kube.refuses_claim_status_writes`)."""
@@ -288,7 +298,9 @@ class OperatorState:
 
     def inventory_for_pool(self, driver: str, pool: str) -> str | None:
         """The inventory that publishes pool ``(driver, pool)``: of those naming it (an index
-        lookup, not a scan), the one with a published pool — losers of a PoolConflict have none."""
-        return next((name for name in self.view.inventories_of_pool(driver, pool)
-                     if name in self.pools), None)
+        lookup, not a scan), the one with a published pool — losers of a PoolConflict have none;
+        else a deleted inventory whose slices still publish the pool's held devices."""
+        names = [*self.view.inventories_of_pool(driver, pool),
+                 *self.view.deleted_inventories_of_pool(driver, pool)]
+        return next((name for name in names if name in self.pools), None)
 

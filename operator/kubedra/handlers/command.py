@@ -30,18 +30,23 @@ log = get_logger(__name__)
 @common_options
 @click.option("--liveness-port", type=int, default=8080, show_default=True,
               help="Port of /healthz and /metrics (0 disables it)")
+@click.option("--health-socket", type=click.Path(dir_okay=False),
+              help="Also serve /healthz and /metrics on this Unix socket, for an exec probe "
+                   "(`kubedra probe --socket PATH`) where replicas share a host network")
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
               help="Reconcile only while holding the Lease kubedra-operator (run several "
                    "replicas); --no-leader-elect reconciles at once (one replica only)")
-def operator_command(liveness_port: int, leader_elect: bool, **flags: object) -> None:
+def operator_command(liveness_port: int, health_socket: str | None, leader_elect: bool,
+                     **flags: object) -> None:
     """Run the operator: publish DeviceInventories as ResourceSlices, reconcile claims."""
     settings = settings_from_flags(**flags)
     configure_logging(settings.log_format, settings.log_level)
     with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, SIGTERM
-        asyncio.run(run_operator(settings, liveness_port, leader_elect))
+        asyncio.run(run_operator(settings, liveness_port, leader_elect, health_socket))
 
 
-async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool) -> None:
+async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool,
+                       health_socket: str | None = None) -> None:
     """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}`` and,
     on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
     put it) and run kopf while leading. A
@@ -63,7 +68,9 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     def report() -> dict[str, object]:
         return {"ok": True, **leadership.report(),
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
-    server = await start_metrics_server(liveness_port, report) if liveness_port else None
+    server = await start_metrics_server(
+        liveness_port or None, report,
+        socket_path=health_socket) if liveness_port or health_socket else None
     # SIGTERM stops a standby at once (PID 1 in a container ignores it otherwise); kopf, while
     # it runs, handles SIGTERM itself and returns, and the Lease is released
     main = asyncio.current_task()

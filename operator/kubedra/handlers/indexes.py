@@ -44,6 +44,16 @@ async def slices(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str]:
     return {owner: name} if owner else {}
 
 
+@kopf.index(*resources.SLICES, registry=resources.registry, labels=MANAGED_BY)
+async def slice_pools(labels: kopf.Labels, spec: kopf.Spec, **_: Any
+                      ) -> dict[tuple[str, str], str]:
+    """(driver, pool) → the inventory names its slices are labelled with (a deleted
+    inventory's slices stay while claims hold their devices)."""
+    owner = labels.get(INVENTORY_LABEL)
+    pool = (spec.get("pool") or {}).get("name")
+    return {(spec.get("driver", ""), pool): owner} if owner and pool else {}
+
+
 @kopf.index(*resources.CLAIMS, registry=resources.registry)
 async def claims(namespace: str | None, name: str, body: kopf.Body, **_: Any
                  ) -> dict[tuple[str, str], dict[str, Any]]:
@@ -134,4 +144,4 @@ def cluster_view(indexes: Mapping[str, Any]) -> ClusterView:
         all_slices=indexes["all_slices"], device_classes=indexes["device_classes"],
         taint_rules=indexes["taint_rules"], nodes=indexes["nodes"],
         pending_claims=indexes["pending_claims"],
-        unschedulable_pods=indexes["unschedulable_pods"])
+        unschedulable_pods=indexes["unschedulable_pods"], slice_pools=indexes["slice_pools"])

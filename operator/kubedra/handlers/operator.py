@@ -120,8 +120,8 @@ async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> 
 
 
 @kopf.on.event(*resources.SLICES, registry=resources.registry)
-async def on_slice(labels: kopf.Labels, name: str, meta: kopf.Meta, type: str | None,
-                   memo: Any, **kwargs: Any) -> None:
+async def on_slice(labels: kopf.Labels, name: str, meta: kopf.Meta, spec: kopf.Spec,
+                   type: str | None, memo: Any, **kwargs: Any) -> None:
     """A slice changed: reconcile its inventory if it is one of ours (it may have been deleted
     by hand), after telling the overlay of the operator's own writes what the watch saw;
     explanations of pending pods may change."""
@@ -132,6 +132,11 @@ async def on_slice(labels: kopf.Labels, name: str, meta: kopf.Meta, type: str | 
         state.overlay.observe(owner, name, meta.get("resourceVersion"),
                               deleted=type == "DELETED")
         state.inventory_queue.add(owner)
+        if type == "DELETED" and not state.view.inventory(owner):
+            # a deleted inventory's last slice may have held back another one of its pool
+            pool = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""))
+            for other in state.view.inventories_of_pool(*pool):
+                state.inventory_queue.add(other)
     _inventory_changed(state)
 
 

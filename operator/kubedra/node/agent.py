@@ -102,14 +102,17 @@ class Agent:
         return pool_name(self.inventory) if self.inventory else self.node_name
 
     async def ensure_inventory(self) -> DeviceInventory:
-        """Read the agent's inventory, creating it for this node and driver if missing, owned
-        by the Node (deleted with it by the garbage collector)."""
+        """Read the agent's inventory, creating it for this node and driver if missing (with
+        ``discovery.mig`` from the setting ``mig``, if set), owned by the Node (deleted with it
+        by the garbage collector)."""
         raw = await kube.get_inventory(self.api, self.name)
         if raw is None:
             owner = await self.node_owner()
             metadata = {"name": self.name, **({"ownerReferences": [owner]} if owner else {})}
+            mig = self.settings.mig
             body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata,
-                    "spec": {"driver": self.settings.driver, "nodeName": self.node_name}}
+                    "spec": {"driver": self.settings.driver, "nodeName": self.node_name,
+                             **({"discovery": {"mig": mig}} if mig else {})}}
             try:
                 raw = await kube.create_inventory(self.api, body)
                 log.info("created DeviceInventory", inventory=self.name)

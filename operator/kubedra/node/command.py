@@ -44,6 +44,9 @@ from kubedra.settings import settings_from_flags
                    "[env KUBEDRA_KUBELET_PLUGINS_DIR; default /var/lib/kubelet/plugins]")
 @click.option("--cdi-dir", type=click.Path(path_type=Path), default=None,
               help="Where CDI specs are written [env KUBEDRA_CDI_DIR; default /var/run/cdi]")
+@click.option("--mig", type=click.Choice(["none", "partitions"]), default=None,
+              help="discovery.mig of the DeviceInventory the agent creates for its node (an "
+                   "existing one is left as it is) [env KUBEDRA_MIG; default none]")
 @click.option("--device-root", type=click.Path(path_type=Path), default=None,
               help="Where the host's device nodes are, for replayed hardware with stand-in "
                    "nodes [env KUBEDRA_DEVICE_ROOT; default /]")

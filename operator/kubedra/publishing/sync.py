@@ -113,6 +113,8 @@ def plan_sync(inventory_name: str, owner: OwnerReference, pool: DesiredPool,
     ``published_generation`` is the generation last published (from the inventory's status).
     It is a floor for the current generation, so that generations never go back even when
     every slice of the pool was deleted; upstream's controller would restart at 1 then.
+    ``owner`` is every slice's only owner reference; a slice with other owner references is
+    updated (without a new generation: only its metadata changes).
     Raises nothing; with no slice and no history the first generation is 1.
     """
     names = [slice_name(inventory_name, i) for i in range(len(contents))]
@@ -142,6 +144,8 @@ def plan_sync(inventory_name: str, owner: OwnerReference, pool: DesiredPool,
     if missing or len(changed) > 1:
         generation += 1
         changed = set(matched)
+    changed |= {i for i, current in matched.items()
+                if current.metadata.owner_references != [owner]}
     resource_pool = ResourcePool(name=pool.name, generation=generation,
                                  resource_slice_count=len(contents))
 

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from kubedra.api.resource import ResourcePool, ResourceSlice
+from kubedra.api.resource import OwnerReference, ResourcePool, ResourceSlice
 from kubedra.controller.inventories import (
     Event,
     InventoryDecision,
     InventoryInputs,
+    decide_deleted,
     decide_inventory,
     inventory_event,
     inventory_status,
@@ -62,10 +63,14 @@ def slices_of(decision: InventoryDecision, rv: str = "7") -> list[ResourceSlice]
             for w in decision.plan.writes if w.body is not None]
 
 
+CRD = OwnerReference(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition",
+                     name="deviceinventories.kubedra.io", uid="uid-crd")
+
+
 def inputs(raw: dict[str, Any], **kwargs: Any) -> InventoryInputs:
     return InventoryInputs(raw=raw, existing=kwargs.pop("existing", []),
                            lease=kwargs.pop("lease", "live"), namespace="kubedra-system",
-                           **kwargs)
+                           owner=CRD, **kwargs)
 
 
 PUBLISHED = inputs(raw_inventory())
@@ -250,9 +255,14 @@ def test_status_keeps_the_transition_time_while_the_status_holds() -> None:
 
 
 def test_status_of_a_withdrawn_pool_and_of_a_conflict() -> None:
+    expired = inputs(raw_inventory(), lease="expired", existing=EXISTING)
+    status = inventory_status(expired, decide_inventory(expired), NOW)
+    assert (status.slices, status.device_count, status.allocated_count) == ([], 0, 0)
+    # a held device stays published: the status names its slice
     expired = inputs(raw_inventory(), lease="expired", existing=EXISTING, uses=[use("gpu-0")])
     status = inventory_status(expired, decide_inventory(expired), NOW)
-    assert (status.slices, status.device_count, status.allocated_count) == ([], 0, 1)
+    assert (status.slices, status.device_count, status.allocated_count) == (
+        ["node-1-gpu-00000"], 1, 1)
     conflict = inputs(raw_inventory("b-gpu"), rivals=[raw_inventory("a-gpu")],
                       uses=[use("gpu-0")])
     status = inventory_status(conflict, decide_inventory(conflict), NOW)
@@ -330,7 +340,8 @@ def test_a_withdrawal_keeps_the_held_devices_in_the_status() -> None:
     status = inventory_status(withdrawn, decision, NOW)
     assert status.to_api()["retained"] == {"devices": [
         {"name": "gpu-1", "attributes": {"index": {"int": 1}}}], "sharedCounters": []}
-    # the slices are gone and the agent returns without gpu-1: kept from status.retained
+    # the slices are gone (deleted by hand, or by the kubelet) and the agent returns without
+    # gpu-1: kept from status.retained
     back = inputs(raw_inventory(devices=1, status={"retained": status.to_api()["retained"]}),
                   uses=[use("gpu-1")])
     published = decide_inventory(back)
@@ -350,34 +361,68 @@ def test_a_failed_or_invalid_decision_leaves_the_retained_devices() -> None:
     assert inventory_status(given, decide_inventory(given), NOW).to_api()["retained"] == kept
 
 
-def test_a_deleted_inventory_is_released_when_nothing_is_held() -> None:
-    raw = raw_inventory()
-    raw["metadata"]["deletionTimestamp"] = NOW
-    decision = decide_inventory(inputs(raw, existing=EXISTING))
-    assert (decision.reason, decision.release, decision.plan) == ("Released", True, None)
+def test_a_deleted_inventorys_slices_are_deleted_when_nothing_is_held() -> None:
+    decision = decide_deleted("node-1-gpu", EXISTING, [use("gpu-9")], CRD)
+    assert (decision.reason, decision.plan, decision.forget) == ("Released", None, True)
+    assert [s.metadata.name for s in decision.delete] == ["node-1-gpu-00000"]
 
 
-def test_a_deleted_inventory_publishes_only_its_held_devices() -> None:
-    raw = raw_inventory()
-    raw["metadata"]["deletionTimestamp"] = NOW
-    given = inputs(raw, existing=EXISTING, uses=[use("gpu-1")])
-    assert given.deleting
-    decision = decide_inventory(given)
-    assert decision.pool is not None
-    assert [d.name for d in decision.pool.devices] == ["gpu-1"]
-    assert decision.draining == {"gpu-1": "deleted"}
+def test_a_deleted_inventorys_slices_keep_only_its_held_devices() -> None:
+    decision = decide_deleted("node-1-gpu", EXISTING, [use("gpu-1")], CRD)
+    assert (decision.reason, decision.delete) == ("SlicesPublished", ())
     assert decision.message == (
-        "DeviceInventory is being deleted; 1 device in 1 ResourceSlice (pool node-1, "
-        "generation 1); still allocated, so kept published with a NoSchedule taint until "
-        "released: gpu-1 (deleted)")
+        "DeviceInventory node-1-gpu is deleted; still allocated, so kept published with a "
+        "NoSchedule taint until released: gpu-1 (deleted)")
+    assert decision.draining == {"gpu-1": "deleted"}
+    assert decision.plan is not None
+    [write] = decision.plan.writes
+    assert (write.verb, write.name) == ("update", "node-1-gpu-00000")
+    assert write.body is not None
+    assert write.body["metadata"]["ownerReferences"] == [CRD.to_api()]
+    [device] = write.body["spec"]["devices"]
+    assert device["name"] == "gpu-1"
+    assert device["taints"] == [{"key": "kubedra.io/draining", "value": "deleted",
+                                 "effect": "NoSchedule"}]
+    # one slice changed: the generation stays, so consumers never mix old and new slices
+    assert write.body["spec"]["pool"] == {"name": "node-1", "generation": 1,
+                                          "resourceSliceCount": 1}
+
+
+def test_another_inventory_of_the_pool_waits_for_a_deleted_ones_held_devices() -> None:
+    decision = decide_inventory(inputs(raw_inventory("node-1-gpu-2"), deleted=["node-1-gpu"]))
+    assert (decision.reason, decision.forget, decision.plan) == ("PoolConflict", True, None)
+    assert decision.message == (
+        "pool node-1 of driver gpu.kubedra.io still has devices of deleted DeviceInventory "
+        "node-1-gpu that claims hold; this inventory publishes nothing until they are released")
+
+
+def test_slices_owned_by_the_inventory_are_given_to_the_crd() -> None:
+    """Slices published before slices were owned by the CRD are updated (same generation)."""
+    old = [s.model_copy(update={"metadata": s.metadata.model_copy(update={
+        "owner_references": [OwnerReference(api_version="kubedra.io/v1alpha1",
+                                            kind="DeviceInventory", name="node-1-gpu",
+                                            uid="uid-node-1-gpu", controller=True)]})})
+           for s in EXISTING]
+    decision = decide_inventory(inputs(raw_inventory(), existing=old))
+    assert decision.plan is not None
+    assert [(w.verb, w.body["metadata"]["ownerReferences"], w.body["spec"]["pool"]["generation"])
+            for w in decision.plan.writes if w.body] == [("update", [CRD.to_api()], 1)]
+    assert decide_inventory(inputs(raw_inventory(), existing=EXISTING)).plan.writes == []
 
 
 def test_an_inventory_of_a_missing_node_is_withdrawn_and_keeps_its_held_devices() -> None:
     decision = decide_inventory(inputs(raw_inventory(), existing=EXISTING, node_exists=False,
                                        uses=[use("gpu-0")]))
     assert (decision.reason, decision.message) == (
-        "NodeNotFound", "node node-1 does not exist; pool node-1 is not published until it does")
+        "NodeNotFound", "node node-1 does not exist; pool node-1 is not published until it "
+                        "does; still allocated, so kept published with a NoSchedule taint until "
+                        "released: gpu-0 (withdrawn)")
     assert decision.withdrawn
-    assert [s.metadata.name for s in decision.delete] == ["node-1-gpu-00000"]
+    assert decision.delete == ()
+    assert decision.plan is not None
+    [write] = decision.plan.writes
+    assert write.body is not None
+    assert [(d["name"], d["taints"]) for d in write.body["spec"]["devices"]] == [
+        ("gpu-0", [{"key": "kubedra.io/draining", "value": "withdrawn", "effect": "NoSchedule"}])]
     assert decision.retained is not None
     assert [d.name for d in decision.retained.devices] == ["gpu-0"]
