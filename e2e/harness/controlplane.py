@@ -263,16 +263,18 @@ class ControlPlane:
                    lambda: self._api_ok("/api/v1/namespaces/default/serviceaccounts/default"))
 
     def add_real_node(self, name: str, labels: dict[str, str] | None = None,
-                      timeout: float = 180.0) -> RealNode:
-        """Start a real node ``name`` (containerd, runc, kubelet; see
-        :mod:`e2e.harness.realnode`) and wait until it is Ready; :meth:`stop` stops it.
+                      timeout: float = 180.0,
+                      kubelet_config: dict[str, Any] | None = None) -> RealNode:
+        """Start a real node ``name`` (containerd, runc, kubelet with ``kubelet_config``'s
+        fields; see :mod:`e2e.harness.realnode`) and wait until it is Ready; :meth:`stop`
+        stops it.
 
         Raises:
             e2e.harness.realnode.RealNodeError: it cannot run here, or did not get Ready.
         """
         from e2e.harness.realnode import RealNode
 
-        node = RealNode(self, name, labels)
+        node = RealNode(self, name, labels, kubelet_config)
         self.real_nodes.append(node)
         self._write_state_if_recorded()
         try:

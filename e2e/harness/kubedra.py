@@ -114,11 +114,12 @@ class Kubedra:
         self.create_agent_pod(f"kubedra-agent-{node}", node, {
             "containers": [{"name": "agent", "image": "ghcr.io/kubedra/kubedra:0.1.0"}]})
 
-    def add_real_node(self, node: str, labels: dict[str, str] | None = None) -> RealNode:
-        """Start real node ``node`` (:meth:`ControlPlane.add_real_node`) and the agent's
-        stand-in pod on it (a real container that sleeps, on the host network); returns the
-        node when the pod runs."""
-        real = self.plane.add_real_node(node, labels)
+    def add_real_node(self, node: str, labels: dict[str, str] | None = None,
+                      kubelet_config: dict[str, Any] | None = None) -> RealNode:
+        """Start real node ``node`` (:meth:`ControlPlane.add_real_node`, with
+        ``kubelet_config``) and the agent's stand-in pod on it (a real container that sleeps,
+        on the host network); returns the node when the pod runs."""
+        real = self.plane.add_real_node(node, labels, kubelet_config=kubelet_config)
         self.create_real_agent_pod(f"kubedra-agent-{node}", node)
         return real
 
