@@ -450,8 +450,10 @@ class ControlPlane:
             raise ControlPlaneError(f"no component {name}")
         self.kill_component(old)
         new = self.spawn(name, old.args)
+        # only the restarted one counts: another may exit meanwhile on purpose (the operator's
+        # leader stops when it cannot renew its Lease while the API server is away)
         self.wait(time.monotonic() + timeout, f"{name} restarted",
-                   lambda: self._api_ok("/readyz"))
+                   lambda: self._api_ok("/readyz"), components=[new])
         return new
 
     @property
@@ -513,15 +515,17 @@ class ControlPlane:
                            capture_output=True, check=False)
         return len(ports)
 
-    def wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
+    def wait(self, deadline: float, what: str, ready: Callable[[], bool],
+             components: Sequence[Component] | None = None) -> None:
         """Poll ``ready()`` until ``deadline`` (monotonic seconds); OS, API and subprocess
         errors count as not ready.
 
         Raises:
-            ControlPlaneError: a component exited, or the deadline passed (with log tails).
+            ControlPlaneError: one of ``components`` (default: every component) exited, or
+                the deadline passed (with log tails).
         """
         while time.monotonic() < deadline:
-            for comp in self.components:
+            for comp in self.components if components is None else components:
                 if comp.process is not None and comp.process.poll() is not None:
                     raise ControlPlaneError(
                         f"{comp.name} exited with code {comp.process.returncode} while waiting "
