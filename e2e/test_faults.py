@@ -231,6 +231,16 @@ async def fault_cluster(tmp_path_factory: pytest.TempPathFactory
         plane.stop()
 
 
+@pytest.fixture(scope="module")
+async def supervisor(fault_cluster: tuple[ControlPlane, Kubedra, ApiClient]
+                     ) -> AsyncIterator[OperatorSupervisor]:
+    """The operator's supervisor, running for the whole module."""
+    this = OperatorSupervisor(fault_cluster[1])
+    task = asyncio.create_task(this.run())
+    yield this
+    await _stop([task])
+
+
 async def _published(api: ApiClient, node: str, devices: int) -> bool:
     status = (await read_inventory(api, f"{node}-gpu.kubedra.io") or {}).get("status") or {}
     return bool(status.get("deviceCount") == devices)
@@ -405,16 +415,14 @@ async def _inject(storm: Storm, api: ApiClient, counts: dict[str, int],
         await asyncio.to_thread(_write_report, RESULTS.report())
 
 
-async def _storm(api: ApiClient, namespace: str, nodes: list[NodeFiles], kubedra: Kubedra
-                 ) -> tuple[Storm, OperatorSupervisor, list[asyncio.Task[None]]]:
-    """A storm in a new ``namespace`` and the operator's supervisor, both running."""
+async def _storm(api: ApiClient, namespace: str, nodes: list[NodeFiles]
+                 ) -> tuple[Storm, list[asyncio.Task[None]]]:
+    """A storm in a new ``namespace``, running."""
     await client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
     storm = Storm(api, namespace, random.Random(int(os.environ.get("KUBEDRA_FAULT_SEED", "13"))),
                   nodes)
     RESULTS.storms.append(storm)
-    supervisor = OperatorSupervisor(kubedra)
-    return storm, supervisor, [asyncio.create_task(storm.run()),
-                               asyncio.create_task(supervisor.run())]
+    return storm, [asyncio.create_task(storm.run())]
 
 
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:
@@ -424,9 +432,10 @@ async def _stop(tasks: list[asyncio.Task[None]]) -> None:
 
 
 async def test_every_invariant_holds_through_injected_faults(
-        fault_cluster: tuple[ControlPlane, Kubedra, ApiClient]) -> None:
+        fault_cluster: tuple[ControlPlane, Kubedra, ApiClient],
+        supervisor: OperatorSupervisor) -> None:
     plane, kubedra, api = fault_cluster
-    storm, supervisor, tasks = await _storm(api, "storm", [], kubedra)
+    storm, tasks = await _storm(api, "storm", [])
     try:
         faults = ClusterFaults(plane, kubedra, storm, supervisor)
         await _inject(storm, api, COUNTS, faults.injectors(), faults.evidence, [], supervisor)
@@ -516,8 +525,8 @@ class RealNodeFaults:
 
 
 @pytest.fixture(scope="module")
-async def real_faults(fault_cluster: tuple[ControlPlane, Kubedra, ApiClient]
-                      ) -> RealNodeFaults:
+async def real_faults(fault_cluster: tuple[ControlPlane, Kubedra, ApiClient],
+                      supervisor: OperatorSupervisor) -> RealNodeFaults:
     """Real node ``f-real`` (kubelet, containerd) with its agent replaying the H200 capture
     (one GPU, stand-in device nodes), published."""
     _, kubedra, api = fault_cluster
@@ -535,11 +544,11 @@ async def real_faults(fault_cluster: tuple[ControlPlane, Kubedra, ApiClient]
 
 
 async def test_real_node_prepares_no_device_twice_and_keeps_cdi_specs_through_faults(
-        fault_cluster: tuple[ControlPlane, Kubedra, ApiClient],
-        real_faults: RealNodeFaults) -> None:
-    _, kubedra, api = fault_cluster
+        fault_cluster: tuple[ControlPlane, Kubedra, ApiClient], real_faults: RealNodeFaults,
+        supervisor: OperatorSupervisor) -> None:
+    _, _, api = fault_cluster
     files = NodeFiles(REAL_NODE, real_faults.real.root, real_faults.real.cdi_dir)
-    storm, supervisor, tasks = await _storm(api, "storm-node", [files], kubedra)
+    storm, tasks = await _storm(api, "storm-node", [files])
     try:
         runs = await real_faults.next_pod()
         await runs()

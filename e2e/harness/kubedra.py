@@ -137,10 +137,11 @@ class Kubedra:
             "terminationGracePeriodSeconds": 1,
             "containers": [{"name": "agent", "image": TEST_IMAGE, "imagePullPolicy": "Never",
                             "args": ["exec sleep 2147483647"]}]})
+        real = next(n for n in self.plane.real_nodes if n.name == node)
         self.plane.wait(time.monotonic() + 180, f"pod {NAMESPACE}/{name} Running",
                         lambda: self.plane.request(
                             "GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}",
-                        )["status"].get("phase") == "Running")
+                        )["status"].get("phase") == "Running", components=real.components())
         return uid
 
     def create_agent_pod(self, name: str, node: str, spec: dict[str, Any]) -> str:

@@ -300,9 +300,13 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         return any(c["type"] == "Ready" and c["status"] == "True"
                    for c in (node.get("status") or {}).get("conditions") or [])
 
+    def components(self) -> list[Component]:
+        """The node's running components (containerd, kubelet)."""
+        return [c for c in (self.containerd, self.kubelet) if c is not None]
+
     def _wait(self, deadline: float, what: str, ready: Any) -> None:
-        try:
-            self.plane.wait(deadline, what, ready)
+        try:  # only the node's own components count (others may restart meanwhile)
+            self.plane.wait(deadline, what, ready, components=self.components())
         except ControlPlaneError as err:
             raise RealNodeError(str(err)) from None
 
