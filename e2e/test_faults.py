@@ -434,6 +434,8 @@ async def _stop(tasks: list[asyncio.Task[None]]) -> None:
 async def test_every_invariant_holds_through_injected_faults(
         fault_cluster: tuple[ControlPlane, Kubedra, ApiClient],
         supervisor: OperatorSupervisor) -> None:
+    if not COUNTS:
+        pytest.skip("KUBEDRA_FAULT_KINDS picks none of these faults")
     plane, kubedra, api = fault_cluster
     storm, tasks = await _storm(api, "storm", [])
     try:
@@ -546,6 +548,8 @@ async def real_faults(fault_cluster: tuple[ControlPlane, Kubedra, ApiClient],
 async def test_real_node_prepares_no_device_twice_and_keeps_cdi_specs_through_faults(
         fault_cluster: tuple[ControlPlane, Kubedra, ApiClient], real_faults: RealNodeFaults,
         supervisor: OperatorSupervisor) -> None:
+    if not NODE_COUNTS:
+        pytest.skip("KUBEDRA_FAULT_KINDS picks none of these faults")
     _, _, api = fault_cluster
     files = NodeFiles(REAL_NODE, real_faults.real.root, real_faults.real.cdi_dir)
     storm, tasks = await _storm(api, "storm-node", [files])
