@@ -1,5 +1,6 @@
 """The safety invariants of kubedra on a live cluster, read from the API (issue 13), for the
-held-device tests and the fault-injection suite.
+held-device tests and the fault-injection suite; on a real node also from what its agent keeps
+on disk (:class:`NodeFiles`: the checkpoint of prepared claims and the CDI specs).
 
 :func:`violations` lists what is wrong right now; :func:`converged` polls it until nothing is
 (a fault may leave the cluster briefly inconsistent: the invariants hold once it converges,
@@ -9,9 +10,12 @@ claims or an over-consumed counter is reported by :func:`safety_violations`).
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -20,12 +24,15 @@ from kubernetes_asyncio.client import ApiClient
 from e2e.harness.wait import eventually
 from kubedra.api import inventory as inv
 from kubedra.api.quantity import Quantity
+from kubedra.node.cdi import transient_spec_path
+from kubedra.node.checkpoint import CHECKPOINT_FILE
+from kubedra.node.claimspec import cdi_kind
 
 DRIVERS = ("gpu.kubedra.io", "pci.kubedra.io")
 
 
-async def _items(call: Any, *args: Any) -> list[dict[str, Any]]:
-    data = await call(*args, _preload_content=False)
+async def _items(call: Any, *args: Any, **options: Any) -> list[dict[str, Any]]:
+    data = await call(*args, _preload_content=False, **options)
     body: dict[str, Any] = await data.json()
     return list(body.get("items") or [])
 
@@ -156,17 +163,97 @@ def claim_status_violations(claims: list[dict[str, Any]], inventories: list[dict
     return found
 
 
-async def violations(api: ApiClient) -> list[str]:
-    """Every invariant broken now (safety, consistency, claim and inventory status)."""
+@dataclass(frozen=True)
+class NodeFiles:
+    """Where the agent of real node ``node`` keeps its state for driver ``driver``: the
+    checkpoint in ``<root>/plugins/<driver>/`` and the claims' CDI specs in ``cdi_dir``."""
+
+    node: str
+    root: Path
+    cdi_dir: Path
+    driver: str = "gpu.kubedra.io"
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The checkpoint's claims by UID (none before the first prepare; the file is
+        replaced atomically, so it is never read half-written)."""
+        path = self.root / "plugins" / self.driver / CHECKPOINT_FILE
+        if not path.exists():
+            return {}
+        claims: dict[str, Any] = json.loads(path.read_text())["data"]["claims"]
+        return claims
+
+    def spec_uids(self) -> set[str]:
+        """The claim UIDs that have a CDI spec file (``<vendor>-claim_<UID>.json``)."""
+        pattern = transient_spec_path(Path(), cdi_kind(self.driver), "*").name
+        prefix = pattern.split("*", 1)[0]
+        return {p.name[len(prefix):-len(".json")] for p in self.cdi_dir.glob(pattern)}
+
+
+def prepared_twice(files: NodeFiles, checkpoint: dict[str, Any]) -> list[str]:
+    """What must never happen on a node: a device prepared (or being prepared) for two claims,
+    unless both hold it with a share ID or one with admin access (see
+    ``kubedra.node.prepare``)."""
+    holders = Counter((d["poolName"], d["deviceName"]) for c in checkpoint.values()
+                      for d in c.get("devices") or []
+                      if not d.get("shareID") and not d.get("adminAccess"))
+    return [f"node {files.node}: device {'/'.join(k)} is prepared for {n} claims"
+            for k, n in holders.items() if n > 1]
+
+
+def node_violations(files: NodeFiles, claims: list[dict[str, Any]],
+                    pods: list[dict[str, Any]]) -> list[str]:
+    """Every invariant of real node ``files.node`` broken now: a device prepared twice; a CDI
+    spec without a prepared claim, or a prepared claim without its spec; a running pod of the
+    node whose claim is not prepared; a prepared claim that no pod of the node uses any more
+    (``pods``: the node's pods; ``claims``: every claim)."""
+    checkpoint = files.checkpoint()
+    specs = files.spec_uids()
+    completed = {uid for uid, c in checkpoint.items() if c["state"] == "PrepareCompleted"}
+    found = prepared_twice(files, checkpoint)
+    found += [f"node {files.node}: CDI spec of claim {uid} without a prepared claim"
+              for uid in sorted(specs - completed)]
+    found += [f"node {files.node}: prepared claim {uid} has no CDI spec"
+              for uid in sorted(completed - specs)]
+    uids = {(c["metadata"]["namespace"], c["metadata"]["name"]): c["metadata"]["uid"]
+            for c in claims}
+    used: set[str] = set()
+    for pod in pods:
+        namespace = pod["metadata"]["namespace"]
+        for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+            uid = uids.get((namespace, status.get("resourceClaimName") or ""))
+            if uid is None:
+                continue
+            used.add(uid)
+            if (pod.get("status") or {}).get("phase") == "Running" and uid not in completed:
+                found.append(f"node {files.node}: pod {namespace}/{pod['metadata']['name']} "
+                             f"runs but its claim {uid} is not prepared")
+    found += [f"node {files.node}: claim {uid} is prepared but no pod of the node uses it"
+              for uid in sorted(set(checkpoint) - used)]
+    return found
+
+
+async def node_pods(api: ApiClient, node: str) -> list[dict[str, Any]]:
+    """The pods bound to ``node``, raw."""
+    return await _items(client.CoreV1Api(api).list_pod_for_all_namespaces,
+                        field_selector=f"spec.nodeName={node}")
+
+
+async def violations(api: ApiClient, nodes: Sequence[NodeFiles] = ()) -> list[str]:
+    """Every invariant broken now (safety, consistency, claim and inventory status; for each
+    real node of ``nodes`` its prepared claims and CDI specs)."""
     claims, slices, inventories = await cluster_state(api)
     allocated = {(r["driver"], r["pool"], r["device"]) for c in claims for r in _results(c)}
-    return (safety_violations(claims, slices)
-            + consistency_violations(slices, inventories, allocated)
-            + claim_status_violations(claims, inventories))
+    found = (safety_violations(claims, slices)
+             + consistency_violations(slices, inventories, allocated)
+             + claim_status_violations(claims, inventories))
+    for files in nodes:
+        found += node_violations(files, claims, await node_pods(api, files.node))
+    return found
 
 
-async def converged(api: ApiClient, *, timeout: float = 60.0) -> float:
-    """Wait until no invariant is broken; the seconds it took.
+async def converged(api: ApiClient, *, timeout: float = 60.0,
+                    nodes: Sequence[NodeFiles] = ()) -> float:
+    """Wait until no invariant is broken (:func:`violations`); the seconds it took.
 
     Raises:
         AssertionError: still broken after ``timeout`` seconds (the message lists what).
@@ -175,7 +262,7 @@ async def converged(api: ApiClient, *, timeout: float = 60.0) -> float:
     seen: list[str] = []
 
     async def clean() -> bool:
-        seen[:] = await violations(api)
+        seen[:] = await violations(api, nodes)
         return not seen
     try:
         await eventually(clean, timeout=timeout, interval=0.5, what="every invariant to hold")

@@ -263,16 +263,18 @@ class ControlPlane:
                    lambda: self._api_ok("/api/v1/namespaces/default/serviceaccounts/default"))
 
     def add_real_node(self, name: str, labels: dict[str, str] | None = None,
-                      timeout: float = 180.0) -> RealNode:
-        """Start a real node ``name`` (containerd, runc, kubelet; see
-        :mod:`e2e.harness.realnode`) and wait until it is Ready; :meth:`stop` stops it.
+                      timeout: float = 180.0,
+                      kubelet_config: dict[str, Any] | None = None) -> RealNode:
+        """Start a real node ``name`` (containerd, runc, kubelet with ``kubelet_config``'s
+        fields; see :mod:`e2e.harness.realnode`) and wait until it is Ready; :meth:`stop`
+        stops it.
 
         Raises:
             e2e.harness.realnode.RealNodeError: it cannot run here, or did not get Ready.
         """
         from e2e.harness.realnode import RealNode
 
-        node = RealNode(self, name, labels)
+        node = RealNode(self, name, labels, kubelet_config)
         self.real_nodes.append(node)
         self._write_state_if_recorded()
         try:
@@ -448,19 +450,82 @@ class ControlPlane:
             raise ControlPlaneError(f"no component {name}")
         self.kill_component(old)
         new = self.spawn(name, old.args)
+        # only the restarted one counts: another may exit meanwhile on purpose (the operator's
+        # leader stops when it cannot renew its Lease while the API server is away)
         self.wait(time.monotonic() + timeout, f"{name} restarted",
-                   lambda: self._api_ok("/readyz"))
+                   lambda: self._api_ok("/readyz"), components=[new])
         return new
 
-    def wait(self, deadline: float, what: str, ready: Callable[[], bool]) -> None:
+    @property
+    def etcd_url(self) -> str:
+        """etcd's client URL, ``http://127.0.0.1:<port>``.
+
+        Raises:
+            ControlPlaneError: etcd is not a running component.
+        """
+        etcd = next((c for c in self.components if c.name == "etcd"), None)
+        if etcd is None:
+            raise ControlPlaneError("etcd is not running")
+        return next(a.split("=", 1)[1] for a in etcd.args
+                    if a.startswith("--listen-client-urls="))
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision, physically, as kube-apiserver
+        does every ``--etcd-compaction-interval``: a watch served from etcd that resumes from
+        an older resourceVersion is then answered 410 Gone. Uses etcd's JSON gateway
+        (``/v3/kv/range`` for the revision, ``/v3/kv/compaction``).
+
+        Returns:
+            The revision compacted to.
+
+        Raises:
+            OSError: etcd did not answer, or refused the compaction.
+        """
+        from urllib.request import Request, urlopen
+
+        def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            request = Request(f"{self.etcd_url}{path}", data=json.dumps(body).encode(),
+                              headers={"Content-Type": "application/json"})
+            with urlopen(request, timeout=30) as resp:
+                answer: dict[str, Any] = json.loads(resp.read())
+                return answer
+        revision = int(call("/v3/kv/range", {"key": "Lw==", "limit": 1})["header"]["revision"])
+        call("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    def cut_connections(self, pid: int) -> int:
+        """Abort every established TCP connection of process ``pid`` to the API server (the
+        kernel resets it, as a failing network would): its watches end and resume from their
+        last resourceVersion. Uses ``ss -K`` (iproute2; needs root and a kernel with socket
+        destroy, ``CONFIG_INET_DIAG_DESTROY``).
+
+        Returns:
+            How many connections were cut.
+
+        Raises:
+            subprocess.CalledProcessError: ``ss`` failed to list the connections.
+        """
+        api = ["dport", "=", f":{self.api_port}"]
+        listing = subprocess.run(["ss", "-tnpH", "state", "established", *api],
+                                 capture_output=True, text=True, check=True).stdout
+        ports = [line.split()[2].rsplit(":", 1)[1] for line in listing.splitlines()
+                 if f"pid={pid}," in line]
+        for port in ports:
+            subprocess.run(["ss", "-K", "state", "established", "sport", "=", f":{port}", *api],
+                           capture_output=True, check=False)
+        return len(ports)
+
+    def wait(self, deadline: float, what: str, ready: Callable[[], bool],
+             components: Sequence[Component] | None = None) -> None:
         """Poll ``ready()`` until ``deadline`` (monotonic seconds); OS, API and subprocess
         errors count as not ready.
 
         Raises:
-            ControlPlaneError: a component exited, or the deadline passed (with log tails).
+            ControlPlaneError: one of ``components`` (default: every component) exited, or
+                the deadline passed (with log tails).
         """
         while time.monotonic() < deadline:
-            for comp in self.components:
+            for comp in self.components if components is None else components:
                 if comp.process is not None and comp.process.poll() is not None:
                     raise ControlPlaneError(
                         f"{comp.name} exited with code {comp.process.returncode} while waiting "

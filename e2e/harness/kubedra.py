@@ -114,11 +114,12 @@ class Kubedra:
         self.create_agent_pod(f"kubedra-agent-{node}", node, {
             "containers": [{"name": "agent", "image": "ghcr.io/kubedra/kubedra:0.1.0"}]})
 
-    def add_real_node(self, node: str, labels: dict[str, str] | None = None) -> RealNode:
-        """Start real node ``node`` (:meth:`ControlPlane.add_real_node`) and the agent's
-        stand-in pod on it (a real container that sleeps, on the host network); returns the
-        node when the pod runs."""
-        real = self.plane.add_real_node(node, labels)
+    def add_real_node(self, node: str, labels: dict[str, str] | None = None,
+                      kubelet_config: dict[str, Any] | None = None) -> RealNode:
+        """Start real node ``node`` (:meth:`ControlPlane.add_real_node`, with
+        ``kubelet_config``) and the agent's stand-in pod on it (a real container that sleeps,
+        on the host network); returns the node when the pod runs."""
+        real = self.plane.add_real_node(node, labels, kubelet_config=kubelet_config)
         self.create_real_agent_pod(f"kubedra-agent-{node}", node)
         return real
 
@@ -136,10 +137,11 @@ class Kubedra:
             "terminationGracePeriodSeconds": 1,
             "containers": [{"name": "agent", "image": TEST_IMAGE, "imagePullPolicy": "Never",
                             "args": ["exec sleep 2147483647"]}]})
+        real = next(n for n in self.plane.real_nodes if n.name == node)
         self.plane.wait(time.monotonic() + 180, f"pod {NAMESPACE}/{name} Running",
                         lambda: self.plane.request(
                             "GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}",
-                        )["status"].get("phase") == "Running")
+                        )["status"].get("phase") == "Running", components=real.components())
         return uid
 
     def create_agent_pod(self, name: str, node: str, spec: dict[str, Any]) -> str:

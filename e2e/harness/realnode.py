@@ -90,13 +90,16 @@ class RealNode:
         plane: the running control plane (its CA signs the kubelet's certificate).
         name: the Node's name; also the kubelet's hostname.
         labels: Node labels the kubelet registers with (only those NodeRestriction allows).
+        kubelet_config: KubeletConfiguration fields that replace the harness's (e.g.
+            ``{"syncFrequency": "10s"}``: a pod whose sync failed is retried sooner).
     """
 
-    def __init__(self, plane: ControlPlane, name: str, labels: dict[str, str] | None = None
-                 ) -> None:
+    def __init__(self, plane: ControlPlane, name: str, labels: dict[str, str] | None = None,
+                 kubelet_config: dict[str, Any] | None = None) -> None:
         self.plane = plane
         self.name = name
         self.labels = dict(labels or {})
+        self.kubelet_config = dict(kubelet_config or {})
         self.link = plane.workdir / "nodes" / name
         digest = hashlib.sha256(str(self.link).encode()).hexdigest()[:10]
         self.root = Path(f"/tmp/kubedra-{digest}")
@@ -279,6 +282,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
                              "imagefs.available": "1%"},
             "serializeImagePulls": False, "registerNode": True,
+            **self.kubelet_config,
         }
 
     def _make_cgroup_root(self) -> None:
@@ -296,9 +300,13 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         return any(c["type"] == "Ready" and c["status"] == "True"
                    for c in (node.get("status") or {}).get("conditions") or [])
 
+    def components(self) -> list[Component]:
+        """The node's running components (containerd, kubelet)."""
+        return [c for c in (self.containerd, self.kubelet) if c is not None]
+
     def _wait(self, deadline: float, what: str, ready: Any) -> None:
-        try:
-            self.plane.wait(deadline, what, ready)
+        try:  # only the node's own components count (others may restart meanwhile)
+            self.plane.wait(deadline, what, ready, components=self.components())
         except ControlPlaneError as err:
             raise RealNodeError(str(err)) from None
 

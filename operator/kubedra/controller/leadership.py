@@ -38,6 +38,7 @@ from kubernetes_asyncio.client import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
+from kubedra import kube
 from kubedra.logging import get_logger
 
 log = get_logger(__name__)
@@ -60,8 +61,27 @@ class LostLeadership(RuntimeError):
     """The leader could not renew its Lease within the renew deadline."""
 
 
+class LeaseUnreadable(Exception):
+    """Reading the Lease failed with an API error other than 404 (the message says which)."""
+
+
+class _LeaseLock(LeaseLock):  # type: ignore[misc]
+    """The library's Lease lock, except that an API error reading the Lease other than 404
+    raises :class:`LeaseUnreadable`. The library's election decides "not found" by parsing
+    the error's body as JSON, and a body that is not JSON — API Priority and Fairness answers
+    429 with plain text — raised out of the election and stopped the operator (found by the
+    throttling fault of e2e/test_faults.py)."""
+
+    async def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        found, record = await super().get(name, namespace)
+        if isinstance(record, ApiException) and record.status != 404:
+            raise LeaseUnreadable(kube.api_error_message(record))
+        return found, record
+
+
 class _Election(leaderelection.LeaderElection):  # type: ignore[misc]
-    """The library's election, recording when the last successful renewal was sent."""
+    """The library's election, recording when the last successful renewal was sent; a Lease
+    that cannot be reached or read is a failed attempt (retried), never an exception."""
 
     def __init__(self, config: electionconfig.Config) -> None:
         super().__init__(config)
@@ -74,6 +94,9 @@ class _Election(leaderelection.LeaderElection):  # type: ignore[misc]
             ok: bool = await super().try_acquire_or_renew()
         except (TimeoutError, OSError, aiohttp.ClientError) as err:
             log.warning("lease not reachable", lease=LEASE_NAME, error=repr(err))
+            return False
+        except LeaseUnreadable as err:
+            log.warning("lease not readable", lease=LEASE_NAME, error=str(err))
             return False
         if ok:
             self.renewed_at = started
@@ -141,7 +164,7 @@ class Leadership:
                     f"Lease {self.namespace}/{LEASE_NAME} not renewed within "
                     f"{timing.renew_deadline:g} s"))
 
-        lock = LeaseLock(LEASE_NAME, self.namespace, self.identity, self.api)
+        lock = _LeaseLock(LEASE_NAME, self.namespace, self.identity, self.api)
         election = _Election(electionconfig.Config(
             lock, lease_duration=timing.lease_duration, renew_deadline=timing.renew_deadline,
             retry_period=timing.retry_period, onstarted_leading=started,

@@ -22,6 +22,10 @@ from kubedra.handlers import resources
 from kubedra.handlers.indexes import cluster_view
 from kubedra.publishing.sync import INVENTORY_LABEL, MANAGED_BY
 
+KOPF_WATCH_LOGGER = "kopf._cogs.clients.watching"
+"""kopf's logger of watch-stream starts, stops and restarts (``Restarting the watch-stream for
+<resource>`` after 410 Gone)."""
+
 
 class Memo(kopf.Memo):
     """kopf's memo, carrying the :class:`Runtime` (handlers receive it typed as ``Any``)."""
@@ -69,6 +73,10 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     runtime = _runtime(memo)
     if runtime.settings.log_level.upper() != "DEBUG":  # one line per event is too much
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # kopf logs its watch-streams' life at debug level, one line each: started, stopped, and
+    # "Restarting the watch-stream" after 410 Gone (the resourceVersion was compacted away:
+    # it lists again). Rare and worth seeing: shown at every level.
+    logging.getLogger(KOPF_WATCH_LOGGER).setLevel(logging.DEBUG)
     settings.posting.enabled = False
     settings.scanning.disabled = True
     settings.persistence.diffbase_storage = NoDiffBaseStorage()
