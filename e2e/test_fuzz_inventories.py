@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
@@ -27,42 +26,13 @@ from e2e.harness.controlplane import REPO_ROOT
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, read_inventory, slices_of
+from tests.support.inventory_strategies import specs
 
 pytestmark = pytest.mark.cluster
 
 EXAMPLES = int(os.environ.get("KUBEDRA_FUZZ_EXAMPLES", "25"))
 REPORT = Path(os.environ.get("KUBEDRA_FUZZ_REPORT", REPO_ROOT / ".cache" / "fuzz-report.json"))
 INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
-
-names = st.one_of(st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True),
-                  st.text(alphabet="aZ_-.09", min_size=0, max_size=70))
-qualified = st.one_of(st.sampled_from(["index", "model", "fuzz.kubedra.io/x"]),
-                      st.text(alphabet="ab/._-9", min_size=0, max_size=70))
-quantities = st.one_of(st.sampled_from(["1", "141Gi", "0", "-1", "1e3", "abc", "", "1.5"]),
-                       st.text(alphabet="0123456789GiMk.-e", min_size=1, max_size=8))
-attribute_values = st.one_of(
-    st.builds(lambda v: {"int": v}, st.integers(-2**70, 2**70)),
-    st.builds(lambda v: {"bool": v}, st.booleans()),
-    st.builds(lambda v: {"string": v}, st.text(max_size=80)),
-    st.builds(lambda v: {"version": v}, st.sampled_from(["1.2.3", "v1", "", "1.0.0-rc.1"])),
-    st.just({}), st.builds(lambda v: {"int": 1, "string": v}, st.text(max_size=3)))
-counters = st.dictionaries(st.sampled_from(["slots", "memory", "Bad_Name"]),
-                           st.builds(lambda q: {"value": q}, quantities), max_size=2)
-devices = st.fixed_dictionaries(
-    {"name": names},
-    optional={"attributes": st.dictionaries(qualified, attribute_values, max_size=3),
-              "capacity": st.dictionaries(qualified, st.builds(lambda q: {"value": q},
-                                                                quantities), max_size=2),
-              "consumesCounters": st.lists(st.fixed_dictionaries(
-                  {"counterSet": st.sampled_from(["set-a", "nowhere", ""]),
-                   "counters": counters}), max_size=2)})
-specs = st.fixed_dictionaries(
-    {"driver": st.sampled_from(["pci.kubedra.io", "pci.kubedra.io", "Not A Driver"]),
-     "devices": st.lists(devices, max_size=4)},
-    optional={"counterSets": st.lists(st.fixed_dictionaries(
-        {"name": st.sampled_from(["set-a", "set-b", "Bad_Set"]), "counters": counters}),
-        max_size=2)})
-
 
 async def _try(api: ApiClient, name: str, spec: dict[str, Any]) -> str:
     """Create one inventory; its outcome: ``refused``, ``published`` or ``reported:<reason>``.
