@@ -4,12 +4,13 @@ unknown and invalid classes, odd ``firstAvailable`` alternatives, constraints ov
 requests and attributes, odd capacity requests, allocation modes and tolerations.
 
 Each generated claim is created on the API server. Refused, it must be refused naming a
-``spec.`` field; ``simulate -f`` of it then (``--from`` a dump of the cluster) must answer or
-fail with one ``Error:`` line. Accepted, ``explain`` reads it from the live cluster (through
-kubectl, as ``kubectl dra explain`` does) and ``simulate`` from the dump: each answers (JSON,
-with a message per request) or fails with one ``Error:`` line — never a traceback, never
-another exception. The operator, which watches every claim, never crashes, and a control
-inventory's slices keep their resourceVersions.
+``spec.`` field (or, a quantity that does not parse, as undecodable: 400 saying why, not
+where); ``simulate -f`` of it then (``--from`` a dump of the cluster) must answer or fail with
+one ``Error:`` line. Accepted, ``explain`` reads it from the live cluster (through kubectl, as
+``kubectl dra explain`` does) and ``simulate`` from the dump: each answers (JSON, with a
+message) or fails with one ``Error:`` line — never a traceback, never another exception. The
+operator, which watches every claim, never crashes, and a control inventory's slices keep
+their resourceVersions.
 
 Bounded in ``make test`` (``KUBEDRA_FUZZ_CLAIMS``, default 20); counts in
 ``.cache/fuzz/claims.json`` (tests/support/fuzz_report.py).
@@ -128,9 +129,13 @@ async def _try(plane: ControlPlane, api: ApiClient, namespace: str, name: str,
     else:
         refusal = None
     if refusal is not None:
-        assert refusal[0] == 422, refusal
-        assert "spec." in refusal[1], refusal
-        return "refused; simulate: " + await asyncio.to_thread(_simulate, claim_file, dump)
+        # 400: the body does not decode (a quantity that does not parse: the message says
+        # why, not where); 422: invalid, the message names the field
+        assert (refusal[0] == 422 and "spec." in refusal[1]) or (
+            refusal[0] == 400 and "cannot be handled as a ResourceClaim" in refusal[1]
+            and "quantit" in refusal[1]), refusal
+        kind = "refused" if refusal[0] == 422 else "undecodable"
+        return f"{kind}; simulate: " + await asyncio.to_thread(_simulate, claim_file, dump)
     try:
         explained = await asyncio.to_thread(lambda: _verdict(CliRunner().invoke(
             explain_command, ["resourceclaim", name, "-n", namespace, "-o", "json",

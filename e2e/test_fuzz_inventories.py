@@ -4,17 +4,14 @@ must be either refused at admission with the field named, or accepted and then p
 reported (``Ready=False`` with a reason and message); the operator never crashes and a control
 inventory published before stays exactly as it was.
 
-Bounded in ``make test`` (``KUBEDRA_FUZZ_EXAMPLES``, default 25); the outcome counts are
-written to ``$KUBEDRA_FUZZ_REPORT`` (default ``.cache/fuzz-report.json``).
+Bounded in ``make test`` (``KUBEDRA_FUZZ_EXAMPLES``, default 25); counts in
+``.cache/fuzz/inventories.json`` (tests/support/fuzz_report.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,16 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
-from e2e.harness.controlplane import REPO_ROOT
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, read_inventory, slices_of
+from tests.support.fuzz_report import fuzz_examples, write_fuzz_report
 from tests.support.inventory_strategies import specs
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLES = int(os.environ.get("KUBEDRA_FUZZ_EXAMPLES", "25"))
-REPORT = Path(os.environ.get("KUBEDRA_FUZZ_REPORT", REPO_ROOT / ".cache" / "fuzz-report.json"))
+EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_EXAMPLES", 25)
 INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
 
 async def _try(api: ApiClient, name: str, spec: dict[str, Any]) -> str:
@@ -100,11 +96,6 @@ async def test_fuzzed_inventories_are_refused_or_reported_and_disturb_nothing(
     after = await slices_of(admin_api, "fuzz-control")
     assert [s["metadata"]["resourceVersion"] for s in after] == [
         s["metadata"]["resourceVersion"] for s in before]
-    await asyncio.to_thread(_write_report, {"examples": sum(outcomes.values()),
-                                            "outcomes": dict(sorted(outcomes.items()))})
+    write_fuzz_report("inventories", outcomes)
     await custom.delete_cluster_custom_object(*INVENTORIES, "fuzz-control")
 
-
-def _write_report(report: dict[str, Any]) -> None:
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(json.dumps(report, indent=2) + "\n")
