@@ -5,12 +5,12 @@ requests and attributes, odd capacity requests, allocation modes and tolerations
 
 Each generated claim is created on the API server. Refused, it must be refused naming a
 ``spec.`` field (or, a quantity that does not parse, as undecodable: 400 saying why, not
-where); ``simulate -f`` of it then (``--from`` a dump of the cluster) must answer or fail with
-one ``Error:`` line. Accepted, ``explain`` reads it from the live cluster (through kubectl, as
-``kubectl dra explain`` does) and ``simulate`` from the dump: each answers (JSON, with a
-message) or fails with one ``Error:`` line — never a traceback, never another exception. The
-operator, which watches every claim, never crashes, and a control inventory's slices keep
-their resourceVersions.
+where); ``simulate -f`` of it then (``--from`` a dump of the cluster) must refuse it too, with
+one ``Error:`` line naming the fields. Accepted, ``explain`` reads it from the live cluster
+(through kubectl, as ``kubectl dra explain`` does) and ``simulate`` from the dump: each
+answers (JSON, with a message) or fails with one ``Error:`` line — never a traceback, never
+another exception. The operator, which watches every claim, never crashes, and a control
+inventory's slices keep their resourceVersions.
 
 Bounded in ``make test`` (``KUBEDRA_FUZZ_CLAIMS``, default 20); counts in
 ``.cache/fuzz/claims.json`` (tests/support/fuzz_report.py).
@@ -134,8 +134,9 @@ async def _try(plane: ControlPlane, api: ApiClient, namespace: str, name: str,
         assert (refusal[0] == 422 and "spec." in refusal[1]) or (
             refusal[0] == 400 and "cannot be handled as a ResourceClaim" in refusal[1]
             and "quantit" in refusal[1]), refusal
-        kind = "refused" if refusal[0] == 422 else "undecodable"
-        return f"{kind}; simulate: " + await asyncio.to_thread(_simulate, claim_file, dump)
+        simulated = await asyncio.to_thread(_simulate, claim_file, dump)
+        assert simulated == "error", "simulate answered for a claim the API server refuses"
+        return ("refused" if refusal[0] == 422 else "undecodable") + "; simulate: error"
     try:
         explained = await asyncio.to_thread(lambda: _verdict(CliRunner().invoke(
             explain_command, ["resourceclaim", name, "-n", namespace, "-o", "json",
