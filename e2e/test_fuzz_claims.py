@@ -54,9 +54,11 @@ expressions = st.one_of(st.sampled_from([
     "1 +", "device.nope", '"not a bool"', f'device.attributes["{DRIVER}"].missing == 1',
     "device.attributes", "[1, 2].all(x, x > 0)" * 40, "1 / 0 == 1", ""]),
     st.text(max_size=60))
-classes = st.sampled_from(["pci.kubedra.io", "gpu.kubedra.io", "no-such-class.kubedra.io", "",
-                           "Bad_Class", "x" * 300])
-request_names = st.sampled_from(["a", "b", "Bad Name", "", "a/b", "x" * 70])
+classes = st.one_of(st.sampled_from(["pci.kubedra.io", "gpu.kubedra.io",
+                                     "no-such-class.kubedra.io"]),
+                    st.sampled_from(["", "Bad_Class", "x" * 300]))
+request_names = st.one_of(st.sampled_from(["a", "b"]),
+                          st.sampled_from(["Bad Name", "", "a/b", "x" * 70]))
 tolerations = st.lists(st.fixed_dictionaries({}, optional={
     "key": st.sampled_from(["kubedra.io/unhealthy", "bad key!", ""]),
     "operator": st.sampled_from(["Exists", "Equal", "Maybe"]),
@@ -65,10 +67,12 @@ tolerations = st.lists(st.fixed_dictionaries({}, optional={
 device_fields = {
     "selectors": st.lists(st.builds(lambda e: {"cel": {"expression": e}}, expressions),
                           max_size=2),
-    "count": st.one_of(st.integers(-1, 10), st.sampled_from([2**31, 2**63 - 1, 10**6])),
+    "count": st.one_of(st.integers(1, 4), st.integers(-1, 10),
+                       st.sampled_from([2**31, 2**63 - 1, 10**6])),
     "allocationMode": st.sampled_from(["ExactCount", "All", "Some", ""]),
     "adminAccess": st.booleans(), "tolerations": tolerations,
-    "capacity": st.builds(lambda q: {"requests": {"memory": q}}, quantities)}
+    "capacity": st.builds(lambda q: {"requests": {"memory": q}},
+                          st.one_of(st.sampled_from(["1Gi", "3Gi", "0"]), quantities))}
 exactly = st.fixed_dictionaries({"deviceClassName": classes}, optional=device_fields)
 alternative = st.fixed_dictionaries({"name": request_names, "deviceClassName": classes},
                                     optional=device_fields)
