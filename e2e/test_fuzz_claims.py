@@ -22,22 +22,19 @@ import asyncio
 import json
 import os
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner, Result
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
+from e2e.fuzzing import fuzz, undisturbed
 from e2e.harness.controlplane import ControlPlane
 from e2e.harness.kubedra import Kubedra
-from e2e.harness.wait import eventually
-from e2e.kube_objects import condition, read_inventory, slices_of
 from kubedra.explain.command import dump_command, explain_command, simulate_command
 from tests.support.fuzz_report import fuzz_examples, write_fuzz_report
 from tests.support.inventory_strategies import quantities
@@ -45,7 +42,6 @@ from tests.support.inventory_strategies import quantities
 pytestmark = pytest.mark.cluster
 
 EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_CLAIMS", 20)
-INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
 DRIVER = "pci.kubedra.io"
 
 expressions = st.one_of(st.sampled_from([
@@ -153,45 +149,19 @@ async def _try(plane: ControlPlane, api: ApiClient, namespace: str, name: str,
 
 async def test_fuzzed_claims_are_refused_or_explained_without_a_traceback(
         kubedra: Kubedra, admin_api: ApiClient, namespace: str, tmp_path: Path) -> None:
-    custom = client.CustomObjectsApi(admin_api)
-    await custom.create_cluster_custom_object(*INVENTORIES, {
-        "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
-        "metadata": {"name": "fuzz-claims"},
-        "spec": {"driver": DRIVER, "allNodes": True, "pool": "fuzz-claims",
-                 "counterSets": [{"name": "set-a", "counters": {"slots": {"value": "2"}}}],
-                 "devices": [{"name": f"dev-{i}", "attributes": {
-                     "model": {"string": "fuzz"}, "index": {"int": i}},
-                     "capacity": {"memory": {"value": "2Gi"}},
-                     "consumesCounters": [{"counterSet": "set-a",
-                                           "counters": {"slots": {"value": "1"}}}]}
-                     for i in range(3)]}})
-
-    async def published() -> list[dict[str, Any]] | None:
-        ready = condition(await read_inventory(admin_api, "fuzz-claims"), "Ready") or {}
-        return await slices_of(admin_api, "fuzz-claims") \
-            if ready.get("status") == "True" else None
-    before = await eventually(published, timeout=60, what="fuzz-claims published")
-    dump = tmp_path / "cluster.yaml"
-    dumped = await asyncio.to_thread(CliRunner().invoke, dump_command, [
-        "-o", str(dump), "--kubeconfig", str(kubedra.plane.admin_kubeconfig)])
-    assert dumped.exit_code == 0, dumped.output
-    loop = asyncio.get_running_loop()
-    outcomes: Counter[str] = Counter()
-
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(spec=claim_specs)
-    def one(spec: dict[str, Any]) -> None:
-        name = f"fuzz-claim-{sum(outcomes.values())}"
-        outcomes[asyncio.run_coroutine_threadsafe(_try(
-            kubedra.plane, admin_api, namespace, name, spec, tmp_path, dump), loop).result()] += 1
-
-    await asyncio.to_thread(one)
-    assert kubedra.operator is not None
-    assert kubedra.operator.process is not None
-    assert kubedra.operator.process.poll() is None, "the operator crashed"
-    after = await slices_of(admin_api, "fuzz-claims")
-    assert [s["metadata"]["resourceVersion"] for s in after] == [
-        s["metadata"]["resourceVersion"] for s in before]
+    async with undisturbed(kubedra, admin_api, "fuzz-claims", {
+            "driver": DRIVER, "allNodes": True, "pool": "fuzz-claims",
+            "counterSets": [{"name": "set-a", "counters": {"slots": {"value": "2"}}}],
+            "devices": [{"name": f"dev-{i}", "attributes": {
+                "model": {"string": "fuzz"}, "index": {"int": i}},
+                "capacity": {"memory": {"value": "2Gi"}},
+                "consumesCounters": [{"counterSet": "set-a",
+                                      "counters": {"slots": {"value": "1"}}}]}
+                for i in range(3)]}):
+        dump = tmp_path / "cluster.yaml"
+        dumped = await asyncio.to_thread(CliRunner().invoke, dump_command, [
+            "-o", str(dump), "--kubeconfig", str(kubedra.plane.admin_kubeconfig)])
+        assert dumped.exit_code == 0, dumped.output
+        outcomes = await fuzz(claim_specs, EXAMPLES, lambda spec, i: _try(
+            kubedra.plane, admin_api, namespace, f"fuzz-claim-{i}", spec, tmp_path, dump))
     write_fuzz_report("claims", outcomes)
-    await custom.delete_cluster_custom_object(*INVENTORIES, "fuzz-claims")

@@ -10,15 +10,13 @@ Bounded in ``make test`` (``KUBEDRA_FUZZ_EXAMPLES``, default 25); counts in
 
 from __future__ import annotations
 
-import asyncio
-from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
+from e2e.fuzzing import INVENTORIES, fuzz, undisturbed
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, read_inventory, slices_of
@@ -28,7 +26,7 @@ from tests.support.inventory_strategies import specs
 pytestmark = pytest.mark.cluster
 
 EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_EXAMPLES", 25)
-INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
+
 
 async def _try(api: ApiClient, name: str, spec: dict[str, Any]) -> str:
     """Create one inventory; its outcome: ``refused``, ``published`` or ``reported:<reason>``.
@@ -66,36 +64,9 @@ async def _try(api: ApiClient, name: str, spec: dict[str, Any]) -> str:
 
 async def test_fuzzed_inventories_are_refused_or_reported_and_disturb_nothing(
         kubedra: Kubedra, admin_api: ApiClient) -> None:
-    custom = client.CustomObjectsApi(admin_api)
-    await custom.create_cluster_custom_object(*INVENTORIES, {
-        "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
-        "metadata": {"name": "fuzz-control"},
-        "spec": {"driver": "pci.kubedra.io", "allNodes": True, "pool": "fuzz-control",
-                 "devices": [{"name": "dev-0"}, {"name": "dev-1"}]}})
-
-    async def control_ready() -> list[dict[str, Any]] | None:
-        ready = condition(await read_inventory(admin_api, "fuzz-control"), "Ready") or {}
-        return await slices_of(admin_api, "fuzz-control") if ready.get("status") == "True" \
-            else None
-    before = await eventually(control_ready, timeout=60, what="fuzz-control published")
-    loop = asyncio.get_running_loop()
-    outcomes: Counter[str] = Counter()
-
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(spec=specs)
-    def one(spec: dict[str, Any]) -> None:
-        name = f"fuzz-{sum(outcomes.values())}"
-        outcomes[asyncio.run_coroutine_threadsafe(_try(admin_api, name, spec), loop).result()] \
-            += 1
-
-    await asyncio.to_thread(one)
-    assert kubedra.operator is not None
-    assert kubedra.operator.process is not None
-    assert kubedra.operator.process.poll() is None, "the operator crashed"
-    after = await slices_of(admin_api, "fuzz-control")
-    assert [s["metadata"]["resourceVersion"] for s in after] == [
-        s["metadata"]["resourceVersion"] for s in before]
+    async with undisturbed(kubedra, admin_api, "fuzz-control", {
+            "driver": "pci.kubedra.io", "allNodes": True, "pool": "fuzz-control",
+            "devices": [{"name": "dev-0"}, {"name": "dev-1"}]}):
+        outcomes = await fuzz(specs, EXAMPLES,
+                              lambda spec, i: _try(admin_api, f"fuzz-{i}", spec))
     write_fuzz_report("inventories", outcomes)
-    await custom.delete_cluster_custom_object(*INVENTORIES, "fuzz-control")
-

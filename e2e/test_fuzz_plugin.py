@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
+from e2e.fuzzing import INVENTORIES, fuzz
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.realnode import stand_in_devices
 from e2e.harness.wait import eventually
@@ -46,7 +45,6 @@ pytestmark = pytest.mark.cluster
 EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_PLUGIN", 20)
 NODE = "fuzz-plugin"
 DRIVER = "gpu.kubedra.io"
-INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
 HUGE = 300
 """Claims in a huge request."""
 
@@ -181,25 +179,20 @@ async def _call(plugin: Plugin, operation: str, api: str, refs: list[Claim]) -> 
 
 async def test_fuzzed_plugin_requests_get_per_claim_answers_and_prepare_nothing_twice(
         kubedra: Kubedra, plugin: Plugin) -> None:
-    loop = asyncio.get_running_loop()
-    outcomes: Counter[str] = Counter()
     cdi_dir = kubedra.node_dir(NODE) / "cdi"
     held = plugin.claims["held"]
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(request=_requests(plugin.claims, plugin.namespace))
-    def one(request: Any) -> None:
+    async def attempt(request: Any, index: int) -> str:
         if isinstance(request, bytes):
-            work = _garbage(plugin, request)
+            outcome = await _garbage(plugin, request)
         else:
             (operation, api), refs = request
-            work = _call(plugin, operation, api, refs)
-        outcomes[asyncio.run_coroutine_threadsafe(work, loop).result()] += 1
+            outcome = await _call(plugin, operation, api, refs)
         specs = [p.name for p in cdi_dir.iterdir()] if cdi_dir.exists() else []
         assert all(held.uid in name for name in specs), specs
+        return outcome
 
-    await asyncio.to_thread(one)
+    outcomes = await fuzz(_requests(plugin.claims, plugin.namespace), EXAMPLES, attempt)
     agent = kubedra.agents[NODE]
     assert agent.process is not None
     assert agent.process.poll() is None, "the agent crashed"

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 from pydantic import ValidationError
 
+from e2e.fuzzing import INVENTORIES, fuzz, undisturbed
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, read_inventory, slices_of
@@ -45,7 +44,6 @@ from tests.support.inventory_strategies import discovered, operator_fields
 pytestmark = pytest.mark.cluster
 
 EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_STATUSES", 15)
-INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
 DRIVER = "pci.kubedra.io"
 GOOD = {"name": "good-0", "attributes": {"model": {"string": "fuzz"}}}
 """The device every fuzzed report keeps: it must stay published as it was."""
@@ -144,51 +142,27 @@ async def _decided(api: ApiClient, name: str, status: dict[str, Any]) -> str:
 
 async def test_fuzzed_statuses_are_refused_or_reported_and_disturb_nothing(
         kubedra: Kubedra, admin_api: ApiClient) -> None:
-    custom = client.CustomObjectsApi(admin_api)
-    await custom.create_cluster_custom_object(*INVENTORIES, {
-        **_body("fuzz-status-control"),
-        "spec": {"driver": DRIVER, "allNodes": True, "pool": "fuzz-status-control",
-                 "devices": [{"name": "dev-0"}]}})
-
-    async def control_ready() -> list[dict[str, Any]] | None:
-        ready = condition(await read_inventory(admin_api, "fuzz-status-control"), "Ready") or {}
-        return await slices_of(admin_api, "fuzz-status-control") \
-            if ready.get("status") == "True" else None
-    before = await eventually(control_ready, timeout=60, what="fuzz-status-control published")
-    loop = asyncio.get_running_loop()
-    outcomes: Counter[str] = Counter()
-    reports = st.one_of(
-        st.builds(lambda d, o: {"discovered": {**d, "devices": [GOOD, *d["devices"]]}, **o},
-                  discovered, operator_fields([s["metadata"]["name"] for s in before])),
-        st.builds(lambda v, mig: (v, mig), capture_variants(),
-                  st.sampled_from(["none", "partitions"])))
-
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(report=reports)
-    def one(report: Any) -> None:
+    async def attempt(report: Any, index: int) -> str:
         if isinstance(report, tuple):  # a capture variant, discovered as the agent would
-            found = _captured(*report)
+            found = await asyncio.to_thread(_captured, *report)
             if found is None:
-                outcomes["capture: discovery error"] += 1
-                return
+                return "capture: discovery error"
             kind, report = "capture", {"discovered": {**found,
                                                       "devices": [GOOD, *found["devices"]]}}
         else:
             kind = "status"
-        name = f"fuzz-status-{sum(outcomes.values())}"
-        outcomes[f"{kind}: " + asyncio.run_coroutine_threadsafe(
-            _try(admin_api, name, report), loop).result()] += 1
+        return f"{kind}: " + await _try(admin_api, f"fuzz-status-{index}", report)
 
-    await asyncio.to_thread(one)
-    assert kubedra.operator is not None
-    assert kubedra.operator.process is not None
-    assert kubedra.operator.process.poll() is None, "the operator crashed"
-    after = await slices_of(admin_api, "fuzz-status-control")
-    assert [s["metadata"]["resourceVersion"] for s in after] == [
-        s["metadata"]["resourceVersion"] for s in before]
+    async with undisturbed(kubedra, admin_api, "fuzz-status-control", {
+            "driver": DRIVER, "allNodes": True, "pool": "fuzz-status-control",
+            "devices": [{"name": "dev-0"}]}) as control:
+        reports = st.one_of(
+            st.builds(lambda d, o: {"discovered": {**d, "devices": [GOOD, *d["devices"]]}, **o},
+                      discovered, operator_fields([s["metadata"]["name"] for s in control])),
+            st.builds(lambda v, mig: (v, mig), capture_variants(),
+                      st.sampled_from(["none", "partitions"])))
+        outcomes = await fuzz(reports, EXAMPLES, attempt)
     write_fuzz_report("statuses", outcomes)
-    await custom.delete_cluster_custom_object(*INVENTORIES, "fuzz-status-control")
 
 
 async def test_a_report_with_any_unicode_is_applied_as_written(kubedra: Kubedra,
