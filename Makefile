@@ -47,7 +47,7 @@ faults: venv binaries
 	KUBEDRA_FAULTS=full $(PY) -m pytest e2e/test_faults.py -m faults $(PYTEST_ARGS)
 
 ## fuzz: the fuzz tests of bad input at larger example counts (figures in docs/reliability.md)
-FUZZ_COUNTS := KUBEDRA_FUZZ_CAPTURES=2000 KUBEDRA_FUZZ_EXAMPLES=100 KUBEDRA_FUZZ_STATUSES=60 \
+FUZZ_COUNTS := KUBEDRA_FUZZ_CAPTURES=500 KUBEDRA_FUZZ_EXAMPLES=100 KUBEDRA_FUZZ_STATUSES=60 \
 	KUBEDRA_FUZZ_CLAIMS=100 KUBEDRA_FUZZ_PLUGIN=100
 fuzz: venv binaries
 	$(FUZZ_COUNTS) $(PY) -m pytest tests/unit/discovery/test_discovery_fuzz.py \
