@@ -12,7 +12,7 @@ answers (JSON, with a message) or fails with one ``Error:`` line — never a tra
 another exception. The operator, which watches every claim, never crashes, and a control
 inventory's slices keep their resourceVersions.
 
-Bounded in ``make test`` (``KUBEDRA_FUZZ_CLAIMS``, default 20); counts in
+Bounded in ``make test`` (``KUBEDRA_FUZZ_CLAIMS``, default 15); counts in
 ``.cache/fuzz/claims.json`` (tests/support/fuzz_report.py).
 """
 
@@ -41,7 +41,7 @@ from tests.support.inventory_strategies import quantities
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_CLAIMS", 20)
+EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_CLAIMS", 15)
 DRIVER = "pci.kubedra.io"
 
 expressions = st.one_of(st.sampled_from([

@@ -13,7 +13,7 @@ socket and as a request body.
 Every claim of a request gets an answer; only ``held`` (its own UID) is ever prepared, with
 ``gpu-0``; every other reference gets a per-claim error naming it from prepare; no CDI spec
 of another claim is ever written; the agent never crashes and still prepares ``held`` at the
-end. Bounded in ``make test`` (``KUBEDRA_FUZZ_PLUGIN``, default 20); counts in
+end. Bounded in ``make test`` (``KUBEDRA_FUZZ_PLUGIN``, default 15); counts in
 ``.cache/fuzz/plugin.json`` (tests/support/fuzz_report.py).
 """
 
@@ -42,7 +42,7 @@ from tests.support.fuzz_report import fuzz_examples, write_fuzz_report
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_PLUGIN", 20)
+EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_PLUGIN", 15)
 NODE = "fuzz-plugin"
 DRIVER = "gpu.kubedra.io"
 HUGE = 300

@@ -12,7 +12,7 @@ its own status fields (slices, device count) back over what the writer put there
 it was in every case, the operator never crashes, and a control inventory's slices keep their
 resourceVersions (its slice names are among the fake ``status.slices`` offered).
 
-Bounded in ``make test`` (``KUBEDRA_FUZZ_STATUSES``, default 15); counts in
+Bounded in ``make test`` (``KUBEDRA_FUZZ_STATUSES``, default 10); counts in
 ``.cache/fuzz/statuses.json`` (tests/support/fuzz_report.py).
 """
 
@@ -43,7 +43,7 @@ from tests.support.inventory_strategies import discovered, operator_fields
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_STATUSES", 15)
+EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_STATUSES", 10)
 DRIVER = "pci.kubedra.io"
 GOOD = {"name": "good-0", "attributes": {"model": {"string": "fuzz"}}}
 """The device every fuzzed report keeps: it must stay published as it was."""
