@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries image install.yaml test test-unit faults lint cluster-up cluster-down demo demo-down clean
+.PHONY: venv binaries image install.yaml test test-unit faults fuzz lint cluster-up cluster-down demo demo-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,14 @@ test: venv binaries lint
 ## faults: the fault-injection suite at the issue's full counts (figures in docs/reliability.md)
 faults: venv binaries
 	KUBEDRA_FAULTS=full $(PY) -m pytest e2e/test_faults.py -m faults $(PYTEST_ARGS)
+
+## fuzz: the fuzz tests of bad input at larger example counts (figures in docs/reliability.md)
+FUZZ_COUNTS := KUBEDRA_FUZZ_CAPTURES=500 KUBEDRA_FUZZ_EXAMPLES=100 KUBEDRA_FUZZ_STATUSES=60 \
+	KUBEDRA_FUZZ_CLAIMS=100 KUBEDRA_FUZZ_PLUGIN=100
+fuzz: venv binaries
+	$(FUZZ_COUNTS) $(PY) -m pytest tests/unit/discovery/test_discovery_fuzz.py \
+	  e2e/test_fuzz_inventories.py e2e/test_fuzz_statuses.py e2e/test_fuzz_claims.py \
+	  e2e/test_fuzz_plugin.py $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

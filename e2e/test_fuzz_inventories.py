@@ -4,64 +4,28 @@ must be either refused at admission with the field named, or accepted and then p
 reported (``Ready=False`` with a reason and message); the operator never crashes and a control
 inventory published before stays exactly as it was.
 
-Bounded in ``make test`` (``KUBEDRA_FUZZ_EXAMPLES``, default 25); the outcome counts are
-written to ``$KUBEDRA_FUZZ_REPORT`` (default ``.cache/fuzz-report.json``).
+Bounded in ``make test`` (``KUBEDRA_FUZZ_EXAMPLES``, default 25); counts in
+``.cache/fuzz/inventories.json`` (tests/support/fuzz_report.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
-from e2e.harness.controlplane import REPO_ROOT
+from e2e.fuzzing import INVENTORIES, fuzz, undisturbed
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, read_inventory, slices_of
+from tests.support.fuzz_report import fuzz_examples, write_fuzz_report
+from tests.support.inventory_strategies import specs
 
 pytestmark = pytest.mark.cluster
 
-EXAMPLES = int(os.environ.get("KUBEDRA_FUZZ_EXAMPLES", "25"))
-REPORT = Path(os.environ.get("KUBEDRA_FUZZ_REPORT", REPO_ROOT / ".cache" / "fuzz-report.json"))
-INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
-
-names = st.one_of(st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True),
-                  st.text(alphabet="aZ_-.09", min_size=0, max_size=70))
-qualified = st.one_of(st.sampled_from(["index", "model", "fuzz.kubedra.io/x"]),
-                      st.text(alphabet="ab/._-9", min_size=0, max_size=70))
-quantities = st.one_of(st.sampled_from(["1", "141Gi", "0", "-1", "1e3", "abc", "", "1.5"]),
-                       st.text(alphabet="0123456789GiMk.-e", min_size=1, max_size=8))
-attribute_values = st.one_of(
-    st.builds(lambda v: {"int": v}, st.integers(-2**70, 2**70)),
-    st.builds(lambda v: {"bool": v}, st.booleans()),
-    st.builds(lambda v: {"string": v}, st.text(max_size=80)),
-    st.builds(lambda v: {"version": v}, st.sampled_from(["1.2.3", "v1", "", "1.0.0-rc.1"])),
-    st.just({}), st.builds(lambda v: {"int": 1, "string": v}, st.text(max_size=3)))
-counters = st.dictionaries(st.sampled_from(["slots", "memory", "Bad_Name"]),
-                           st.builds(lambda q: {"value": q}, quantities), max_size=2)
-devices = st.fixed_dictionaries(
-    {"name": names},
-    optional={"attributes": st.dictionaries(qualified, attribute_values, max_size=3),
-              "capacity": st.dictionaries(qualified, st.builds(lambda q: {"value": q},
-                                                                quantities), max_size=2),
-              "consumesCounters": st.lists(st.fixed_dictionaries(
-                  {"counterSet": st.sampled_from(["set-a", "nowhere", ""]),
-                   "counters": counters}), max_size=2)})
-specs = st.fixed_dictionaries(
-    {"driver": st.sampled_from(["pci.kubedra.io", "pci.kubedra.io", "Not A Driver"]),
-     "devices": st.lists(devices, max_size=4)},
-    optional={"counterSets": st.lists(st.fixed_dictionaries(
-        {"name": st.sampled_from(["set-a", "set-b", "Bad_Set"]), "counters": counters}),
-        max_size=2)})
+EXAMPLES = fuzz_examples("KUBEDRA_FUZZ_EXAMPLES", 25)
 
 
 async def _try(api: ApiClient, name: str, spec: dict[str, Any]) -> str:
@@ -100,41 +64,9 @@ async def _try(api: ApiClient, name: str, spec: dict[str, Any]) -> str:
 
 async def test_fuzzed_inventories_are_refused_or_reported_and_disturb_nothing(
         kubedra: Kubedra, admin_api: ApiClient) -> None:
-    custom = client.CustomObjectsApi(admin_api)
-    await custom.create_cluster_custom_object(*INVENTORIES, {
-        "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
-        "metadata": {"name": "fuzz-control"},
-        "spec": {"driver": "pci.kubedra.io", "allNodes": True, "pool": "fuzz-control",
-                 "devices": [{"name": "dev-0"}, {"name": "dev-1"}]}})
-
-    async def control_ready() -> list[dict[str, Any]] | None:
-        ready = condition(await read_inventory(admin_api, "fuzz-control"), "Ready") or {}
-        return await slices_of(admin_api, "fuzz-control") if ready.get("status") == "True" \
-            else None
-    before = await eventually(control_ready, timeout=60, what="fuzz-control published")
-    loop = asyncio.get_running_loop()
-    outcomes: Counter[str] = Counter()
-
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(spec=specs)
-    def one(spec: dict[str, Any]) -> None:
-        name = f"fuzz-{sum(outcomes.values())}"
-        outcomes[asyncio.run_coroutine_threadsafe(_try(admin_api, name, spec), loop).result()] \
-            += 1
-
-    await asyncio.to_thread(one)
-    assert kubedra.operator is not None
-    assert kubedra.operator.process is not None
-    assert kubedra.operator.process.poll() is None, "the operator crashed"
-    after = await slices_of(admin_api, "fuzz-control")
-    assert [s["metadata"]["resourceVersion"] for s in after] == [
-        s["metadata"]["resourceVersion"] for s in before]
-    await asyncio.to_thread(_write_report, {"examples": sum(outcomes.values()),
-                                            "outcomes": dict(sorted(outcomes.items()))})
-    await custom.delete_cluster_custom_object(*INVENTORIES, "fuzz-control")
-
-
-def _write_report(report: dict[str, Any]) -> None:
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(json.dumps(report, indent=2) + "\n")
+    async with undisturbed(kubedra, admin_api, "fuzz-control", {
+            "driver": "pci.kubedra.io", "allNodes": True, "pool": "fuzz-control",
+            "devices": [{"name": "dev-0"}, {"name": "dev-1"}]}):
+        outcomes = await fuzz(specs, EXAMPLES,
+                              lambda spec, i: _try(admin_api, f"fuzz-{i}", spec))
+    write_fuzz_report("inventories", outcomes)

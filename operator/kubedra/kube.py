@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,30 @@ log = get_logger(__name__)
 
 APPLY_PATCH = "application/apply-patch+yaml"
 """Content type of server-side apply; patch bodies are JSON, which is valid YAML."""
+_APPLY_PATCH_BYTES = f"{APPLY_PATCH}; charset=utf-8"
+"""The same, for a body kubedra serialized itself (:func:`apply_patch_body`): the client sends
+bytes of this content type as they are, and kube-apiserver drops the parameter
+(``handlers/patch.go`` in k8s.io/apiserver)."""
+_NOT_YAML_PRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff\ud800-\udfff]")
+"""Characters YAML refuses unescaped (YAML 1.2, 5.1 "Character Set") or reads as line breaks
+(NEL, LS, PS: 5.4), and lone surrogates."""
+
+
+def apply_patch_body(obj: Any) -> bytes:
+    """``obj`` as the body of a server-side apply: JSON that kube-apiserver's YAML parser reads
+    back as ``obj``, whatever the strings hold.
+
+    The client's own serialization (``json.dumps``, ASCII only) writes a character beyond
+    U+FFFF as a UTF-16 surrogate pair (``\\ud83d\\ude00``), an escape YAML refuses: the whole
+    apply failed with 400, so one device's emoji cost a node's whole report. Here such
+    characters are written as UTF-8, and only the characters YAML does not take unescaped
+    are escaped (a lone surrogate, which UTF-8 cannot hold, becomes U+FFFD, as Go's JSON
+    decoder makes it).
+    """
+    def escape(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return "\\ufffd" if 0xD800 <= code <= 0xDFFF else f"\\u{code:04x}"
+    return _NOT_YAML_PRINTABLE.sub(escape, json.dumps(obj, ensure_ascii=False)).encode()
 
 
 async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
@@ -133,8 +158,8 @@ async def apply_inventory_status(api: ApiClient, name: str, status: dict[str, An
     body = {"apiVersion": inventory.API_VERSION, "kind": inventory.KIND,
             "metadata": {"name": name}, "status": status}
     return await _raw(client.CustomObjectsApi(api).patch_cluster_custom_object_status(
-        inventory.GROUP, inventory.VERSION, inventory.PLURAL, name, body,
-        field_manager=field_manager, force=True, _content_type=APPLY_PATCH,
+        inventory.GROUP, inventory.VERSION, inventory.PLURAL, name, apply_patch_body(body),
+        field_manager=field_manager, force=True, _content_type=_APPLY_PATCH_BYTES,
         _preload_content=False))
 
 
@@ -174,8 +199,8 @@ async def apply_claim_device_status(api: ApiClient, namespace: str, name: str,
             "metadata": {"name": name, "namespace": namespace},
             "status": {"devices": devices}}
     return await _raw(client.ResourceV1Api(api).patch_namespaced_resource_claim_status(
-        name, namespace, body, field_manager=field_manager, force=True,
-        _content_type=APPLY_PATCH, _preload_content=False))
+        name, namespace, apply_patch_body(body), field_manager=field_manager, force=True,
+        _content_type=_APPLY_PATCH_BYTES, _preload_content=False))
 
 
 def refuses_claim_status_writes(err: BaseException) -> bool:

@@ -59,6 +59,8 @@ OPERATOR_COMPONENT = OPERATOR_FIELD_MANAGER
 
 MAX_DEVICES = 4096
 """Devices one inventory may list; the operator splits them into slices of 128 (or 64)."""
+MAX_COUNTER_SETS = 32
+"""Counter sets one inventory may list (in ``spec`` and in ``status.discovered`` each)."""
 
 Health = Literal["Healthy", "Unhealthy", "Unknown"]
 MigMode = Literal["none", "partitions"]
@@ -164,7 +166,7 @@ class DeviceInventorySpec(KubeModel):
         default=None, max_length=MAX_DEVICES, json_schema_extra=_LIST_BY_NAME,
         description="Statically declared devices, published as they are.")
     counter_sets: list[CounterSet] | None = Field(
-        default=None, max_length=32, json_schema_extra=_LIST_BY_NAME,
+        default=None, max_length=MAX_COUNTER_SETS, json_schema_extra=_LIST_BY_NAME,
         description="Statically declared shared counter sets.")
     overrides: list[DeviceOverride] | None = Field(
         default=None, max_length=MAX_DEVICES, description="Per-device changes: disable, taint.",
@@ -188,7 +190,7 @@ class DiscoveredState(KubeModel):
     devices: list[InventoryDevice] = Field(
         default_factory=list, max_length=MAX_DEVICES, json_schema_extra=_LIST_BY_NAME)
     counter_sets: list[CounterSet] | None = Field(
-        default=None, max_length=32, json_schema_extra=_LIST_BY_NAME)
+        default=None, max_length=MAX_COUNTER_SETS, json_schema_extra=_LIST_BY_NAME)
     rejected: list[Rejection] | None = Field(default=None, max_length=MAX_DEVICES, description=(
         "Devices and counter sets the backend found but left out of this report, each with the "
         "value the API server would refuse (the other devices are reported)."))

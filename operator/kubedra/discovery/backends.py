@@ -22,7 +22,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice, Rejection
+from kubedra.api.inventory import (
+    MAX_COUNTER_SETS,
+    MAX_DEVICES,
+    DiscoveryResult,
+    DiscoverySettings,
+    InventoryDevice,
+    Rejection,
+)
 from kubedra.api.resource import CounterSet
 from kubedra.api.validation import (
     FieldError,
@@ -85,12 +92,14 @@ def _run(backend: str, settings: DiscoverySettings, sysfs_root: Path) -> Discove
 def screen(result: DiscoveryResult) -> DiscoveryResult:
     """Split ``result`` into what the API server accepts and what it would refuse.
 
-    A counter set is left out when its name is taken already or it breaks a rule of
-    :func:`~kubedra.api.validation.counter_set_errors`; a device when its name is taken
-    already, it breaks a rule of :func:`~kubedra.api.validation.device_errors`, or it
-    consumes a counter set or counter that is not in the result (or was left out). Each is
-    reported in ``rejected`` with the field (``devices[<name>].…`` or
-    ``counterSets[<name>].…``) and why; everything else is kept in order.
+    A counter set is left out when its name is taken already, it breaks a rule of
+    :func:`~kubedra.api.validation.counter_set_errors`, or :data:`MAX_COUNTER_SETS` are kept
+    already (a DeviceInventory lists no more); a device when its name is taken
+    already, it breaks a rule of :func:`~kubedra.api.validation.device_errors`, it
+    consumes a counter set or counter that is not in the result (or was left out), or
+    :data:`MAX_DEVICES` are kept already. Each is reported in ``rejected`` with the field
+    (``devices[<name>].…`` or ``counterSets[<name>].…``) and why, the first
+    :data:`MAX_DEVICES` of them; everything else is kept in order.
     """
     rejected = list(result.rejected)
     sets: dict[str, CounterSet] = {}
@@ -98,7 +107,10 @@ def screen(result: DiscoveryResult) -> DiscoveryResult:
         where = f"counterSets[{counter_set.name}]"
         errors = ([FieldError("name", "the name is used twice")]
                   if counter_set.name in sets else counter_set_errors(counter_set))
-        rejected += [Rejection(name=counter_set.name, field=f"{where}.{e.field}",
+        if not errors and len(sets) == MAX_COUNTER_SETS:
+            errors = [FieldError("", f"a DeviceInventory lists at most {MAX_COUNTER_SETS} "
+                                     "counter sets")]
+        rejected += [Rejection(name=counter_set.name, field=_path(where, e.field),
                                message=e.message) for e in errors]
         if not errors:
             sets[counter_set.name] = counter_set
@@ -106,9 +118,16 @@ def screen(result: DiscoveryResult) -> DiscoveryResult:
     for device in result.devices:
         errors = ([FieldError("name", "the name is used twice")] if device.name in devices
                   else device_errors(device) + consumption_errors(device, sets))
-        rejected += [Rejection(name=device.name, field=f"devices[{device.name}].{e.field}",
+        if not errors and len(devices) == MAX_DEVICES:
+            errors = [FieldError("", f"a DeviceInventory lists at most {MAX_DEVICES} devices")]
+        rejected += [Rejection(name=device.name, field=_path(f"devices[{device.name}]", e.field),
                                message=e.message) for e in errors]
         if not errors:
             devices[device.name] = device
     return DiscoveryResult(devices=list(devices.values()), counter_sets=list(sets.values()),
-                           rejected=rejected)
+                           rejected=rejected[:MAX_DEVICES])
+
+
+def _path(where: str, field: str) -> str:
+    """``where.field``, or ``where`` for an error about the whole item."""
+    return f"{where}.{field}" if field else where

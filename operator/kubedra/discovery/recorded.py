@@ -19,7 +19,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from kubedra.discovery.errors import DiscoveryError
+from kubedra.discovery.nvml import Placement
 
 NVML_FILE = "nvml.json"
 MIG_PLACEMENTS_FILE = "mig_placements.json"
@@ -70,21 +73,49 @@ class RecordedNvml:
 
         Raises:
             DiscoveryError: ``nvml.json`` is missing or not JSON, or ``mig_placements.json``
-                exists and is not JSON.
+                exists and is not JSON or not of its shape (module docstring).
         """
         document: dict[str, Any] = read_capture_file(self.folder, NVML_FILE)
         if (self.folder / MIG_PLACEMENTS_FILE).exists():
-            _fill_placements(document, read_capture_file(self.folder, MIG_PLACEMENTS_FILE))
+            path = self.folder / MIG_PLACEMENTS_FILE
+            try:
+                placements = _PlacementsFile.model_validate(
+                    read_capture_file(self.folder, MIG_PLACEMENTS_FILE))
+            except ValidationError as err:
+                raise DiscoveryError(f"malformed capture file {path}: {err}") from err
+            _fill_placements(document, placements)
         return document
 
 
-def _fill_placements(document: dict[str, Any], placements: dict[str, Any]) -> None:
-    """Copy placements by profile id into the profiles of devices named ``placements["name"]``
-    whose placements are not a list (the H200 capture recorded a call error there)."""
-    by_id = {profile["id"]: profile["placements"] for profile in placements.get("profiles", [])}
-    for device in document.get("devices", []):
-        if device.get("Name") != placements.get("name"):
+class _Profile(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: int
+    placements: list[Placement]
+
+
+class _PlacementsFile(BaseModel):
+    """``mig_placements.json``: the product name and its profiles' placements."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str
+    profiles: list[_Profile]
+
+
+def _fill_placements(document: Any, placements: _PlacementsFile) -> None:
+    """Copy placements by profile id into the profiles of devices named ``placements.name``
+    whose placements are not a list (the H200 capture recorded a call error there). Parts of
+    ``document`` that are not of the ``nvml.json`` shape are left for
+    :func:`~kubedra.discovery.nvml.parse_nvml` to report."""
+    by_id = {profile.id: [p.model_dump() for p in profile.placements]
+             for profile in placements.profiles}
+    devices = document.get("devices") if isinstance(document, dict) else None
+    for device in devices if isinstance(devices, list) else ():
+        if not isinstance(device, dict) or device.get("Name") != placements.name:
             continue
-        for profile in device.get("gpu_instance_profiles", []):
-            if not isinstance(profile.get("placements"), list) and profile.get("id") in by_id:
+        profiles = device.get("gpu_instance_profiles")
+        for profile in profiles if isinstance(profiles, list) else ():
+            if (isinstance(profile, dict) and not isinstance(profile.get("placements"), list)
+                    and isinstance(profile.get("id"), int) and profile["id"] in by_id):
                 profile["placements"] = by_id[profile["id"]]

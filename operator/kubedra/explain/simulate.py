@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubedra.allocation import AllocationError, AllocationFailed, NodeInfo
+from kubedra.api.claim_validation import device_claim_errors
 from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.explain.claims import explain_claim, result_devices
 from kubedra.explain.model import API_VERSION, MAX_COPIES, ClaimExplanation
@@ -23,7 +24,8 @@ from kubedra.explain.snapshot import ClusterSnapshot
 
 
 class ClaimFileError(ValueError):
-    """The file holds no ResourceClaim or ResourceClaimTemplate."""
+    """The file holds no ResourceClaim or ResourceClaimTemplate, or one the API server would
+    refuse (the message names each field and why)."""
 
 
 def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> ResourceClaim:
@@ -31,7 +33,8 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
     documents, without status, in ``namespace`` when given (else its own, else ``default``).
 
     Raises:
-        ClaimFileError: there is none.
+        ClaimFileError: there is none, or the API server would refuse it
+            (:func:`~kubedra.api.claim_validation.device_claim_errors`).
         pydantic.ValidationError: it does not parse.
     """
     for document in documents:
@@ -47,8 +50,14 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
             continue
         meta["namespace"] = namespace or meta.get("namespace") or "default"
         meta.setdefault("name", meta.get("generateName") or "simulated")
-        return ResourceClaim.from_api({"metadata": {k: meta[k] for k in ("name", "namespace")},
-                                       "spec": spec})
+        claim = ResourceClaim.from_api({"metadata": {k: meta[k] for k in ("name", "namespace")},
+                                        "spec": spec})
+        errors = device_claim_errors(claim.spec.devices, f"{'spec.' * (kind != 'ResourceClaim')}"
+                                                         "spec.devices")
+        if errors:
+            raise ClaimFileError("the API server would refuse this claim: " + "; ".join(
+                f"{e.field}: {e.message}" for e in errors))
+        return claim
     raise ClaimFileError("no ResourceClaim or ResourceClaimTemplate found")
 
 

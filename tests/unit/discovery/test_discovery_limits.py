@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice, Rejection
+from kubedra.api.inventory import (
+    MAX_COUNTER_SETS,
+    MAX_DEVICES,
+    DiscoveredState,
+    DiscoveryResult,
+    DiscoverySettings,
+    InventoryDevice,
+    Rejection,
+)
 from kubedra.api.resource import (
     Counter,
     CounterSet,
@@ -127,3 +135,30 @@ def test_a_70_character_product_name_costs_only_its_own_gpu(tmp_path: Path, mig:
     assert Rejection(name="gpu-1", field="devices[gpu-1].attributes[productName].string",
                      message="70 bytes (70 characters); the API server allows at most 64 "
                              "bytes") in result.rejected
+
+
+def test_a_report_keeps_at_most_the_counter_sets_and_devices_an_inventory_lists() -> None:
+    """Found by fuzzing capture variants (issue 13, item 4): 40 MIG-capable GPUs gave 40
+    counter sets, and the agent's report (at most 32 in ``status.discovered.counterSets``)
+    failed to build, which stopped its discovery loop. Now what is over a limit is left out
+    like any other value the API server would refuse, with its consumers."""
+    sets = [_set(f"gpu-{i}-counters") for i in range(MAX_COUNTER_SETS + 1)]
+    consumers = [_consuming(f"gpu-{i}", f"gpu-{i}-counters") for i in range(len(sets))]
+    plain = [InventoryDevice(name=f"dev-{i}") for i in range(MAX_DEVICES)]
+    result = screen(DiscoveryResult(devices=consumers + plain, counter_sets=sets))
+    last = MAX_COUNTER_SETS
+    assert [c.name for c in result.counter_sets] == [f"gpu-{i}-counters" for i in range(last)]
+    kept = [d.name for d in result.devices]
+    assert kept == [f"gpu-{i}" for i in range(last)] + [f"dev-{i}" for i in
+                                                        range(MAX_DEVICES - last)]
+    assert result.rejected[:2] == [
+        Rejection(name=f"gpu-{last}-counters", field=f"counterSets[gpu-{last}-counters]",
+                  message="a DeviceInventory lists at most 32 counter sets"),
+        Rejection(name=f"gpu-{last}", field=f"devices[gpu-{last}].consumesCounters[0]"
+                  f".counterSet", message=f"no usable counter set named 'gpu-{last}-counters'")]
+    assert result.rejected[2:] == [
+        Rejection(name=f"dev-{i}", field=f"devices[dev-{i}]",
+                  message="a DeviceInventory lists at most 4096 devices")
+        for i in range(MAX_DEVICES - last, MAX_DEVICES)]
+    DiscoveredState(devices=result.devices, counter_sets=result.counter_sets,
+                    rejected=result.rejected)  # the agent's report builds
