@@ -29,7 +29,10 @@ from kubedra.settings import Settings
 log = get_logger(__name__)
 
 INVENTORY_WORKERS = 8
-CLAIM_WORKERS = 2
+CLAIM_WORKERS = 16
+"""Claims reconciled at once. A claim's reconcile is mostly waiting for its status write, so
+with 2 the claims of a burst queued behind each other's API round trips (bench/scale.py at
+100 nodes, 10 claims/s: 12.6 s p50 from the allocation seen to the reconcile start)."""
 RESYNC_INTERVAL = 300.0
 """Seconds between two reconciles of every inventory, events or not."""
 
@@ -126,7 +129,7 @@ def inventory_step(state: OperatorState) -> Step[str]:
         state.inventories_reconciled += 1
         published = state.pools.get(name)
         if published:
-            for use in state.view.uses_of(published.pool.driver, published.pool.name):
+            for use in state.view.uses_of(published.driver, published.name):
                 state.claim_queue.add((use.namespace, use.name))
     return step
 
