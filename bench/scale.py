@@ -57,7 +57,7 @@ import yaml
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
-from bench.publish import cpu_seconds, peak_rss_mib, writes_by_resource
+from bench.publish import cpu_seconds, peak_rss_mib, rss_mib, writes_by_resource
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
 from e2e.harness.kubedra import H200_CAPTURE, NAMESPACE, Kubedra, kubectl
@@ -369,6 +369,9 @@ class Options:
     churn_percent: float = 1.0
     claims: int = 200
     claim_rate: float = 50.0
+    baseline: Path | None = None
+    """Another checkout's ``operator/`` directory: the restart and claims phases run with it
+    first, then with this checkout's, on the same API server (before/after side by side)."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -456,9 +459,26 @@ class ScaleBench:
         await eventually(deleted, timeout=900, interval=1.0, what="the Go peer's slices deleted")
         return result
 
-    def start_operator(self) -> None:
+    def start_operator(self, source: Path | None = None) -> None:
+        """Start the operator (``source``: another checkout's ``operator/``)."""
         self.liveness_port = free_port()
-        self.kubedra.start_operator(liveness_port=self.liveness_port)
+        self.kubedra.start_operator(liveness_port=self.liveness_port, source=source)
+
+    async def switch_operator(self, source: Path | None, nodes: int) -> None:
+        """Stop the operator and start the one of ``source`` (None: this checkout's), then
+        wait until it has verified every pool."""
+        assert self.kubedra.operator is not None
+        self.plane.stop_component(self.kubedra.operator)
+        self.start_operator(source)
+        await self.verified(nodes)
+
+    async def verified(self, nodes: int) -> None:
+        """Wait until the operator has reconciled every inventory and has nothing queued."""
+        async def done() -> bool:
+            probe = await self.probe()
+            return probe.get("inventoriesReconciled", 0) >= nodes and \
+                probe.get("inventoriesBusy") == 0
+        await eventually(done, timeout=3600, interval=0.2, what="every pool verified")
 
     async def probe(self) -> Json:
         """The operator's ``/healthz`` probe (``{}`` while it does not answer)."""
@@ -501,24 +521,26 @@ class ScaleBench:
                 "operator_writes": writes(requests), "slices": watcher.count(DRIVER)}
 
     async def restart(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
-        """Stop the operator, start it again → every inventory reconciled, 0 writes."""
+        """Stop the operator, start it again → every inventory reconciled, 0 writes (with
+        ``baseline``: its operator first, then this checkout's)."""
+        result: Json = {}
+        if self.options.baseline is not None:
+            result["baseline"] = await self._restart(len(agents.nodes), self.options.baseline)
+        return {**result, **await self._restart(len(agents.nodes), None)}
+
+    async def _restart(self, nodes: int, source: Path | None) -> Json:
         assert self.kubedra.operator is not None
         self.plane.stop_component(self.kubedra.operator)
         audit = self.audit.offset()
         start = time.monotonic()
-        self.start_operator()
+        self.start_operator(source)
         pid = self.kubedra.operator.pid
-        n = len(agents.nodes)
-
-        async def verified() -> bool:
-            probe = await self.probe()
-            return probe.get("inventoriesReconciled", 0) >= n and \
-                probe.get("inventoriesBusy") == 0
-        await eventually(verified, timeout=3600, interval=0.2, what="every pool verified")
+        await self.verified(nodes)
         elapsed = time.monotonic() - start
         requests = self.audit.requests_since(audit)
         return {"verified_s": round(elapsed, 2), "cpu_s": round(cpu_seconds(pid), 2),
-                "rss_mib": round(peak_rss_mib(pid), 1), "operator_writes": writes(requests),
+                "rss_mib": round(peak_rss_mib(pid), 1),
+                "rss_now_mib": round(rss_mib(pid), 1), "operator_writes": writes(requests),
                 "operator_requests": sum(requests.values()), "requests": requests}
 
     async def steady(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
@@ -572,17 +594,28 @@ class ScaleBench:
                 "operator_writes": writes(requests), "requests": requests}
 
     async def claims(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
-        """Pods with one-GPU claims at ``claim_rate``/s: allocation → Ready written."""
+        """Pods with one-GPU claims at ``claim_rate``/s: allocation → Ready written (with
+        ``baseline``: first with its operator, in a namespace of their own)."""
+        baseline = self.options.baseline
+        if baseline is None:
+            return await self._claims(api, "scale-claims")
+        await self.switch_operator(baseline, len(agents.nodes))
+        before = await self._claims(api, "scale-claims-baseline")
+        await self.switch_operator(None, len(agents.nodes))
+        return {"baseline": before, **await self._claims(api, "scale-claims")}
+
+    async def _claims(self, api: ApiClient, namespace: str) -> Json:
         opts = self.options
         core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
-        namespace = "scale-claims"
         await core.create_namespace({"metadata": {"name": namespace}})
         await eventually(lambda: _sa_exists(core, namespace), timeout=60, interval=0.2,
                          what="the default ServiceAccount")
         tracker = ClaimTracker(api, namespace)
         tracking = asyncio.create_task(tracker.run())
         await asyncio.sleep(0.5)
-        audit = self.audit.offset()
+        assert self.kubedra.operator is not None
+        pid = self.kubedra.operator.pid
+        audit, cpu = self.audit.offset(), cpu_seconds(pid)
         start = time.monotonic()
         gate = asyncio.Semaphore(CONCURRENCY)
 
@@ -606,12 +639,14 @@ class ScaleBench:
         elapsed = time.monotonic() - start
         tracking.cancel()
         await self.settle()
+        cpu = cpu_seconds(pid) - cpu
         requests = self.audit.requests_since(audit)
         claim_writes = sum(n for k, n in requests.items()
                            if k.split(" ")[0] in WRITE_VERBS and "resourceclaims" in k)
         latencies = [tracker.ready[k] - tracker.allocated[k] for k in tracker.ready]
         return {"claims": opts.claims, "created_per_s": round(opts.claims / created, 1),
                 "all_ready_s": round(elapsed, 1), "allocated_to_ready": percentiles(latencies),
+                "operator_cpu_ms_per_claim": round(1000 * cpu / opts.claims, 1),
                 "claim_writes_per_claim": round(claim_writes / opts.claims, 2),
                 "operator_writes_per_claim": round(writes(requests) / opts.claims, 2),
                 "requests": requests}
@@ -746,6 +781,8 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=200)
     parser.add_argument("--claim-rate", type=float, default=50.0, help="per second")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout's operator/ to run first in restart and claims")
     args = parser.parse_args()
     phases = tuple(p for p in args.phases.split(",") if p)
     unknown = set(phases) - set(PHASES)
@@ -753,7 +790,8 @@ def main() -> None:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     options = Options(nodes=args.nodes, mig=args.mig, phases=phases, steady_s=args.steady,
                       churn_s=args.churn, churn_percent=args.churn_percent,
-                      claims=args.claims, claim_rate=args.claim_rate)
+                      claims=args.claims, claim_rate=args.claim_rate,
+                      baseline=args.baseline and args.baseline.resolve())
     if args.workdir:
         result = run(options, args.workdir)
     else:
