@@ -79,6 +79,10 @@ LEASE_DURATION = 40
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONCURRENCY = 16
+MIG_REPORTS = 2
+"""MIG inventories whose status the bench applies at once: each (208 devices, 225 KB) costs the
+API server about 0.7 s of CPU, so 16 at once on a loaded 2-core machine ran past its 60 s
+request timeout (``bench/RESULTS.md``, MIG)."""
 PHASES = ("peer", "publish", "restart", "steady", "churn", "claims", "explain")
 CHURN_ATTRIBUTE = "benchChurn"
 Json = dict[str, Any]
@@ -219,13 +223,15 @@ class Agents:
                 task.add_done_callback(tasks.discard)
             start += period
 
-    async def report(self) -> None:
-        """Every agent creates its inventory and applies ``status.discovered``."""
+    async def report(self, limit: int = CONCURRENCY) -> None:
+        """Every agent creates its inventory and applies ``status.discovered``, ``limit`` at
+        a time."""
         async def one(node: str) -> None:
             body = inventory_body(node)
             await kube.create_inventory(self.api, body)
             await kube.apply_discovered(self.api, body["metadata"]["name"], self.discovered)
-        await gather_limited(lambda n=n: one(n) for n in self.nodes)  # type: ignore[misc]
+        await gather_limited((lambda n=n: one(n) for n in self.nodes),  # type: ignore[misc]
+                             limit)
 
     async def churn(self, node: str, value: int) -> None:
         """Change gpu-0 of ``node`` (an attribute ``benchChurn: value``) as its agent would
@@ -403,7 +409,7 @@ class ScaleBench:
             await agents.create_nodes()
             await agents.create_leases()
             renewing = asyncio.create_task(agents.renew_leases())
-            await agents.report()
+            await agents.report(MIG_REPORTS if opts.mig else CONCURRENCY)
             self.results["agents_reported_s"] = round(time.monotonic() - start, 2)
             watcher = SliceWatch(api)
             watching = asyncio.create_task(watcher.run())
