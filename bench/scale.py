@@ -473,14 +473,25 @@ class ScaleBench:
     async def switch_operator(self, source: Path | None, nodes: int) -> None:
         """Stop the operator and start the one of ``source`` (None: this checkout's), then
         wait until it has verified every pool."""
-        assert self.kubedra.operator is not None
-        self.plane.stop_component(self.kubedra.operator)
+        if self.kubedra.operator is not None:  # stopped, or reaped if it exited
+            self.plane.stop_component(self.kubedra.operator)
         self.start_operator(source)
         await self.verified(nodes)
 
     async def verified(self, nodes: int) -> None:
-        """Wait until the operator has reconciled every inventory and has nothing queued."""
+        """Wait until the operator has reconciled every inventory and has nothing queued.
+
+        Raises:
+            OperatorExited: the operator exited first (its last log line says why).
+        """
+        operator = self.kubedra.operator
+        assert operator is not None
+        assert operator.process is not None
+        process = operator.process
+
         async def done() -> bool:
+            if process.poll() is not None:
+                raise OperatorExited(operator.log.read_text().strip().splitlines()[-1])
             probe = await self.probe()
             return probe.get("inventoriesReconciled", 0) >= nodes and \
                 probe.get("inventoriesBusy") == 0
@@ -528,20 +539,29 @@ class ScaleBench:
 
     async def restart(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
         """Stop the operator, start it again → every inventory reconciled, 0 writes (with
-        ``baseline``: its operator first, then this checkout's)."""
+        ``baseline``: its operator first, then this checkout's; a baseline operator that
+        exits is reported, with its last log line, and replaced)."""
         result: Json = {}
         if self.options.baseline is not None:
-            result["baseline"] = await self._restart(len(agents.nodes), self.options.baseline)
+            try:
+                result["baseline"] = await self._restart(len(agents.nodes),
+                                                         self.options.baseline)
+            except OperatorExited as exited:
+                result["baseline"] = {"exited": str(exited)}
         return {**result, **await self._restart(len(agents.nodes), None)}
 
     async def _restart(self, nodes: int, source: Path | None) -> Json:
-        assert self.kubedra.operator is not None
-        self.plane.stop_component(self.kubedra.operator)
+        if self.kubedra.operator is not None:
+            self.plane.stop_component(self.kubedra.operator)
         audit = self.audit.offset()
         start = time.monotonic()
         self.start_operator(source)
+        assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
-        await self.verified(nodes)
+        try:
+            await self.verified(nodes)
+        except OperatorExited as exited:
+            raise OperatorExited(f"after {time.monotonic() - start:.1f} s: {exited}") from None
         elapsed = time.monotonic() - start
         requests = self.audit.requests_since(audit)
         return {"verified_s": round(elapsed, 2), "cpu_s": round(cpu_seconds(pid), 2),
@@ -605,8 +625,11 @@ class ScaleBench:
         baseline = self.options.baseline
         if baseline is None:
             return await self._claims(api, "scale-claims")
-        await self.switch_operator(baseline, len(agents.nodes))
-        before = await self._claims(api, "scale-claims-baseline")
+        try:
+            await self.switch_operator(baseline, len(agents.nodes))
+            before = await self._claims(api, "scale-claims-baseline")
+        except OperatorExited as exited:
+            before = {"exited": str(exited)}
         await self.switch_operator(None, len(agents.nodes))
         return {"baseline": before, **await self._claims(api, "scale-claims")}
 
@@ -694,6 +717,10 @@ class ScaleBench:
                 "simulate_s": round(simulate_s, 2),
                 "explain_first_line": explained_text.strip().splitlines()[0],
                 "simulate_first_line": simulated.strip().splitlines()[0]}
+
+
+class OperatorExited(Exception):
+    """The operator process exited while the bench waited for it; the message says why."""
 
 
 @dataclass
