@@ -378,6 +378,9 @@ class Options:
     baseline: Path | None = None
     """Another checkout's ``operator/`` directory: the restart and claims phases run with it
     first, then with this checkout's, on the same API server (before/after side by side)."""
+    leader_elect: bool = True
+    """Run the operator with leader election (as shipped); on a machine loaded far beyond its
+    cores the leader may miss its 10 s renew deadline and exit (``bench/RESULTS.md``)."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -468,7 +471,8 @@ class ScaleBench:
     def start_operator(self, source: Path | None = None) -> None:
         """Start the operator (``source``: another checkout's ``operator/``)."""
         self.liveness_port = free_port()
-        self.kubedra.start_operator(liveness_port=self.liveness_port, source=source)
+        self.kubedra.start_operator(liveness_port=self.liveness_port, source=source,
+                                    leader_elect=self.options.leader_elect)
 
     async def switch_operator(self, source: Path | None, nodes: int) -> None:
         """Stop the operator and start the one of ``source`` (None: this checkout's), then
@@ -478,20 +482,24 @@ class ScaleBench:
         self.start_operator(source)
         await self.verified(nodes)
 
+    def check_alive(self) -> None:
+        """Raises:
+            OperatorExited: the operator has exited (its last log line says why).
+        """
+        operator = self.kubedra.operator
+        assert operator is not None
+        assert operator.process is not None
+        if operator.process.poll() is not None:
+            raise OperatorExited(operator.log.read_text().strip().splitlines()[-1])
+
     async def verified(self, nodes: int) -> None:
         """Wait until the operator has reconciled every inventory and has nothing queued.
 
         Raises:
             OperatorExited: the operator exited first (its last log line says why).
         """
-        operator = self.kubedra.operator
-        assert operator is not None
-        assert operator.process is not None
-        process = operator.process
-
         async def done() -> bool:
-            if process.poll() is not None:
-                raise OperatorExited(operator.log.read_text().strip().splitlines()[-1])
+            self.check_alive()
             probe = await self.probe()
             return probe.get("inventoriesReconciled", 0) >= nodes and \
                 probe.get("inventoriesBusy") == 0
@@ -523,8 +531,10 @@ class ScaleBench:
         self.start_operator()
         assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
-        await eventually(lambda: _true(watcher.count(DRIVER) >= self.expected), timeout=3600,
-                         interval=0.2, what="every slice of kubedra")
+        async def all_published() -> bool:
+            self.check_alive()
+            return watcher.count(DRIVER) >= self.expected
+        await eventually(all_published, timeout=3600, interval=0.2, what="every slice of kubedra")
         published = time.monotonic() - start
         cpu_published = cpu_seconds(pid)
         await self.settle()
@@ -814,6 +824,8 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=200)
     parser.add_argument("--claim-rate", type=float, default=50.0, help="per second")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
+                        help="run the operator without leader election")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout's operator/ to run first in restart and claims")
     args = parser.parse_args()
@@ -824,7 +836,8 @@ def main() -> None:
     options = Options(nodes=args.nodes, mig=args.mig, phases=phases, steady_s=args.steady,
                       churn_s=args.churn, churn_percent=args.churn_percent,
                       claims=args.claims, claim_rate=args.claim_rate,
-                      baseline=args.baseline and args.baseline.resolve())
+                      baseline=args.baseline and args.baseline.resolve(),
+                      leader_elect=args.leader_elect)
     if args.workdir:
         result = run(options, args.workdir)
     else:
