@@ -109,16 +109,23 @@ async def run(runtime: Runtime) -> None:
     state = runtime.state
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")
-    workers = [asyncio.create_task(work(state.inventory_queue, inventory_step(state)))
-               for _ in range(INVENTORY_WORKERS)]
-    workers += [asyncio.create_task(work(state.claim_queue, claim_step(state)))
-                for _ in range(CLAIM_WORKERS)]
-    workers.append(asyncio.create_task(work(state.explain_queue, explain_step(state))))
+    workers = start_workers(state)
     try:
         await tick(state)
     finally:
         for task in [lease_task, *workers]:
             task.cancel()
+
+
+def start_workers(state: OperatorState) -> list[asyncio.Task[None]]:
+    """The workers of the three queues: ``INVENTORY_WORKERS``, ``CLAIM_WORKERS`` and one
+    explainer (its allocator runs in a thread of its own)."""
+    workers = [asyncio.create_task(work(state.inventory_queue, inventory_step(state)))
+               for _ in range(INVENTORY_WORKERS)]
+    workers += [asyncio.create_task(work(state.claim_queue, claim_step(state)))
+                for _ in range(CLAIM_WORKERS)]
+    workers.append(asyncio.create_task(work(state.explain_queue, explain_step(state))))
+    return workers
 
 
 def inventory_step(state: OperatorState) -> Step[str]:
