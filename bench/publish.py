@@ -82,8 +82,17 @@ def cpu_seconds(pid: int) -> float:
 
 def peak_rss_mib(pid: int) -> float:
     """Peak resident set size of ``pid`` in MiB (``VmHWM``)."""
+    return _status_mib(pid, "VmHWM")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident set size of ``pid`` now, in MiB (``VmRSS``)."""
+    return _status_mib(pid, "VmRSS")
+
+
+def _status_mib(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 

@@ -57,7 +57,7 @@ import yaml
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
-from bench.publish import cpu_seconds, peak_rss_mib, writes_by_resource
+from bench.publish import cpu_seconds, peak_rss_mib, rss_mib, writes_by_resource
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
 from e2e.harness.kubedra import H200_CAPTURE, NAMESPACE, Kubedra, kubectl
@@ -79,6 +79,10 @@ LEASE_DURATION = 40
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONCURRENCY = 16
+MIG_REPORTS = 2
+"""MIG inventories whose status the bench applies at once: each (208 devices, 225 KB) costs the
+API server about 0.7 s of CPU, so 16 at once on a loaded 2-core machine ran past its 60 s
+request timeout (``bench/RESULTS.md``, MIG)."""
 PHASES = ("peer", "publish", "restart", "steady", "churn", "claims", "explain")
 CHURN_ATTRIBUTE = "benchChurn"
 Json = dict[str, Any]
@@ -219,13 +223,15 @@ class Agents:
                 task.add_done_callback(tasks.discard)
             start += period
 
-    async def report(self) -> None:
-        """Every agent creates its inventory and applies ``status.discovered``."""
+    async def report(self, limit: int = CONCURRENCY) -> None:
+        """Every agent creates its inventory and applies ``status.discovered``, ``limit`` at
+        a time."""
         async def one(node: str) -> None:
             body = inventory_body(node)
             await kube.create_inventory(self.api, body)
             await kube.apply_discovered(self.api, body["metadata"]["name"], self.discovered)
-        await gather_limited(lambda n=n: one(n) for n in self.nodes)  # type: ignore[misc]
+        await gather_limited((lambda n=n: one(n) for n in self.nodes),  # type: ignore[misc]
+                             limit)
 
     async def churn(self, node: str, value: int) -> None:
         """Change gpu-0 of ``node`` (an attribute ``benchChurn: value``) as its agent would
@@ -369,6 +375,12 @@ class Options:
     churn_percent: float = 1.0
     claims: int = 200
     claim_rate: float = 50.0
+    baseline: Path | None = None
+    """Another checkout's ``operator/`` directory: the restart and claims phases run with it
+    first, then with this checkout's, on the same API server (before/after side by side)."""
+    leader_elect: bool = True
+    """Run the operator with leader election (as shipped); on a machine loaded far beyond its
+    cores the leader may miss its 10 s renew deadline and exit (``bench/RESULTS.md``)."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -400,7 +412,7 @@ class ScaleBench:
             await agents.create_nodes()
             await agents.create_leases()
             renewing = asyncio.create_task(agents.renew_leases())
-            await agents.report()
+            await agents.report(MIG_REPORTS if opts.mig else CONCURRENCY)
             self.results["agents_reported_s"] = round(time.monotonic() - start, 2)
             watcher = SliceWatch(api)
             watching = asyncio.create_task(watcher.run())
@@ -456,9 +468,42 @@ class ScaleBench:
         await eventually(deleted, timeout=900, interval=1.0, what="the Go peer's slices deleted")
         return result
 
-    def start_operator(self) -> None:
+    def start_operator(self, source: Path | None = None) -> None:
+        """Start the operator (``source``: another checkout's ``operator/``)."""
         self.liveness_port = free_port()
-        self.kubedra.start_operator(liveness_port=self.liveness_port)
+        self.kubedra.start_operator(liveness_port=self.liveness_port, source=source,
+                                    leader_elect=self.options.leader_elect)
+
+    async def switch_operator(self, source: Path | None, nodes: int) -> None:
+        """Stop the operator and start the one of ``source`` (None: this checkout's), then
+        wait until it has verified every pool."""
+        if self.kubedra.operator is not None:  # stopped, or reaped if it exited
+            self.plane.stop_component(self.kubedra.operator)
+        self.start_operator(source)
+        await self.verified(nodes)
+
+    def check_alive(self) -> None:
+        """Raises:
+            OperatorExited: the operator has exited (its last log line says why).
+        """
+        operator = self.kubedra.operator
+        assert operator is not None
+        assert operator.process is not None
+        if operator.process.poll() is not None:
+            raise OperatorExited(operator.log.read_text().strip().splitlines()[-1])
+
+    async def verified(self, nodes: int) -> None:
+        """Wait until the operator has reconciled every inventory and has nothing queued.
+
+        Raises:
+            OperatorExited: the operator exited first (its last log line says why).
+        """
+        async def done() -> bool:
+            self.check_alive()
+            probe = await self.probe()
+            return probe.get("inventoriesReconciled", 0) >= nodes and \
+                probe.get("inventoriesBusy") == 0
+        await eventually(done, timeout=3600, interval=0.2, what="every pool verified")
 
     async def probe(self) -> Json:
         """The operator's ``/healthz`` probe (``{}`` while it does not answer)."""
@@ -486,8 +531,10 @@ class ScaleBench:
         self.start_operator()
         assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
-        await eventually(lambda: _true(watcher.count(DRIVER) >= self.expected), timeout=3600,
-                         interval=0.2, what="every slice of kubedra")
+        async def all_published() -> bool:
+            self.check_alive()
+            return watcher.count(DRIVER) >= self.expected
+        await eventually(all_published, timeout=3600, interval=0.2, what="every slice of kubedra")
         published = time.monotonic() - start
         cpu_published = cpu_seconds(pid)
         await self.settle()
@@ -501,24 +548,35 @@ class ScaleBench:
                 "operator_writes": writes(requests), "slices": watcher.count(DRIVER)}
 
     async def restart(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
-        """Stop the operator, start it again → every inventory reconciled, 0 writes."""
-        assert self.kubedra.operator is not None
-        self.plane.stop_component(self.kubedra.operator)
+        """Stop the operator, start it again → every inventory reconciled, 0 writes (with
+        ``baseline``: its operator first, then this checkout's; a baseline operator that
+        exits is reported, with its last log line, and replaced)."""
+        result: Json = {}
+        if self.options.baseline is not None:
+            try:
+                result["baseline"] = await self._restart(len(agents.nodes),
+                                                         self.options.baseline)
+            except OperatorExited as exited:
+                result["baseline"] = {"exited": str(exited)}
+        return {**result, **await self._restart(len(agents.nodes), None)}
+
+    async def _restart(self, nodes: int, source: Path | None) -> Json:
+        if self.kubedra.operator is not None:
+            self.plane.stop_component(self.kubedra.operator)
         audit = self.audit.offset()
         start = time.monotonic()
-        self.start_operator()
+        self.start_operator(source)
+        assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
-        n = len(agents.nodes)
-
-        async def verified() -> bool:
-            probe = await self.probe()
-            return probe.get("inventoriesReconciled", 0) >= n and \
-                probe.get("inventoriesBusy") == 0
-        await eventually(verified, timeout=3600, interval=0.2, what="every pool verified")
+        try:
+            await self.verified(nodes)
+        except OperatorExited as exited:
+            raise OperatorExited(f"after {time.monotonic() - start:.1f} s: {exited}") from None
         elapsed = time.monotonic() - start
         requests = self.audit.requests_since(audit)
         return {"verified_s": round(elapsed, 2), "cpu_s": round(cpu_seconds(pid), 2),
-                "rss_mib": round(peak_rss_mib(pid), 1), "operator_writes": writes(requests),
+                "rss_mib": round(peak_rss_mib(pid), 1),
+                "rss_now_mib": round(rss_mib(pid), 1), "operator_writes": writes(requests),
                 "operator_requests": sum(requests.values()), "requests": requests}
 
     async def steady(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
@@ -572,17 +630,31 @@ class ScaleBench:
                 "operator_writes": writes(requests), "requests": requests}
 
     async def claims(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
-        """Pods with one-GPU claims at ``claim_rate``/s: allocation → Ready written."""
+        """Pods with one-GPU claims at ``claim_rate``/s: allocation → Ready written (with
+        ``baseline``: first with its operator, in a namespace of their own)."""
+        baseline = self.options.baseline
+        if baseline is None:
+            return await self._claims(api, "scale-claims")
+        try:
+            await self.switch_operator(baseline, len(agents.nodes))
+            before = await self._claims(api, "scale-claims-baseline")
+        except OperatorExited as exited:
+            before = {"exited": str(exited)}
+        await self.switch_operator(None, len(agents.nodes))
+        return {"baseline": before, **await self._claims(api, "scale-claims")}
+
+    async def _claims(self, api: ApiClient, namespace: str) -> Json:
         opts = self.options
         core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
-        namespace = "scale-claims"
         await core.create_namespace({"metadata": {"name": namespace}})
         await eventually(lambda: _sa_exists(core, namespace), timeout=60, interval=0.2,
                          what="the default ServiceAccount")
         tracker = ClaimTracker(api, namespace)
         tracking = asyncio.create_task(tracker.run())
         await asyncio.sleep(0.5)
-        audit = self.audit.offset()
+        assert self.kubedra.operator is not None
+        pid = self.kubedra.operator.pid
+        audit, cpu = self.audit.offset(), cpu_seconds(pid)
         start = time.monotonic()
         gate = asyncio.Semaphore(CONCURRENCY)
 
@@ -606,12 +678,14 @@ class ScaleBench:
         elapsed = time.monotonic() - start
         tracking.cancel()
         await self.settle()
+        cpu = cpu_seconds(pid) - cpu
         requests = self.audit.requests_since(audit)
         claim_writes = sum(n for k, n in requests.items()
                            if k.split(" ")[0] in WRITE_VERBS and "resourceclaims" in k)
         latencies = [tracker.ready[k] - tracker.allocated[k] for k in tracker.ready]
         return {"claims": opts.claims, "created_per_s": round(opts.claims / created, 1),
                 "all_ready_s": round(elapsed, 1), "allocated_to_ready": percentiles(latencies),
+                "operator_cpu_ms_per_claim": round(1000 * cpu / opts.claims, 1),
                 "claim_writes_per_claim": round(claim_writes / opts.claims, 2),
                 "operator_writes_per_claim": round(writes(requests) / opts.claims, 2),
                 "requests": requests}
@@ -653,6 +727,10 @@ class ScaleBench:
                 "simulate_s": round(simulate_s, 2),
                 "explain_first_line": explained_text.strip().splitlines()[0],
                 "simulate_first_line": simulated.strip().splitlines()[0]}
+
+
+class OperatorExited(Exception):
+    """The operator process exited while the bench waited for it; the message says why."""
 
 
 @dataclass
@@ -746,6 +824,10 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=200)
     parser.add_argument("--claim-rate", type=float, default=50.0, help="per second")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
+                        help="run the operator without leader election")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout's operator/ to run first in restart and claims")
     args = parser.parse_args()
     phases = tuple(p for p in args.phases.split(",") if p)
     unknown = set(phases) - set(PHASES)
@@ -753,7 +835,9 @@ def main() -> None:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     options = Options(nodes=args.nodes, mig=args.mig, phases=phases, steady_s=args.steady,
                       churn_s=args.churn, churn_percent=args.churn_percent,
-                      claims=args.claims, claim_rate=args.claim_rate)
+                      claims=args.claims, claim_rate=args.claim_rate,
+                      baseline=args.baseline and args.baseline.resolve(),
+                      leader_elect=args.leader_elect)
     if args.workdir:
         result = run(options, args.workdir)
     else:

@@ -74,24 +74,30 @@ class Kubedra:
     def start_operator(self, *, lease_check_interval: float = 1.0,
                        explain_event_interval: float = 60.0,
                        health_hold_down: float = HEALTH_HOLD_DOWN,
-                       attacher: str = "immediate", liveness_port: int = 0) -> Component:
+                       attacher: str = "immediate", liveness_port: int = 0,
+                       source: Path | None = None, leader_elect: bool = True) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, and the ``attacher``
         of devices with binding conditions); a non-zero ``liveness_port`` serves the
-        operator's ``/healthz`` there."""
+        operator's ``/healthz`` there. ``source``: another checkout's ``operator/`` directory
+        to run instead of this one's (``bench/scale.py --baseline``); ``leader_elect=False``
+        runs it with ``--no-leader-elect``."""
         self.operator_options = {"lease_check_interval": lease_check_interval,
                                  "explain_event_interval": explain_event_interval,
                                  "health_hold_down": health_hold_down, "attacher": attacher,
-                                 "liveness_port": liveness_port}
+                                 "liveness_port": liveness_port, "source": source,
+                                 "leader_elect": leader_elect}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
+        env = self._env(namespace=NAMESPACE, lease_check_interval=str(lease_check_interval),
+                        explain_event_interval=str(explain_event_interval),
+                        health_hold_down=str(health_hold_down), attacher=attacher)
+        if source is not None:
+            env["PYTHONPATH"] = str(source)
         self.operator = self.plane.spawn(
             "kubedra-operator",
             [sys.executable, "-m", "kubedra", "operator", f"--kubeconfig={config}",
-             f"--liveness-port={liveness_port}"],
-            env=self._env(namespace=NAMESPACE,
-                          lease_check_interval=str(lease_check_interval),
-                          explain_event_interval=str(explain_event_interval),
-                          health_hold_down=str(health_hold_down), attacher=attacher))
+             f"--liveness-port={liveness_port}",
+             *([] if leader_elect else ["--no-leader-elect"])], env=env)
         return self.operator
 
     def kill_operator(self) -> None:

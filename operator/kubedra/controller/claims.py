@@ -88,7 +88,7 @@ def device_condition(result: Mapping[str, Any], inventory: str | None,
             f"device {device} of pool {result['pool']} is disabled by an override in "
             f"DeviceInventory {inventory}; it stays published, tainted, until released")
     health, health_message = published.health.get(device, ("Missing", None))
-    if draining or health == "Missing" or device not in {d.name for d in published.pool.devices}:
+    if draining or health == "Missing" or device not in published.devices:
         return DeviceCondition(
             False, "DeviceNotFound",
             f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device {device}")

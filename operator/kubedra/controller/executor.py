@@ -60,9 +60,9 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
     if decision.forget:
         state.pools.pop(name, None)
     elif decision.pool is not None:
-        state.pools[name] = PublishedPool(pool=decision.pool, health=decision.health,
-                                          withdrawn=decision.withdrawn,
-                                          draining=decision.draining)
+        state.pools[name] = PublishedPool.of(decision.pool, decision.health,
+                                             withdrawn=decision.withdrawn,
+                                             draining=decision.draining)
     held_until = decision.pool.held_until if decision.ok and decision.pool else None
     if held_until is not None:
         state.hold_downs[name] = held_until  # the tick queues the inventory again then

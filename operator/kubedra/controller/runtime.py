@@ -29,7 +29,10 @@ from kubedra.settings import Settings
 log = get_logger(__name__)
 
 INVENTORY_WORKERS = 8
-CLAIM_WORKERS = 2
+CLAIM_WORKERS = 16
+"""Claims reconciled at once. A claim's reconcile is mostly waiting for its status write, so
+with 2 the claims of a burst queued behind each other's API round trips (bench/scale.py at
+100 nodes, 10 claims/s: 12.6 s p50 from the allocation seen to the reconcile start)."""
 RESYNC_INTERVAL = 300.0
 """Seconds between two reconciles of every inventory, events or not."""
 
@@ -106,16 +109,23 @@ async def run(runtime: Runtime) -> None:
     state = runtime.state
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")
-    workers = [asyncio.create_task(work(state.inventory_queue, inventory_step(state)))
-               for _ in range(INVENTORY_WORKERS)]
-    workers += [asyncio.create_task(work(state.claim_queue, claim_step(state)))
-                for _ in range(CLAIM_WORKERS)]
-    workers.append(asyncio.create_task(work(state.explain_queue, explain_step(state))))
+    workers = start_workers(state)
     try:
         await tick(state)
     finally:
         for task in [lease_task, *workers]:
             task.cancel()
+
+
+def start_workers(state: OperatorState) -> list[asyncio.Task[None]]:
+    """The workers of the three queues: ``INVENTORY_WORKERS``, ``CLAIM_WORKERS`` and one
+    explainer (its allocator runs in a thread of its own)."""
+    workers = [asyncio.create_task(work(state.inventory_queue, inventory_step(state)))
+               for _ in range(INVENTORY_WORKERS)]
+    workers += [asyncio.create_task(work(state.claim_queue, claim_step(state)))
+                for _ in range(CLAIM_WORKERS)]
+    workers.append(asyncio.create_task(work(state.explain_queue, explain_step(state))))
+    return workers
 
 
 def inventory_step(state: OperatorState) -> Step[str]:
@@ -126,7 +136,7 @@ def inventory_step(state: OperatorState) -> Step[str]:
         state.inventories_reconciled += 1
         published = state.pools.get(name)
         if published:
-            for use in state.view.uses_of(published.pool.driver, published.pool.name):
+            for use in state.view.uses_of(published.driver, published.name):
                 state.claim_queue.add((use.namespace, use.name))
     return step
 

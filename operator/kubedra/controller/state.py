@@ -244,16 +244,31 @@ class StatusOverlay(Generic[K]):
         return mine
 
 
-@dataclass
+@dataclass(frozen=True)
 class PublishedPool:
-    """The pool an inventory last published, with device health, for claim checks."""
+    """What claim checks need of the pool an inventory last published: its identity, the
+    names of its devices and their health. The operator keeps one per inventory, so it holds
+    names, not the devices (a :class:`~kubedra.publishing.pool.DesiredPool` of 8 H200 is about
+    80 KiB of pydantic models: 400 MiB at 5,000 nodes)."""
 
-    pool: DesiredPool
+    driver: str
+    name: str
+    devices: frozenset[str]
+    """Names of the devices published."""
     health: Mapping[str, tuple[str, str | None]]
     """Device name → (health, message) of every device in the inventory (published or not)."""
     withdrawn: bool = False
     draining: Mapping[str, str] = field(default_factory=dict)
     """Allocated devices kept published though dropped: name → ``disabled`` or ``gone``."""
+
+    @classmethod
+    def of(cls, pool: DesiredPool, health: Mapping[str, tuple[str, str | None]], *,
+           withdrawn: bool = False, draining: Mapping[str, str] | None = None
+           ) -> PublishedPool:
+        """What to remember of ``pool``."""
+        return cls(driver=pool.driver, name=pool.name,
+                   devices=frozenset(d.name for d in pool.devices), health=health,
+                   withdrawn=withdrawn, draining=draining or {})
 
 
 @dataclass

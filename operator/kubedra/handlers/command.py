@@ -16,6 +16,7 @@ import kopf
 from kubedra import kube
 from kubedra.controller.leadership import Leadership, LostLeadership
 from kubedra.controller.runtime import Runtime
+from kubedra.handlers import index_readiness
 from kubedra.handlers.operator import Memo, health
 from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging, get_logger
@@ -55,6 +56,7 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     memo = Memo(runtime=Runtime(settings))
 
     async def lead() -> None:
+        index_readiness.install()
         await kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo)
 
     api = await kube.make_api_client(settings.kubeconfig)

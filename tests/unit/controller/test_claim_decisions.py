@@ -25,9 +25,9 @@ def published(*, withdrawn: bool = False, draining: dict[str, str] | None = None
         "metadata": {"name": INVENTORY},
         "spec": {"driver": "gpu.kubedra.io", "nodeName": "node-1",
                  "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}}))
-    return PublishedPool(pool=pool, withdrawn=withdrawn, draining=draining or {},
-                         health=health or {"gpu-0": ("Healthy", None),
-                                           "gpu-1": ("Healthy", None)})
+    return PublishedPool.of(pool, health or {"gpu-0": ("Healthy", None),
+                                             "gpu-1": ("Healthy", None)},
+                            withdrawn=withdrawn, draining=draining)
 
 
 def result(device: str = "gpu-0", **extra: Any) -> dict[str, Any]:
