@@ -102,8 +102,7 @@ async def _reconcile_deleted(state: OperatorState, name: str) -> None:
         state.pools.pop(name, None)
         log.info("released", inventory=name, slices=len(decision.delete))
     elif decision.pool is not None and decision.ok:
-        state.pools[name] = PublishedPool(pool=decision.pool, health={},
-                                          draining=decision.draining)
+        state.pools[name] = PublishedPool.of(decision.pool, {}, draining=decision.draining)
     if decision.retry:
         raise Retry(decision.message)
 
