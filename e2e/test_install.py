@@ -308,11 +308,19 @@ async def _failover(install: Install, api: ApiClient, stop_leader: Any) -> tuple
     the new leader's name: the standby, or the Deployment's replacement replica when it asks
     first (a released Lease goes to whichever candidate retries first)."""
     resource = client.ResourceV1Api(api)
-    leader = await _lease_holder(api)
-    pods = {p["metadata"]["name"]: p for p in await _pods(api, "kubedra-operator")}
-    [standby] = [name for name in pods if name != leader]
     selector = f"kubedra.io/inventory={INVENTORY}"
-    [old_slice] = (await resource.list_resource_slice(label_selector=selector)).items
+
+    async def leader_and_standby() -> tuple[str, dict[str, Any], Any] | None:
+        # right after a start no replica may hold the Lease yet (a released Lease names no
+        # one), nor have published: wait for one of the two replicas to hold it, and the slice
+        leader = await _lease_holder(api)
+        pods = {p["metadata"]["name"]: p for p in await _pods(api, "kubedra-operator")}
+        slices = (await resource.list_resource_slice(label_selector=selector)).items
+        ready = leader in pods and len(pods) == 2 and len(slices) == 1
+        return (leader, pods, slices[0]) if ready else None
+    leader, pods, old_slice = await eventually(leader_and_standby, timeout=TIMEOUT,
+                                               what="a leader, a standby and the slice")
+    [standby] = [name for name in pods if name != leader]
     started = time.monotonic()
     await stop_leader(pods[str(leader)])
     await resource.delete_resource_slice(old_slice.metadata.name)

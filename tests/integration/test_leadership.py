@@ -1,10 +1,15 @@
 """Operator leader election against the real API server: one leader at a time, hand-over on
-release, and fencing (a leader that cannot renew stops before its Lease could expire)."""
+release, fencing (a leader that cannot renew stops before its Lease could expire), and renewals
+that a blocked reconcile loop does not delay (the election runs in a thread of its own)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import pytest
 from kubernetes_asyncio import client
@@ -25,31 +30,60 @@ pytestmark = pytest.mark.cluster
 FAST = ElectionTiming(lease_duration=4, renew_deadline=2.5, retry_period=1.0)
 
 
+def _connect(control_plane: ControlPlane) -> Callable[[], object]:
+    return functools.partial(make_api_client, control_plane.admin_kubeconfig)
+
+
+def _election_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "leader-election"]
+
+
 async def _holder(api: ApiClient, namespace: str) -> str:
     lease = await client.CoordinationV1Api(api).read_namespaced_lease(LEASE_NAME, namespace)
     return str(lease.spec.holder_identity or "")
 
 
-async def test_one_leads_and_the_other_takes_over_when_it_stops(
-        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
-    api_a = await make_api_client(control_plane.admin_kubeconfig)
-    api_b = await make_api_client(control_plane.admin_kubeconfig)
-    a = Leadership(api_a, namespace, "replica-a", FAST)
-    b = Leadership(api_b, namespace, "replica-b", FAST)
+@dataclass
+class _Replicas:
+    """Replica a leading, b started after it (``led``: the replicas whose work started)."""
+
+    a: Leadership
+    b: Leadership
+    task_a: asyncio.Task[None]
+    task_b: asyncio.Task[None]
+    led: list[str]
+
+    async def stop(self) -> None:
+        for task in (self.task_a, self.task_b):
+            task.cancel()
+        await asyncio.gather(self.task_a, self.task_b, return_exceptions=True)
+
+
+async def _a_leads_then_b_starts(control_plane: ControlPlane, namespace: str) -> _Replicas:
+    a, b = (Leadership(_connect(control_plane), namespace, f"replica-{name}", FAST)
+            for name in "ab")
     led: list[str] = []
 
-    def work(name: str) -> object:
+    def work(name: str) -> Callable[[], Awaitable[None]]:
         async def lead() -> None:
             led.append(name)
             await asyncio.Event().wait()
         return lead
-    task_a = asyncio.create_task(a.run(work("a")))  # type: ignore[arg-type]
-    await eventually(lambda: _holder(admin_api, namespace), timeout=20,
-                     what="replica-a leading")
-    task_b = asyncio.create_task(b.run(work("b")))  # type: ignore[arg-type]
-    await asyncio.sleep(0)
-    assert (a.report(), led) == ({"role": "leader", "identity": "replica-a"}, ["a"])
+    task_a = asyncio.create_task(a.run(work("a")))
+
+    async def a_leads() -> bool:
+        return led == ["a"]
+    await eventually(a_leads, timeout=20, what="replica-a leading")
+    return _Replicas(a, b, task_a, asyncio.create_task(b.run(work("b"))), led)
+
+
+async def test_one_leads_and_the_other_takes_over_when_it_stops(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
+    replicas = await _a_leads_then_b_starts(control_plane, namespace)
+    a, b, task_a, led = replicas.a, replicas.b, replicas.task_a, replicas.led
+    assert a.report() == {"role": "leader", "identity": "replica-a"}
     assert b.report()["role"] == "standby"
+    assert await _holder(admin_api, namespace) == "replica-a"
 
     stopped = time.monotonic()
     task_a.cancel()  # a graceful stop: releases the Lease
@@ -62,24 +96,29 @@ async def test_one_leads_and_the_other_takes_over_when_it_stops(
     # released: no wait for the Lease to expire, one retry period at most (and the call)
     assert time.monotonic() - stopped < FAST.lease_duration
     assert await _holder(admin_api, namespace) == "replica-b"
-    task_b.cancel()
-    await asyncio.gather(task_b, return_exceptions=True)
-    await api_a.close()
-    await api_b.close()
+    await replicas.stop()
+    assert _election_threads() == []
 
 
+@pytest.mark.parametrize("blocked", [False, True], ids=["loop-free", "loop-blocked"])
 async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
-        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
-    api = await make_api_client(control_plane.admin_kubeconfig)
-    leader = Leadership(api, namespace, "replica-a", FAST)
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str,
+        blocked: bool) -> None:
+    leader = Leadership(_connect(control_plane), namespace, "replica-a", FAST)
     cancelled = asyncio.Event()
+    lost = threading.Event()
+    lost_at: list[float] = []
+
+    def on_lost(err: LostLeadership) -> None:  # in the election thread
+        lost_at.append(time.monotonic())
+        lost.set()
 
     async def lead() -> None:
         try:
             await asyncio.Event().wait()
         finally:
             cancelled.set()
-    task = asyncio.create_task(leader.run(lead))
+    task = asyncio.create_task(leader.run(lead, on_lost=on_lost))
     await eventually(lambda: _holder(admin_api, namespace), timeout=20,
                      what="replica-a leading")
     # someone else holds the Lease now (as after a partition): every renewal of a fails
@@ -88,13 +127,52 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
     lease.spec.holder_identity, lease.spec.lease_duration_seconds = "intruder", 3600
     await leases.replace_namespaced_lease(LEASE_NAME, namespace, lease)
     taken = time.monotonic()
+    if blocked:  # the event loop waits for on_lost: only the election thread can call it
+        assert lost.wait(timeout=4 * FAST.lease_duration)
 
     with pytest.raises(LostLeadership):
         await asyncio.wait_for(task, timeout=20)
-    stopped = time.monotonic() - taken
     assert cancelled.is_set()
     assert leader.report()["role"] == "standby"
     # stopped within the renew deadline of its last renewal, before the lease duration
-    assert stopped < FAST.lease_duration
+    assert len(lost_at) == 1
+    assert lost_at[0] - taken < FAST.lease_duration
     assert await _holder(admin_api, namespace) == "intruder"
-    await api.close()
+    assert _election_threads() == []
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@pytest.mark.parametrize("block", [_sleep, _spin], ids=["sleeping", "cpu-bound"])
+async def test_a_blocked_reconcile_loop_does_not_lose_the_lease(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str,
+        block: Callable[[float], None]) -> None:
+    # longer than the renew deadline and the lease: with the election in the reconcilers'
+    # loop, the leader fenced itself once the loop ran again
+    blocked = 2 * FAST.renew_deadline
+    assert blocked > FAST.lease_duration
+    replicas = await _a_leads_then_b_starts(control_plane, namespace)
+    lease = await client.CoordinationV1Api(admin_api).read_namespaced_lease(
+        LEASE_NAME, namespace)
+    renewed_before = lease.spec.renew_time
+
+    block(blocked)  # the whole event loop: every coroutine of the reconcilers waits
+
+    await asyncio.sleep(0)
+    assert (replicas.task_a.done(), replicas.task_b.done()) == (False, False)
+    assert (replicas.a.report()["role"], replicas.b.report()["role"], replicas.led) == (
+        "leader", "standby", ["a"])
+    lease = await client.CoordinationV1Api(admin_api).read_namespaced_lease(
+        LEASE_NAME, namespace)
+    assert lease.spec.holder_identity == "replica-a"
+    assert lease.spec.renew_time > renewed_before  # renewed while the loop was blocked
+    await replicas.stop()
+    assert _election_threads() == []

@@ -4,20 +4,28 @@ The operator's replicas compete for the ``coordination.k8s.io`` Lease ``kubedra-
 the operator's namespace through ``kubernetes_asyncio.leaderelection`` (the client-go
 algorithm: a candidate takes the Lease when its holder has not renewed it for
 ``leaseDurationSeconds`` as observed by the candidate). Only the holder runs the reconcilers
-(:func:`run_when_leading` starts the ``lead`` coroutine); a standby does nothing but retry every
+(:meth:`Leadership.run` starts the ``lead`` coroutine); a standby does nothing but retry every
 ``retry_period`` seconds.
 
+The election runs in a thread of its own (``leader-election``), with its own event loop and its
+own API client, as client-go runs it in a goroutine of its own: the reconcilers' event loop
+can be busy for seconds (kopf's initial lists of a thousand nodes, a start on a loaded
+machine) without delaying a renewal. The thread hands over to the reconcilers' loop only
+through ``loop.call_soon_threadsafe`` (leading, failed, stopped) and a ``threading.Event``
+(:attr:`Leadership.leading`).
+
 Fencing: the library cancels the leader's work only when a renewal loop gives up, and an API
-call that hangs would delay that. :class:`Leadership` adds a watchdog: when the last successful
-renewal *started* ``renew_deadline`` seconds ago, the leader stops at once, ``lease_duration -
+call that hangs would delay that. A watchdog in the election thread stops the leader when the
+last successful renewal *started* ``renew_deadline`` seconds ago, ``lease_duration -
 renew_deadline`` seconds before any other replica could consider the Lease expired (another
 replica starts its ``lease_duration`` countdown no earlier than it reads the renewal, which is
-later than the renewal request was sent). The operator process then exits (client-go's
-controllers do the same), and the kubelet restarts it as a standby.
+later than the renewal request was sent). The watchdog calls ``on_lost`` in the election
+thread, so a reconcile loop that is blocked cannot delay it: the operator exits the process
+from there (client-go's controllers do the same), and the kubelet restarts it as a standby.
 
 Hand-over: a leader that stops on purpose (SIGTERM during a rolling update or a drain) releases
-the Lease (empty holder, as client-go's ``ReleaseOnCancel``), so a standby takes it at its next
-retry instead of waiting for the Lease to expire.
+the Lease (empty holder, as client-go's ``ReleaseOnCancel``) once its work has stopped, so a
+standby takes it at its next retry instead of waiting for the Lease to expire.
 
 Defaults are client-go's (k8s.io/client-go/tools/leaderelection, as kube-controller-manager
 uses them): lease 15 s, renew deadline 10 s, retry 2 s.
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -107,123 +116,238 @@ class Leadership:
     """Whether this replica leads, for health reports, and the running election.
 
     Args:
-        api: an API client with ``get``/``create``/``update`` on the Lease.
+        connect: makes the election's own API client (with ``get``/``create``/``update`` on
+            the Lease); called, and the client closed, in the election thread's event loop.
         namespace: the Lease's namespace.
         identity: this process's name in the Lease, unique per process (the operator uses
             ``<pod name>_<uuid>``: a container restarted in place is another candidate).
         timing: the election's durations.
     """
 
-    def __init__(self, api: Any, namespace: str, identity: str,
+    def __init__(self, connect: Callable[[], Awaitable[Any]], namespace: str, identity: str,
                  timing: ElectionTiming | None = None) -> None:
-        self.api = api
+        self.connect = connect
         self.namespace = namespace
         self.identity = identity
         self.timing = timing or ElectionTiming()
-        self.leading = False
+        self._leading = threading.Event()
+
+    @property
+    def leading(self) -> bool:
+        """True while this replica holds the Lease (set and cleared by the election thread)."""
+        return self._leading.is_set()
+
+    def assume_leading(self) -> None:
+        """Count as the leader without an election (``--no-leader-elect``: one replica)."""
+        self._leading.set()
 
     def report(self) -> dict[str, Any]:
         """What ``/healthz`` shows: ``{"role": "leader"|"standby", "identity": ...}``."""
         return {"role": "leader" if self.leading else "standby", "identity": self.identity}
 
-    async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
-        """Wait for the Lease, then run ``lead()`` while holding it; release the Lease when
-        ``lead`` returns or this task is cancelled.
+    async def run(self, lead: Callable[[], Awaitable[None]],
+                  on_lost: Callable[[LostLeadership], None] | None = None) -> None:
+        """Wait for the Lease, then run ``lead()`` in this event loop while holding it; when
+        ``lead`` returns or this task is cancelled, stop ``lead``, then release the Lease.
+        The election thread has ended when this returns.
+
+        Args:
+            lead: the work of the leader.
+            on_lost: called in the election thread the moment the Lease is lost, before
+                anything is handed to this event loop (which may be blocked); the operator
+                exits the process there.
 
         Raises:
             LostLeadership: the Lease could not be renewed in time; ``lead`` was cancelled
-                first (the caller should exit the process).
-            Exception: whatever ``lead`` raised (after the Lease was released).
+                (the caller should exit the process).
+            Exception: whatever ``lead`` or the election raised (after the Lease was
+                released).
         """
-        timing = self.timing
-        outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[None] = loop.create_future()
+        ended: asyncio.Future[None] = loop.create_future()
+        work: list[asyncio.Task[None]] = []
 
-        lead_task: list[asyncio.Task[Any]] = []
+        def fail(err: BaseException) -> None:
+            if not outcome.done():
+                outcome.set_exception(err)
+
+        def start_leading() -> None:
+            if not outcome.done():  # not lost or failed in the meantime
+                work.append(loop.create_task(self._lead(lead, outcome), name="leader-work"))
+
+        def lost(err: LostLeadership) -> None:  # in the election thread
+            if on_lost is not None:
+                on_lost(err)
+            loop.call_soon_threadsafe(fail, err)
+
+        election = _ElectionThread(
+            self, on_leading=lambda: loop.call_soon_threadsafe(start_leading), on_lost=lost,
+            on_failed=lambda err: loop.call_soon_threadsafe(fail, err),
+            on_ended=lambda: loop.call_soon_threadsafe(ended.set_result, None))
+        election.start()
+        try:
+            await outcome
+        except LostLeadership:
+            # fenced: stop the work now, without waiting for it to wind down
+            for task in work:
+                task.cancel()
+            raise
+        except BaseException:
+            await _stop(work)
+            raise
+        finally:
+            # the work has stopped before the Lease is released: no write after the release
+            election.stop()
+            await ended
+            election.join()
+
+    @staticmethod
+    async def _lead(lead: Callable[[], Awaitable[None]], outcome: asyncio.Future[None]) -> None:
+        """Run ``lead()``; its end (returned or raised) settles ``outcome``."""
+        try:
+            await lead()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as err:  # handed to run()'s caller
+            if not outcome.done():
+                outcome.set_exception(err)
+        else:
+            if not outcome.done():
+                outcome.set_result(None)
+
+
+class _ElectionThread(threading.Thread):
+    """The election of a :class:`Leadership`, in a daemon thread with its own event loop and
+    API client. Its callbacks are called in this thread: ``on_leading()`` when the Lease is
+    taken, ``on_lost(err)`` when it is lost, ``on_failed(err)`` when the election raised,
+    ``on_ended()`` last, whatever happened. :meth:`stop` (from any thread) ends it, releasing
+    the Lease if it is held."""
+
+    def __init__(self, leadership: Leadership, *, on_leading: Callable[[], object],
+                 on_lost: Callable[[LostLeadership], None],
+                 on_failed: Callable[[BaseException], object],
+                 on_ended: Callable[[], object]) -> None:
+        super().__init__(name="leader-election", daemon=True)
+        self.leadership = leadership
+        self.on_leading, self.on_lost = on_leading, on_lost
+        self.on_failed, self.on_ended = on_failed, on_ended
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        finally:
+            self.on_ended()
+
+    def stop(self) -> None:
+        """Ask the thread to end (release the Lease if held); returns at once."""
+        with self._lock:
+            self._stopping = True
+            if self._loop is not None and self._task is not None:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+
+    async def _main(self) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        try:
+            api = await self.leadership.connect()
+            try:
+                await self._elect(api)
+            finally:
+                await api.close()
+        except asyncio.CancelledError:
+            pass  # stopped
+        except BaseException as err:  # handed to Leadership.run()
+            self.on_failed(err)
+        finally:
+            with self._lock:
+                self._loop = self._task = None
+
+    async def _elect(self, api: Any) -> None:
+        """Run the election until the Lease is lost (``on_lost``) or this task is cancelled
+        (the Lease released if held)."""
+        leadership, timing = self.leadership, self.leadership.timing
+        lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         async def started() -> None:
-            # the library runs this as a task of its own and cancels it only when a renewal
-            # loop gives up: run() cancels it too, whatever ends the election
-            lead_task.append(asyncio.current_task())  # type: ignore[arg-type]
-            self.leading = True
-            log.info("leading", lease=LEASE_NAME, identity=self.identity)
-            try:
-                await lead()
-            except asyncio.CancelledError:
-                raise
-            except BaseException as err:  # handed to run()'s caller
-                if not outcome.done():
-                    outcome.set_exception(err)
-            else:
-                if not outcome.done():
-                    outcome.set_result(None)
+            leadership._leading.set()
+            log.info("leading", lease=LEASE_NAME, identity=leadership.identity)
+            self.on_leading()
 
         async def stopped() -> None:
-            self.leading = False
-            if not outcome.done():
-                outcome.set_exception(LostLeadership(
-                    f"Lease {self.namespace}/{LEASE_NAME} not renewed within "
+            if not lost.done():
+                lost.set_exception(LostLeadership(
+                    f"Lease {leadership.namespace}/{LEASE_NAME} not renewed within "
                     f"{timing.renew_deadline:g} s"))
 
-        lock = _LeaseLock(LEASE_NAME, self.namespace, self.identity, self.api)
+        lock = _LeaseLock(LEASE_NAME, leadership.namespace, leadership.identity, api)
         election = _Election(electionconfig.Config(
             lock, lease_duration=timing.lease_duration, renew_deadline=timing.renew_deadline,
             retry_period=timing.retry_period, onstarted_leading=started,
             onstopped_leading=stopped))
         tasks = [asyncio.create_task(election.run(), name="leader-election"),
-                 asyncio.create_task(self._fence(election, outcome), name="leader-fence")]
+                 asyncio.create_task(self._fence(election, lost), name="leader-fence")]
 
         def election_ended(task: asyncio.Task[None]) -> None:
-            if not task.cancelled() and task.exception() and not outcome.done():
-                outcome.set_exception(task.exception())  # type: ignore[arg-type]
+            if not task.cancelled() and task.exception() and not lost.done():
+                lost.set_exception(task.exception())  # type: ignore[arg-type]
         tasks[0].add_done_callback(election_ended)
         try:
-            await outcome
-        except LostLeadership:
-            # fenced: stop the work now, without waiting for it to wind down
-            self.leading = False
-            for task in [*tasks, *lead_task]:
-                task.cancel()
+            await lost
+        except LostLeadership as err:
+            leadership._leading.clear()
+            self.on_lost(err)
+        except asyncio.CancelledError:
+            held = leadership.leading
+            leadership._leading.clear()
+            await _stop(tasks)
+            if held:
+                await _release(api, leadership.namespace, leadership.identity)
             raise
-        except BaseException:
-            await self._stop(tasks + lead_task)
-            raise
-        await self._stop(tasks + lead_task)
+        finally:
+            await _stop(tasks)
 
-    async def _stop(self, tasks: list[asyncio.Task[Any]]) -> None:
-        """Cancel the election and the work, then release the Lease if this replica held it."""
-        held, self.leading = self.leading, False
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if held:
-            await self._release()
-
-    async def _fence(self, election: _Election, outcome: asyncio.Future[None]) -> None:
-        """Fail ``outcome`` once the last successful renewal is ``renew_deadline`` old."""
-        while not outcome.done():
+    async def _fence(self, election: _Election, lost: asyncio.Future[None]) -> None:
+        """Fail ``lost`` once the last successful renewal is ``renew_deadline`` old."""
+        leadership = self.leadership
+        deadline = leadership.timing.renew_deadline
+        while not lost.done():
             renewed = election.renewed_at
-            if self.leading and renewed is not None:
-                left = renewed + self.timing.renew_deadline - time.monotonic()
+            if leadership.leading and renewed is not None:
+                left = renewed + deadline - time.monotonic()
                 if left <= 0:
-                    self.leading = False
-                    outcome.set_exception(LostLeadership(
-                        f"Lease {self.namespace}/{LEASE_NAME}: last renewal sent "
-                        f"{self.timing.renew_deadline:g} s ago; stopping before it can expire"))
+                    lost.set_exception(LostLeadership(
+                        f"Lease {leadership.namespace}/{LEASE_NAME}: last renewal sent "
+                        f"{deadline:g} s ago; stopping before it can expire"))
                     return
                 await asyncio.sleep(min(left, 0.5))
             else:
                 await asyncio.sleep(0.5)
 
-    async def _release(self) -> None:
-        """Give the Lease up (empty holder, 1 s duration) if this replica still holds it."""
-        leases = client.CoordinationV1Api(self.api)
-        with contextlib.suppress(ApiException, TimeoutError, OSError):
-            lease = await asyncio.wait_for(
-                leases.read_namespaced_lease(LEASE_NAME, self.namespace), timeout=2.0)
-            if lease.spec is None or lease.spec.holder_identity != self.identity:
-                return
-            lease.spec.holder_identity = ""
-            lease.spec.lease_duration_seconds = 1
-            await asyncio.wait_for(
-                leases.replace_namespaced_lease(LEASE_NAME, self.namespace, lease), timeout=2.0)
-            log.info("lease released", lease=LEASE_NAME, identity=self.identity)
+
+async def _stop(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait for them to end."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _release(api: Any, namespace: str, identity: str) -> None:
+    """Give the Lease up (empty holder, 1 s duration) if ``identity`` still holds it."""
+    leases = client.CoordinationV1Api(api)
+    with contextlib.suppress(ApiException, TimeoutError, OSError):
+        lease = await asyncio.wait_for(
+            leases.read_namespaced_lease(LEASE_NAME, namespace), timeout=2.0)
+        if lease.spec is None or lease.spec.holder_identity != identity:
+            return
+        lease.spec.holder_identity = ""
+        lease.spec.lease_duration_seconds = 1
+        await asyncio.wait_for(
+            leases.replace_namespaced_lease(LEASE_NAME, namespace, lease), timeout=2.0)
+        log.info("lease released", lease=LEASE_NAME, identity=identity)

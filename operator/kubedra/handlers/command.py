@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -59,13 +60,14 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
         index_readiness.install()
         await kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo)
 
-    api = await kube.make_api_client(settings.kubeconfig)
     # unique per process, as client-go's "<hostname>_<uuid>": a leader's container restarted
     # in place must not take its predecessor's Lease as its own
     identity = f"{settings.pod_name or socket.gethostname()}_{uuid.uuid4()}"
-    leadership = Leadership(api, settings.namespace, identity)
+    # the election runs in a thread of its own, with its own API client
+    leadership = Leadership(functools.partial(kube.make_api_client, settings.kubeconfig),
+                            settings.namespace, identity)
     if not leader_elect:
-        leadership.leading = True
+        leadership.assume_leading()
 
     def report() -> dict[str, object]:
         return {"ok": True, **leadership.report(),
@@ -80,13 +82,16 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     try:
         if leader_elect:
-            await leadership.run(lead)
+            await leadership.run(lead, on_lost=_exit_fenced)
         else:
             await lead()
-    except LostLeadership as err:
-        log.error("leadership lost: exiting", error=str(err))
-        os._exit(1)  # fenced: no write after this point, not even from cleanup
     finally:
         if server is not None:
             await server.cleanup()
-        await api.close()
+
+
+def _exit_fenced(err: LostLeadership) -> None:
+    """Exit the process at once (status 1), from the election thread: no write after this
+    point, not even from cleanup, however busy the reconcilers' event loop is."""
+    log.error("leadership lost: exiting", error=str(err))
+    os._exit(1)
