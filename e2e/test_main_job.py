@@ -93,7 +93,9 @@ async def test_h200_is_published_allocated_and_reported(
         "driver": "gpu.kubedra.io", "nodeName": "demo-h200",
         "pool": {"name": "demo-h200", "generation": 1, "resourceSliceCount": 1},
         "devices": [H200_GPU]}
-    assert published["metadata"]["ownerReferences"][0]["kind"] == "DeviceInventory"
+    [owner] = published["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("CustomResourceDefinition",
+                                              "deviceinventories.kubedra.io")
 
     await create_gpu_pod(admin_api, namespace, "trainer", FITS, node="demo-h200")
     await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG, node="demo-h200")
