@@ -260,8 +260,8 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
         return InventoryDecision(
             "PoolConflict", f"pool {pool.name} of driver {pool.driver} still has devices of "
                             f"deleted DeviceInventory {', '.join(sorted(inputs.deleted))} that "
-                            "claims hold; this inventory publishes nothing until they are "
-                            "released",
+                            "claims hold or whose drain grace is not over; this inventory "
+                            "publishes nothing until they are gone",
             delete=tuple(inputs.existing), withdrawn=True, forget=True)
     pool, draining, leaving = _keep_dropped(inputs, inventory, pool)
     plan = plan_sync(name, inputs.owner, pool, split_pool(pool), list(inputs.existing),

@@ -431,7 +431,8 @@ def test_another_inventory_of_the_pool_waits_for_a_deleted_ones_held_devices() -
     assert (decision.reason, decision.forget, decision.plan) == ("PoolConflict", True, None)
     assert decision.message == (
         "pool node-1 of driver gpu.kubedra.io still has devices of deleted DeviceInventory "
-        "node-1-gpu that claims hold; this inventory publishes nothing until they are released")
+        "node-1-gpu that claims hold or whose drain grace is not over; this inventory publishes "
+        "nothing until they are gone")
 
 
 def test_slices_owned_by_the_inventory_are_given_to_the_crd() -> None:
