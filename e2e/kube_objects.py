@@ -48,32 +48,39 @@ REPORT_SCRIPT = ("{ env | grep '^NVIDIA_' | sort; for f in /dev/nvidia* /dev/nvi
 sorted, then the NVIDIA device nodes it has, one per line."""
 
 
-def gpu_claim_spec(selector: str | None = None,
-                   device_class: str = "gpu.kubedra.io") -> dict[str, Any]:
+def gpu_claim_spec(selector: str | None = None, device_class: str = "gpu.kubedra.io",
+                   tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A ResourceClaim spec asking (request ``gpu``) for one device of ``device_class``
-    matching the CEL ``selector`` (any device of the class without one)."""
+    matching the CEL ``selector`` (any device of the class without one), tolerating the
+    device ``tolerations`` (KEP-5055) if given."""
     exactly: dict[str, Any] = {"deviceClassName": device_class}
     if selector:
         exactly["selectors"] = [{"cel": {"expression": selector}}]
+    if tolerations:
+        exactly["tolerations"] = tolerations
     return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
 
 
 async def create_claim_template(api: ApiClient, namespace: str, name: str,
                                 selector: str | None = None,
-                                device_class: str = "gpu.kubedra.io") -> None:
+                                device_class: str = "gpu.kubedra.io",
+                                tolerations: list[dict[str, Any]] | None = None) -> None:
     """A ResourceClaimTemplate ``name`` with :func:`gpu_claim_spec`."""
     await client.ResourceV1Api(api).create_namespaced_resource_claim_template(namespace, {
-        "metadata": {"name": name}, "spec": {"spec": gpu_claim_spec(selector, device_class)}})
+        "metadata": {"name": name},
+        "spec": {"spec": gpu_claim_spec(selector, device_class, tolerations)}})
 
 
 async def create_gpu_pod(api: ApiClient, namespace: str, name: str, selector: str, *,
-                         device_class: str = "gpu.kubedra.io", node: str | None = None) -> None:
+                         device_class: str = "gpu.kubedra.io", node: str | None = None,
+                         tolerations: list[dict[str, Any]] | None = None) -> None:
     """A ResourceClaimTemplate asking for one device of ``device_class`` matching the CEL
-    ``selector``, and a pod (for kwok nodes, or for ``node`` only) that uses it."""
+    ``selector`` (tolerating the device ``tolerations``), and a pod (for kwok nodes, or for
+    ``node`` only) that uses it."""
     node_selector = {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1]}
     if node:
         node_selector["kubernetes.io/hostname"] = node
-    await create_claim_template(api, namespace, name, selector, device_class)
+    await create_claim_template(api, namespace, name, selector, device_class, tolerations)
     await client.CoreV1Api(api).create_namespaced_pod(namespace, {
         "metadata": {"name": name},
         "spec": {

@@ -58,6 +58,7 @@ from e2e.kube_objects import (
 )
 from kubedra.kube import make_api_client
 from kubedra.node.edits import NVIDIA_CONTROL_NODES
+from kubedra.settings import Settings
 
 FULL = os.environ.get("KUBEDRA_FAULTS") == "full"
 pytestmark = [pytest.mark.cluster, pytest.mark.faults,
@@ -211,7 +212,9 @@ async def fault_cluster(tmp_path_factory: pytest.TempPathFactory
     try:
         kubedra = Kubedra(plane)
         kubedra.install()
-        kubedra.start_operator()
+        # the shipped drain grace: a partition the storm disables stays published, tainted,
+        # for as long as it would in a cluster, so the race it closes is tested as shipped
+        kubedra.start_operator(drain_grace=Settings.model_fields["drain_grace"].default)
         api = await make_api_client(plane.admin_kubeconfig)
         async with api:
             for node in NODES:

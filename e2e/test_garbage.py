@@ -48,7 +48,10 @@ async def test_the_inventory_and_lease_of_a_deleted_node_are_garbage_collected(
         except ApiException as err:
             return err.status == 404 and await read_inventory(admin_api, name) is None
     await eventually(collected, timeout=90, what="Lease and inventory garbage-collected")
-    assert await slices_of(admin_api, name) == []
+
+    async def unpublished() -> bool:  # once the drain grace of its devices is over
+        return await slices_of(admin_api, name) == []
+    await eventually(unpublished, timeout=60, what=f"the slices of {name} deleted")
 
 
 async def test_an_inventory_of_a_node_that_does_not_exist_is_reported(

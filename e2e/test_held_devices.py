@@ -1,8 +1,8 @@
 """A held device stays published, its counters consumed, through an operator crash (issue 13,
 item 1): in every window where only kubedra keeps it published — dropped from the report,
-pool withdrawn, inventory deleted — the operator is SIGKILLed and started again, and
-kube-scheduler (v1.37.2) must still refuse the whole GPU while a MIG partition of it is held;
-the device is released when its claim is.
+pool withdrawn, inventory deleted, and the drain grace of a device leaving its pool — the
+operator is SIGKILLed and started again, and kube-scheduler (v1.37.2) must still refuse the
+whole GPU while a MIG partition of it is held; the device is released when its claim is.
 
 Each test has its own kwok node with an H200 capture in MIG mode; ``part`` holds partition
 ``gpu-0-mig-3g71gb-s0``, ``whole`` asks for ``gpu-0``.
@@ -10,7 +10,9 @@ Each test has its own kwok node with an H200 capture in MIG mode; ``part`` holds
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,13 +22,15 @@ from kubernetes_asyncio.client import ApiClient
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
 from e2e.invariants import cluster_state, converged, safety_violations
-from e2e.kube_objects import condition, create_gpu_pod, read_inventory
+from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory
 from e2e.test_mig import allocated_device, profile, stays_pending
 
 pytestmark = pytest.mark.cluster
 
 HELD = "gpu-0-mig-3g71gb-s0"
 MIG = ("kubedra.io", "v1alpha1", "deviceinventories")
+DRAINING = {"key": "kubedra.io/draining", "operator": "Exists", "effect": "NoSchedule"}
+"""A device toleration of kubedra's draining taint (KEP-5055)."""
 
 
 async def _mig_node(kubedra: Kubedra, api: ApiClient, node: str) -> str:
@@ -204,3 +208,84 @@ async def _slices(api: ApiClient, node: str) -> list[dict[str, Any]]:
     listed = await client.ResourceV1Api(api).list_resource_slice(
         label_selector=f"kubedra.io/inventory={node}-gpu.kubedra.io")
     return [api.sanitize_for_serialization(s) for s in listed.items]
+
+
+async def _draining_taints(api: ApiClient, node: str) -> dict[str, dict[str, Any]]:
+    """Device name → its ``kubedra.io/draining`` taint, of every device of pool ``node``
+    that has one."""
+    return {d["name"]: t for s in await _slices(api, node) for d in s["spec"].get("devices")
+            or [] for t in d.get("taints") or [] if t["key"] == "kubedra.io/draining"}
+
+
+async def _published(api: ApiClient, node: str) -> set[str]:
+    return {d["name"] for s in await _slices(api, node) for d in s["spec"].get("devices") or []}
+
+
+def _time(value: str) -> float:
+    """A ``metav1.Time`` as seconds since the epoch."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+
+
+async def test_a_leaving_partition_is_dropped_on_time_across_a_crash_unless_allocated_meanwhile(
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str, cleanup_node: list[str]
+) -> None:
+    """Two partitions no claim holds are disabled: they stay published, tainted
+    ``draining=disabled``, for the drain grace. The operator is SIGKILLed inside the grace and
+    kube-scheduler allocates one of them meanwhile (to a claim that tolerates the taint: what a
+    scheduler whose view lagged would do). The other is still dropped when the grace since its
+    taint's ``timeAdded`` is over — not earlier, and not a grace after the restart; the
+    allocated one stays published, its counters consumed (the whole GPU stays pending), until
+    its claim is released. On the code before the drain grace, both partitions were dropped at
+    once, and the scheduler could allocate one from a stale view with its counters free."""
+    grace = 45.0  # outlasts the new operator's wait for the crashed one's Lease (15 s)
+    options = dict(kubedra.operator_options)
+    kubedra.stop_operator()
+    kubedra.start_operator(**{**options, "drain_grace": grace})
+    node = "hold-l"
+    cleanup_node.append(node)
+    leaving = "gpu-0-mig-1g18gb-s6"
+    try:
+        name = await _mig_node(kubedra, admin_api, node)
+        await client.CustomObjectsApi(admin_api).patch_cluster_custom_object(
+            *MIG, name, {"spec": {"overrides": [{"device": HELD, "disabled": True},
+                                                {"device": leaving, "disabled": True}]}},
+            _content_type="application/merge-patch+json")
+
+        async def tainted() -> dict[str, dict[str, Any]] | None:
+            taints = await _draining_taints(admin_api, node)
+            return taints if {HELD, leaving} <= set(taints) else None
+        taints = await eventually(tainted, timeout=60, what="both partitions tainted draining")
+        assert {d: (t["value"], t["effect"]) for d, t in taints.items()} == {
+            HELD: ("disabled", "NoSchedule"), leaving: ("disabled", "NoSchedule")}
+        added = taints[leaving]["timeAdded"]
+        kubedra.kill_operator()
+        # allocated while the operator is down, from the tainted (tolerated) partition
+        await create_gpu_pod(admin_api, namespace, "part", profile("3g.71gb"),
+                             device_class="mig.gpu.kubedra.io", node=node,
+                             tolerations=[DRAINING])
+        assert await allocated_device(admin_api, namespace, "part") == HELD
+        kubedra.restart_operator()
+
+        async def reported() -> bool:  # by the new operator: the old one was gone
+            claim = await pod_claim(admin_api, namespace, "part") or {}
+            return any(c["type"] == "Ready" and c["reason"] == "DeviceDisabled"
+                       for d in (claim.get("status") or {}).get("devices") or []
+                       for c in d.get("conditions") or [])
+        await eventually(reported, timeout=90, what="the new operator reporting the claim")
+        assert time.time() < _time(added) + grace, "the restart took longer than the grace"
+        assert (await _draining_taints(admin_api, node))[leaving]["timeAdded"] == added
+
+        async def dropped() -> float | None:
+            return None if leaving in await _published(admin_api, node) else time.time()
+        gone = await eventually(dropped, timeout=grace + 60, interval=0.5,
+                                what=f"{leaving} dropped")
+        assert _time(added) + grace <= gone <= _time(added) + grace + 20
+        assert HELD in await _draining_taints(admin_api, node)
+        await create_gpu_pod(admin_api, namespace, "whole", "true", node=node)
+        await stays_pending(admin_api, namespace, "whole")
+        await _release_and_whole_gpu_runs(admin_api, namespace)
+        assert HELD not in await _published(admin_api, node)
+        await converged(admin_api)
+    finally:
+        kubedra.stop_operator()
+        kubedra.start_operator(**options)

@@ -341,10 +341,11 @@ async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
     assert list(kubedra.node_dir("lease-node").rglob("*.sock")) == []
     assert "agent stopped" in (kubedra.plane.logs / "kubedra-agent-lease-node.log").read_text()
 
-    async def withdrawn() -> dict[str, Any] | None:
+    async def withdrawn() -> dict[str, Any] | None:  # after the drain grace of its device
         obj = await read_inventory(admin_api, name)
         published = condition(obj, "Published") or {}
-        return obj if published.get("reason") == "AgentLeaseExpired" else None
+        return obj if published.get("reason") == "AgentLeaseExpired" \
+            and obj["status"]["deviceCount"] == 0 else None  # type: ignore[index]
     obj = await eventually(withdrawn, timeout=60, what="pool withdrawn")
     assert condition(obj, "Ready")["status"] == "False"  # type: ignore[index]
     assert condition(obj, "Published")["message"] == (  # type: ignore[index]

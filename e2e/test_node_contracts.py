@@ -321,9 +321,14 @@ async def test_recovered_gpu_is_held_out_of_scheduling_for_the_hold_down_time(
         await eventually(lambda: taints(RECOVERED_TAINT_VALUE), timeout=TIMEOUT,
                          what="gpu-0 held down after recovering")
         recovered = time.monotonic()
-        ready = condition(await read_inventory(admin_api, inventory), "Ready") or {}
-        assert "healthy again, kept tainted NoSchedule for the hold-down time" in ready["message"]
-        assert ready["message"].endswith("): gpu-0")
+
+        async def said() -> str | None:  # the status is written after the slices
+            ready = condition(await read_inventory(admin_api, inventory), "Ready") or {}
+            message = str(ready.get("message", ""))
+            return message if "healthy again" in message else None
+        message = await eventually(said, timeout=TIMEOUT, what="the hold-down in the status")
+        assert "healthy again, kept tainted NoSchedule for the hold-down time" in message
+        assert message.endswith("): gpu-0")
 
         async def allocated() -> str | None:
             claim = await pod_claim(admin_api, namespace, "wants-gpu")

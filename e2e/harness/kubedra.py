@@ -29,6 +29,9 @@ H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
 AGENT_POD_LABELS = {"app.kubernetes.io/name": "kubedra-agent"}
 HEALTH_HOLD_DOWN = 10.0
 """Seconds a recovered device stays tainted in tests and the demo."""
+DRAIN_GRACE = 5.0
+"""Seconds a device leaving its pool stays published, tainted, in tests and the demo (the
+shipped 30 s would only slow them: here kube-scheduler runs next to the API server)."""
 
 
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
@@ -74,23 +77,26 @@ class Kubedra:
     def start_operator(self, *, lease_check_interval: float = 1.0,
                        explain_event_interval: float = 60.0,
                        health_hold_down: float = HEALTH_HOLD_DOWN,
+                       drain_grace: float = DRAIN_GRACE,
                        attacher: str = "immediate", liveness_port: int = 0,
                        source: Path | None = None, leader_elect: bool = True) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
-        ``health_hold_down`` of seconds, not the shipped five minutes, and the ``attacher``
-        of devices with binding conditions); a non-zero ``liveness_port`` serves the
-        operator's ``/healthz`` there. ``source``: another checkout's ``operator/`` directory
-        to run instead of this one's (``bench/scale.py --baseline``); ``leader_elect=False``
-        runs it with ``--no-leader-elect``."""
+        ``health_hold_down`` of seconds, not the shipped five minutes, a ``drain_grace`` of
+        seconds, and the ``attacher`` of devices with binding conditions); a non-zero
+        ``liveness_port`` serves the operator's ``/healthz`` there. ``source``: another
+        checkout's ``operator/`` directory to run instead of this one's (``bench/scale.py
+        --baseline``); ``leader_elect=False`` runs it with ``--no-leader-elect``."""
         self.operator_options = {"lease_check_interval": lease_check_interval,
                                  "explain_event_interval": explain_event_interval,
-                                 "health_hold_down": health_hold_down, "attacher": attacher,
+                                 "health_hold_down": health_hold_down,
+                                 "drain_grace": drain_grace, "attacher": attacher,
                                  "liveness_port": liveness_port, "source": source,
                                  "leader_elect": leader_elect}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         env = self._env(namespace=NAMESPACE, lease_check_interval=str(lease_check_interval),
                         explain_event_interval=str(explain_event_interval),
-                        health_hold_down=str(health_hold_down), attacher=attacher)
+                        health_hold_down=str(health_hold_down),
+                        drain_grace=str(drain_grace), attacher=attacher)
         if source is not None:
             env["PYTHONPATH"] = str(source)
         self.operator = self.plane.spawn(
@@ -104,6 +110,13 @@ class Kubedra:
         """SIGKILL the operator (a crash: nothing it holds in memory survives)."""
         if self.operator is not None:
             self.plane.kill_component(self.operator)
+            self.operator = None
+
+    def stop_operator(self) -> None:
+        """Stop the operator cleanly (SIGTERM: it gives its Lease up, so the next one leads
+        at once)."""
+        if self.operator is not None:
+            self.plane.stop_component(self.operator)
             self.operator = None
 
     def restart_operator(self) -> Component:

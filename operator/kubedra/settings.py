@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.api.inventory import MigMode
@@ -105,6 +105,13 @@ class Settings(BaseSettings):
     """Seconds a device that is healthy again keeps its ``kubedra.io/unhealthy`` NoSchedule
     taint (value ``recovered-hold-down``), so that one transient fault neither takes it out
     until a restart nor puts new claims on a device that fails again at once; 0: none."""
+    drain_grace: float = Field(default=30.0, ge=0)
+    """Seconds a published device that leaves its pool (disabled by an override, no longer
+    reported, its pool withdrawn or its inventory deleted) and that no claim holds stays
+    published with the ``kubedra.io/draining`` NoSchedule taint before it is taken out. It
+    must outlast how far kube-scheduler's view of the slices can lag: a device taken out in
+    one step can be allocated from a stale view while its counters look free (issue 13);
+    0 takes it out at once."""
 
 
 def settings_from_flags(**flags: Any) -> Settings:

@@ -9,6 +9,7 @@ the key with back-off.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from kubernetes_asyncio.client import ApiException
@@ -64,10 +65,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
                                              withdrawn=decision.withdrawn,
                                              draining=decision.draining)
     held_until = decision.pool.held_until if decision.ok and decision.pool else None
-    if held_until is not None:
-        state.hold_downs[name] = held_until  # the tick queues the inventory again then
-    else:
-        state.hold_downs.pop(name, None)
+    _wake_up(state, name, held_until, decision.drain_until)
     await _write_status(state, inputs, decision)
     key = ("DeviceInventory", name)
     announced, event = inventory_event(inputs, decision, state.announced.get(key))
@@ -93,11 +91,14 @@ async def _reconcile_deleted(state: OperatorState, name: str) -> None:
     if not existing:
         state.overlay.forget(name)
         state.pools.pop(name, None)
+        state.wake_ups.pop(name, None)
         return
     first = existing[0].spec
     decision = decide_deleted(name, existing, state.view.uses_of(first.driver, first.pool.name),
-                              await _slice_owner(state))
+                              await _slice_owner(state), now=utcnow(),
+                              drain_grace=state.settings.drain_grace)
     decision = await _write_slices(state, name, decision)
+    _wake_up(state, name, decision.drain_until)
     if decision.forget:
         state.pools.pop(name, None)
         log.info("released", inventory=name, slices=len(decision.delete))
@@ -105,6 +106,16 @@ async def _reconcile_deleted(state: OperatorState, name: str) -> None:
         state.pools[name] = PublishedPool.of(decision.pool, {}, draining=decision.draining)
     if decision.retry:
         raise Retry(decision.message)
+
+
+def _wake_up(state: OperatorState, name: str, *moments: datetime | None) -> None:
+    """Have the tick queue inventory ``name`` again at the earliest of ``moments`` (when a
+    health hold-down or a drain grace ends), or at none."""
+    when = min((m for m in moments if m is not None), default=None)
+    if when is not None:
+        state.wake_ups[name] = when
+    else:
+        state.wake_ups.pop(name, None)
 
 
 async def _write_slices(state: OperatorState, name: str, decision: InventoryDecision
@@ -168,6 +179,7 @@ async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> Invent
                   for s in state.overlay.merge(name, view.slices_of(name))],
         lease=lease,
         namespace=state.settings.namespace, owner=await _slice_owner(state),
+        drain_grace=state.settings.drain_grace,
         deleted=[other for other in view.deleted_inventories_of_pool(driver, pool)
                  if other != name],
         rivals=[other for other in map(view.inventory, view.inventories_of_pool(driver, pool))

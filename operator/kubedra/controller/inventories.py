@@ -23,13 +23,16 @@ Order of decisions (:func:`decide_inventory`):
 5. Of the inventories naming one pool, the one created first publishes it; the others
    withdraw theirs (``PoolConflict``).
 6. Devices that claims hold stay published, tainted, though the inventory dropped them
-   (:func:`kubedra.publishing.pool.keep_allocated_devices`); the planned slice writes are made
-   in order (deletes, updates, creates).
+   (:func:`kubedra.publishing.pool.keep_dropped_devices`); so does, for the drain grace
+   (``drain_grace``), every other published device the pool no longer offers: a device never
+   leaves a published pool in one step (:func:`kubedra.publishing.pool.drain_deadlines`). The
+   planned slice writes are made in order (deletes, updates, creates).
 
 Nothing of this lives only in the operator's memory, so an operator restart or a leader
 change cannot free a held device's counters: a dropped device is kept from the published
-slices; while a pool is withdrawn its held devices are kept in ``status.retained``
-(:func:`retained_devices`); a deleted inventory's slices outlive it (:func:`decide_deleted`):
+slices, and its drain grace counts from its taint's ``timeAdded`` there; while a pool is
+withdrawn its held devices are kept in ``status.retained`` (:func:`retained_devices`); a
+deleted inventory's slices outlive it (:func:`decide_deleted`):
 they are owned by the DeviceInventory CRD, not by the inventory, so the operator trims them
 to the held devices and deletes them once no claim holds one — and uninstalling kubedra
 (deleting the CRD) lets the garbage collector take them all, with no finalizer to wait on.
@@ -66,7 +69,7 @@ from kubedra.api.resource import (
     ResourcePool,
     ResourceSlice,
 )
-from kubedra.api.time import timestamp
+from kubedra.api.time import timestamp, utcnow
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.leases import LeaseState
 from kubedra.controller.state import ClaimUse
@@ -74,7 +77,8 @@ from kubedra.publishing.pool import (
     RECOVERED_TAINT_VALUE,
     DesiredPool,
     build_pool,
-    keep_allocated_devices,
+    drain_deadlines,
+    keep_dropped_devices,
     pool_name,
 )
 from kubedra.publishing.slices import split_pool
@@ -114,6 +118,9 @@ class InventoryInputs:
         node_exists: whether the Node of a node-local inventory exists (True for others).
         owner: the owner reference of every slice (:func:`kubedra.kube.slice_owner`: the
             DeviceInventory CRD).
+        drain_grace: seconds a published device the pool no longer offers stays published,
+            tainted, before it is taken out (``drain_grace``; see
+            :func:`kubedra.publishing.pool.drain_deadlines`).
         deleted: names of deleted inventories whose slices still publish devices of this
             pool that claims hold (:func:`decide_deleted`).
     """
@@ -123,6 +130,7 @@ class InventoryInputs:
     lease: LeaseState | None
     namespace: str
     owner: OwnerReference
+    drain_grace: float
     rivals: Sequence[Mapping[str, Any]] = ()
     uses: Sequence[ClaimUse] = ()
     now: datetime | None = None
@@ -147,7 +155,11 @@ class InventoryDecision:
         pool: the pool to remember for claim checks, or None to leave what is remembered
             (``forget`` drops it).
         health: device name → (health, message) of every device of the inventory.
-        draining: allocated devices kept published though dropped: name → ``disabled``/``gone``.
+        draining: devices kept published though dropped, tainted: name → why
+            (``disabled``, ``gone``, ``withdrawn``, ``deleted``) — those claims hold, and those
+            in ``leaving``.
+        leaving: of those, the ones no claim holds: name → when their drain grace ends (the
+            inventory is reconciled again then, see :attr:`drain_until`).
         withdrawn: the pool's slices are (being) deleted.
         forget: this inventory publishes nothing (it lost a pool conflict).
         retry: an API error that retrying may fix (the executor signals a retry).
@@ -164,6 +176,7 @@ class InventoryDecision:
     pool: DesiredPool | None = None
     health: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
     draining: Mapping[str, str] = field(default_factory=dict)
+    leaving: Mapping[str, datetime] = field(default_factory=dict)
     withdrawn: bool = False
     forget: bool = False
     retry: bool = False
@@ -175,10 +188,15 @@ class InventoryDecision:
         """Whether the pool is published (perhaps without the devices left out)."""
         return self.reason in PUBLISHED
 
+    @property
+    def drain_until(self) -> datetime | None:
+        """When the first drain grace of ``leaving`` ends (the slices change then), or None."""
+        return min(self.leaving.values(), default=None)
+
     def publish_failed(self, write: SliceWrite, error: str, *, retry: bool) -> InventoryDecision:
         """The decision after the API refused ``write`` with ``error``."""
         return dataclasses.replace(self, reason="PublishFailed", retry=retry, draining={},
-                                   keep_retained=True,
+                                   leaving={}, keep_retained=True,
                                    message=f"{write.verb} ResourceSlice {write.name}: {error}")
 
 
@@ -242,20 +260,20 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
         return InventoryDecision(
             "PoolConflict", f"pool {pool.name} of driver {pool.driver} still has devices of "
                             f"deleted DeviceInventory {', '.join(sorted(inputs.deleted))} that "
-                            "claims hold; this inventory publishes nothing until they are "
-                            "released",
+                            "claims hold or whose drain grace is not over; this inventory "
+                            "publishes nothing until they are gone",
             delete=tuple(inputs.existing), withdrawn=True, forget=True)
-    pool, draining = _keep_held(inputs, inventory, pool)
+    pool, draining, leaving = _keep_dropped(inputs, inventory, pool)
     plan = plan_sync(name, inputs.owner, pool, split_pool(pool), list(inputs.existing),
                      _published_generation(inventory, pool))
-    message = _published_message(inventory, pool, plan, draining)
+    message = _published_message(inventory, pool, plan, draining, leaving)
     reason: Reason = "SlicesPublished"
     if pool.left_out:
         reason, message = "DevicesLeftOut", f"{message}; {left_out_message(pool)}"
     elif not inventory_devices(inventory) and not pool.counter_sets:  # not: all disabled
         reason, message = "EmptyPool", f"{message}: {empty_pool_message(inventory)}"
     return InventoryDecision(reason, message, plan=plan, pool=pool, health=health,
-                             draining=draining)
+                             draining=draining, leaving=leaving)
 
 
 def left_out_message(pool: DesiredPool) -> str:
@@ -285,13 +303,18 @@ def empty_pool_message(inventory: DeviceInventory) -> str:
             f"devices ({'; '.join(filters)}), and spec.devices declares none")
 
 
-def _keep_held(inputs: InventoryInputs, inventory: DeviceInventory, pool: DesiredPool
-               ) -> tuple[DesiredPool, dict[str, str]]:
+def _keep_dropped(inputs: InventoryInputs, inventory: DeviceInventory, pool: DesiredPool
+                  ) -> tuple[DesiredPool, dict[str, str], dict[str, datetime]]:
     """The pool with the devices claims hold kept (as the slices publish them, else as
-    ``status.retained`` kept them across a withdrawal)."""
+    ``status.retained`` kept them across a withdrawal), and the published devices it no
+    longer offers kept until their drain grace ends; with the ``draining`` and ``leaving``
+    of :class:`InventoryDecision`."""
     previous, previous_sets = _published_before(inputs, inventory)
-    return keep_allocated_devices(pool, {u.device for u in inputs.uses}, previous,
-                                  previous_sets)
+    held = {u.device for u in inputs.uses}
+    leaving = drain_deadlines(pool, _published_now(inputs.existing), held,
+                              inputs.now or utcnow(), inputs.drain_grace)
+    kept, draining = keep_dropped_devices(pool, held | set(leaving), previous, previous_sets)
+    return kept, draining, {d: end for d, end in leaving.items() if d in draining}
 
 
 def _withdraw(inputs: InventoryInputs, inventory: DeviceInventory,
@@ -299,32 +322,38 @@ def _withdraw(inputs: InventoryInputs, inventory: DeviceInventory,
               ) -> InventoryDecision:
     """Withdraw the pool: delete its slices, but for the devices claims hold (kept published,
     tainted ``draining=withdrawn``, until released: a slice outlives its inventory, so they
-    stay counted even if the inventory is deleted meanwhile, see :func:`decide_deleted`)."""
+    stay counted even if the inventory is deleted meanwhile, see :func:`decide_deleted`) and
+    the other published devices until their drain grace ends (tainted the same way)."""
     pool = build_pool(inventory)
     devices, sets = _published_before(inputs, inventory)
-    kept = _held_only(inputs.name, pool, devices, sets, inputs.uses, inputs.existing,
-                      inputs.owner, "withdrawn")
+    kept = _kept_only(inputs.name, pool, devices, sets, inputs.uses, inputs.existing,
+                      inputs.owner, "withdrawn", now=inputs.now or utcnow(),
+                      drain_grace=inputs.drain_grace)
     retained = retained_devices(inputs, inventory)
     if kept is None:
         return InventoryDecision(reason, message, delete=tuple(inputs.existing), pool=pool,
                                  health=health, withdrawn=True, retained=retained)
-    plan, draining = kept
-    return InventoryDecision(reason, f"{message}; {_kept_message(draining)}", plan=plan,
-                             pool=pool, health=health, withdrawn=True, retained=retained,
-                             draining=draining)
+    plan, draining, leaving = kept
+    return InventoryDecision(reason, f"{message}; {_kept_message(draining, leaving)}",
+                             plan=plan, pool=pool, health=health, withdrawn=True,
+                             retained=retained, draining=draining, leaving=leaving)
 
 
 def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[ClaimUse],
-                   owner: OwnerReference) -> InventoryDecision:
+                   owner: OwnerReference, *, now: datetime, drain_grace: float
+                   ) -> InventoryDecision:
     """What to do about the slices of a deleted inventory ``name`` (labelled with its name,
     ``existing``): publish only the devices that claims hold (``uses``: the allocated devices
     of the slices' pool), as they were published, tainted ``kubedra.io/draining=deleted``
-    with the counter sets they consume — or delete every slice once no claim holds one.
+    with the counter sets they consume, and the others until their drain grace
+    (``drain_grace`` seconds from their taint's ``timeAdded``; ``now`` is the current time;
+    see :func:`kubedra.publishing.pool.drain_deadlines`) ends — or delete every slice once
+    nothing is kept.
 
     The slices are owned by the DeviceInventory CRD (``owner``), not by the inventory, so they
     outlive it: an inventory deleted right after kube-scheduler allocated one of its devices,
     or while the operator was down, or while its pool was withdrawn, still keeps that device's
-    counters counted (the rule of :func:`kubedra.publishing.pool.keep_allocated_devices`). A
+    counters counted (the rule of :func:`kubedra.publishing.pool.keep_dropped_devices`). A
     finalizer on the inventory would do the same but would block ``kubectl delete -k
     manifests/``, which deletes the operator together with the CRD; deleting the CRD deletes
     every inventory, and then the garbage collector deletes the slices (as the kubelet wipes a
@@ -340,35 +369,58 @@ def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[
                        node_selector=first.node_selector, all_nodes=bool(first.all_nodes))
     devices = _first_by_name([d for s in newest for d in s.spec.devices or []])
     sets = _first_by_name([c for s in newest for c in s.spec.shared_counters or []])
-    kept = _held_only(name, pool, devices, sets, uses, existing, owner, "deleted")
+    kept = _kept_only(name, pool, devices, sets, uses, existing, owner, "deleted", now=now,
+                      drain_grace=drain_grace)
     if kept is None:
         return InventoryDecision("Released", f"DeviceInventory {name} is deleted, and no claim "
                                              "holds a device of its slices",
                                  delete=tuple(existing), withdrawn=True, forget=True)
-    plan, draining = kept
-    return InventoryDecision("SlicesPublished",
-                             f"DeviceInventory {name} is deleted; {_kept_message(draining)}",
-                             plan=plan, pool=pool, draining=draining)
+    plan, draining, leaving = kept
+    return InventoryDecision(
+        "SlicesPublished", f"DeviceInventory {name} is deleted; "
+                           f"{_kept_message(draining, leaving)}",
+        plan=plan, pool=pool, draining=draining, leaving=leaving)
 
 
-def _held_only(name: str, pool: DesiredPool, devices: Sequence[Device],
+def _kept_only(name: str, pool: DesiredPool, devices: Sequence[Device],
                sets: Sequence[CounterSet], uses: Sequence[ClaimUse],
-               existing: Sequence[ResourceSlice], owner: OwnerReference, why: str
-               ) -> tuple[SyncPlan, dict[str, str]] | None:
+               existing: Sequence[ResourceSlice], owner: OwnerReference, why: str, *,
+               now: datetime, drain_grace: float
+               ) -> tuple[SyncPlan, dict[str, str], dict[str, datetime]] | None:
     """The plan that publishes, of ``pool``, only the devices claims hold (as published
-    before: ``devices``, ``sets``), tainted ``draining=<why>``; None when no claim holds one."""
+    before: ``devices``, ``sets``) and those of ``existing`` whose drain grace has not ended,
+    tainted ``draining=<why>``; with the ``draining`` and ``leaving`` of
+    :class:`InventoryDecision`. None when nothing is kept."""
     empty = dataclasses.replace(pool, devices=[], counter_sets=[], disabled={}, left_out=[],
                                 held_until=None)
-    kept, draining = keep_allocated_devices(empty, {u.device for u in uses}, devices, sets,
-                                            dropped=why)
+    held = {u.device for u in uses}
+    leaving = drain_deadlines(empty, _published_now(existing), held, now, drain_grace)
+    kept, draining = keep_dropped_devices(empty, held | set(leaving), devices, sets,
+                                          dropped=why)
     if not draining:
         return None
-    return plan_sync(name, owner, kept, split_pool(kept), list(existing)), draining
+    return (plan_sync(name, owner, kept, split_pool(kept), list(existing)), draining,
+            {d: end for d, end in leaving.items() if d in draining})
 
 
-def _kept_message(draining: Mapping[str, str]) -> str:
-    return ("still allocated, so kept published with a NoSchedule taint until released: "
-            + ", ".join(f"{d} ({why})" for d, why in sorted(draining.items())))
+def _kept_message(draining: Mapping[str, str], leaving: Mapping[str, datetime]) -> str:
+    """What the condition says of the devices kept though dropped: those claims hold, then
+    those leaving (within their drain grace)."""
+    def named(devices: list[str]) -> str:
+        return ", ".join(f"{d} ({draining[d]})" for d in devices)
+    held = sorted(d for d in draining if d not in leaving)
+    parts = [f"still allocated, so kept published with a NoSchedule taint until released: "
+             f"{named(held)}"] if held else []
+    if leaving:
+        parts.append("leaving the pool, so published with a NoSchedule taint until the drain "
+                     f"grace ends: {named(sorted(leaving))}")
+    return "; ".join(parts)
+
+
+def _published_now(existing: Sequence[ResourceSlice]) -> list[Device]:
+    """The devices in ``existing`` (the first of each name, newest generation first)."""
+    newest = sorted(existing, key=lambda s: -s.spec.pool.generation)
+    return _first_by_name([d for s in newest for d in s.spec.devices or []])
 
 
 def _published_before(inputs: InventoryInputs, inventory: DeviceInventory
@@ -388,7 +440,7 @@ def retained_devices(inputs: InventoryInputs, inventory: DeviceInventory
                      ) -> RetainedDevices | None:
     """What ``status.retained`` keeps of a pool being withdrawn: the held devices as
     published before (:func:`_published_before`), every device consuming a counter set they
-    consume, and those counter sets — what :func:`keep_allocated_devices` needs to publish
+    consume, and those counter sets — what :func:`keep_dropped_devices` needs to publish
     them again. None when no claim holds a device of the pool."""
     held = {u.device for u in inputs.uses}
     devices, sets = _published_before(inputs, inventory)
@@ -417,7 +469,7 @@ def _published_generation(inventory: DeviceInventory, pool: DesiredPool) -> int:
 
 
 def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: SyncPlan,
-                       draining: Mapping[str, str]) -> str:
+                       draining: Mapping[str, str], leaving: Mapping[str, datetime]) -> str:
     message = (f"{_count(len(pool.devices), 'device')} in "
                f"{_count(len(plan.slice_names), 'ResourceSlice')} "
                f"(pool {pool.name}, generation {plan.pool.generation})")
@@ -430,7 +482,7 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
         message += (f"; healthy again, kept tainted NoSchedule for the hold-down time (the "
                     f"first until {timestamp(pool.held_until)}): {', '.join(recovered)}")
     if draining:
-        message += f"; {_kept_message(draining)}"
+        message += f"; {_kept_message(draining, leaving)}"
     return message
 
 

@@ -184,17 +184,17 @@ def check_lease(state: OperatorState, node: str, now: datetime.datetime) -> None
 
 
 async def tick(state: OperatorState) -> None:
-    """Notice Lease expiry and the end of health hold-downs (time events, not watch events)
-    and resync everything now and then."""
+    """Notice Lease expiry and the end of health hold-downs and drain graces (time events,
+    not watch events) and resync everything now and then."""
     since_resync = 0.0
     interval = state.settings.lease_check_interval
     while True:
         now = utcnow()
         for node in state.view.nodes_with_inventories():
             check_lease(state, node, now)
-        for name, until in list(state.hold_downs.items()):
+        for name, until in list(state.wake_ups.items()):
             if until <= now:
-                del state.hold_downs[name]
+                del state.wake_ups[name]
                 state.inventory_queue.add(name)
         since_resync += interval
         if since_resync >= RESYNC_INTERVAL:

@@ -298,8 +298,10 @@ class OperatorState:
                                                  AttachResult]] = field(default_factory=dict)
     """Claim (namespace, name) → (allocationTimestamp, driver, pool, device, shareID) → what
     the attach step answered for that allocation."""
-    hold_downs: dict[str, datetime.datetime] = field(default_factory=dict)
-    """Inventory → when the first hold-down of a recovered device ends (publish again then)."""
+    wake_ups: dict[str, datetime.datetime] = field(default_factory=dict)
+    """Inventory → when its slices change with time alone (the first health hold-down or
+    drain grace ends): the tick queues it then. Derived from the API (health transition
+    times, taint times) at each reconcile, so it is rebuilt after a restart."""
     slice_owner: OwnerReference | None = None
     """The owner reference of every slice (the DeviceInventory CRD), read once."""
     refused_claims: set[tuple[str, str, str]] = field(default_factory=set)

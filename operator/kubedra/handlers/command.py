@@ -35,6 +35,10 @@ log = get_logger(__name__)
 @click.option("--health-socket", type=click.Path(dir_okay=False),
               help="Also serve /healthz and /metrics on this Unix socket, for an exec probe "
                    "(`kubedra probe --socket PATH`) where replicas share a host network")
+@click.option("--drain-grace", type=click.FloatRange(min=0), default=None,
+              help="Seconds a device leaving its pool stays published with the "
+                   "kubedra.io/draining NoSchedule taint before it is taken out, so that "
+                   "kube-scheduler sees it tainted first [env KUBEDRA_DRAIN_GRACE; default 30]")
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
               help="Reconcile only while holding the Lease kubedra-operator (run several "
                    "replicas); --no-leader-elect reconciles at once (one replica only)")

@@ -216,14 +216,68 @@ def _taint_value(text: str) -> str:
 
 
 DRAINING_TAINT_KEY = "kubedra.io/draining"
-"""Taint key of a device that is still allocated but no longer offered: disabled by an override
-(value ``disabled``) or no longer reported (value ``gone``)."""
+"""Taint key of a device that is still published but no longer offered; its value says why:
+``disabled`` by an override, ``gone`` (no longer reported), ``withdrawn`` (the pool is
+withdrawn) or ``deleted`` (its inventory is deleted)."""
 
 
-def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: Sequence[Device],
-                           previous_counter_sets: Sequence[CounterSet], *, dropped: str = "gone"
-                           ) -> tuple[DesiredPool, dict[str, str]]:
-    """Keep publishing devices that claims still hold, though the inventory dropped them.
+def draining_since(device: Device) -> datetime | None:
+    """When ``device`` was tainted ``kubedra.io/draining`` (its ``timeAdded``, which the API
+    server sets when a taint is written without one: ``SetDefaults_DeviceTaint`` in
+    pkg/apis/resource/v1/defaults.go), or None when it has no such taint or no valid time."""
+    for taint in device.taints or []:
+        if taint.key == DRAINING_TAINT_KEY and taint.time_added:
+            try:
+                return parse_timestamp(taint.time_added)
+            except ValueError:
+                return None
+    return None
+
+
+def drain_deadlines(pool: DesiredPool, published: Sequence[Device], held: set[str],
+                    now: datetime, grace: float) -> dict[str, datetime]:
+    """When each device that leaves the pool may be taken out of its slices.
+
+    A device is never taken out of a published pool in one step. kube-scheduler allocates
+    from its informer's copy of the slices, which lags the API server: a device dropped while
+    no claim holds it (in the operator's view) may still be allocated from a copy that shows
+    it, and until the operator sees that allocation and publishes the device again, its
+    shared counters are free in the published pool, so an overlapping partition can be handed
+    out too (``counter .../memory-slice-2: 2 used of 1`` in the fault suite, issue 13). So a
+    device that is published but no longer in the pool, and that no claim holds, is first
+    published with the ``NoSchedule`` taint :data:`DRAINING_TAINT_KEY` — kube-scheduler
+    allocates no device with a taint the claim does not tolerate (KEP-5055; DRADeviceTaints is
+    GA in v1.37) — and taken out only ``grace`` seconds after that taint's ``timeAdded``, once
+    every scheduler has seen it. The time comes from the published slices, not the
+    operator's memory, so a restart or a new leader keeps the same deadline.
+
+    Args:
+        pool: the pool built from the inventory (the devices offered).
+        published: the devices in the pool's slices now.
+        held: names of devices that allocated claims hold (kept until released, not here).
+        now: the current time.
+        grace: seconds between tainting a leaving device and taking it out (0: at once).
+
+    Returns:
+        Device name → when its grace ends, for each leaving device whose grace has not
+        ended (one not tainted yet: ``now`` + ``grace``).
+    """
+    offered = {d.name for d in pool.devices}
+    ends: dict[str, datetime] = {}
+    for device in published:
+        if device.name in offered or device.name in held or device.name in ends:
+            continue
+        end = (draining_since(device) or now) + timedelta(seconds=grace)
+        if end > now:
+            ends[device.name] = end
+    return ends
+
+
+def keep_dropped_devices(pool: DesiredPool, keep: set[str], previous: Sequence[Device],
+                         previous_counter_sets: Sequence[CounterSet], *, dropped: str = "gone"
+                         ) -> tuple[DesiredPool, dict[str, str]]:
+    """Keep publishing devices that left the pool but must stay: those claims still hold, and
+    those within their drain grace (:func:`drain_deadlines`).
 
     A device that leaves the pool while allocated would also free its shared counters, and the
     scheduler would then hand out a partition that overlaps it (the allocator counts the
@@ -237,18 +291,18 @@ def keep_allocated_devices(pool: DesiredPool, held: set[str], previous: Sequence
 
     Args:
         pool: the pool built from the inventory.
-        held: names of this pool's devices that allocated claims hold.
+        keep: names of this pool's devices to keep though the pool dropped them.
         previous: the devices last published in this pool (where dropped devices come from).
         previous_counter_sets: the counter sets last published in this pool.
-        dropped: why a held device missing from the pool is kept (the taint's value):
-            ``gone`` (no longer reported) or ``deleted`` (its inventory is being deleted).
+        dropped: why a kept device missing from the pool is kept (the taint's value):
+            ``gone`` (no longer reported), ``withdrawn`` or ``deleted``.
 
     Returns:
         The pool with those devices added, and device name → ``disabled`` or ``dropped`` for
         each.
     """
     published = {d.name for d in pool.devices}
-    missing = held - published
+    missing = keep - published
     if not missing:
         return pool, {}
     before = {d.name: d for d in previous}

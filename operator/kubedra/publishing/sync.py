@@ -14,7 +14,8 @@ This follows the contract of upstream's resourceslice controller (``syncPool`` i
 
 kubedra names slices deterministically, ``<inventory>-<index as 5 hex digits>``, so a slice
 deleted by hand is recreated under its name and slices sort in publishing order within a pool.
-Device taint ``timeAdded`` values set by the API server are carried over, as upstream does.
+Device taint ``timeAdded`` values set by the API server are carried over, as upstream does,
+from whichever slice of the pool holds the device now.
 """
 
 from __future__ import annotations
@@ -71,12 +72,21 @@ def slice_name(inventory_name: str, index: int) -> str:
     return base + suffix
 
 
-def _with_taint_times(desired: tuple[Device, ...], current: list[Device] | None
-                      ) -> list[Device]:
-    """Copy ``timeAdded`` of taints that already exist on the same device (the API server
-    sets it when a taint first appears)."""
-    times = {(d.name, t.key, t.value, t.effect): t.time_added
-             for d in current or [] for t in d.taints or []}
+TaintTimes = dict[tuple[str, str, str | None, str], str | None]
+"""(device, taint key, value, effect) → the taint's ``timeAdded`` as published."""
+
+
+def _taint_times(slices: list[ResourceSlice]) -> TaintTimes:
+    """The ``timeAdded`` of every taint published in ``slices`` (the API server sets it when a
+    taint first appears), by device and taint — whichever slice the device is in, so that a
+    device moved to another slice keeps its times (a drain grace counts from one)."""
+    return {(d.name, t.key, t.value, t.effect): t.time_added
+            for s in slices for d in s.spec.devices or [] for t in d.taints or []
+            if t.time_added}
+
+
+def _with_taint_times(desired: tuple[Device, ...], times: TaintTimes) -> list[Device]:
+    """Copy ``timeAdded`` of taints that are published already on the same device."""
     result = []
     for device in desired:
         if device.taints and any(not t.time_added for t in device.taints):
@@ -89,7 +99,7 @@ def _with_taint_times(desired: tuple[Device, ...], current: list[Device] | None
 
 
 def _spec(pool: DesiredPool, content: SliceContent, resource_pool: ResourcePool,
-          current: ResourceSlice | None) -> ResourceSliceSpec:
+          times: TaintTimes) -> ResourceSliceSpec:
     return ResourceSliceSpec(
         driver=pool.driver,
         pool=resource_pool,
@@ -98,7 +108,7 @@ def _spec(pool: DesiredPool, content: SliceContent, resource_pool: ResourcePool,
         all_nodes=True if pool.all_nodes else None,
         # None, not [], for a slice without devices: the API server omits an empty list, and
         # [] would differ from every stored copy (an update on each reconcile of an empty pool)
-        devices=(_with_taint_times(content.devices, current.spec.devices if current else None)
+        devices=(_with_taint_times(content.devices, times)
                  or None if not content.counter_sets else None),
         shared_counters=list(content.counter_sets) or None,
     )
@@ -123,6 +133,8 @@ def plan_sync(inventory_name: str, owner: OwnerReference, pool: DesiredPool,
                       if s.spec.pool.name == pool.name and s.spec.driver == pool.driver),
                      default=published_generation)
     generation = max(generation, published_generation)
+    times = _taint_times([s for s in existing if s.spec.pool.name == pool.name
+                          and s.spec.driver == pool.driver])
     matched: dict[int, ResourceSlice] = {}
     obsolete: list[ResourceSlice] = []
     for current in existing:
@@ -137,7 +149,7 @@ def plan_sync(inventory_name: str, owner: OwnerReference, pool: DesiredPool,
     def spec_at(index: int, gen: int) -> ResourceSliceSpec:
         resource_pool = ResourcePool(name=pool.name, generation=gen,
                                      resource_slice_count=len(contents))
-        return _spec(pool, contents[index], resource_pool, matched.get(index))
+        return _spec(pool, contents[index], resource_pool, times)
 
     changed = {i for i, current in matched.items() if current.spec != spec_at(i, generation)}
     missing = [i for i in range(len(contents)) if i not in matched]

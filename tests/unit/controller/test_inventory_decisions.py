@@ -3,7 +3,7 @@ that follow (pure functions: no cluster, milliseconds)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,6 +23,8 @@ from kubedra.controller.state import ClaimUse
 from kubedra.publishing.sync import SliceWrite
 
 NOW = "2026-11-30T12:00:00Z"
+GRACE = 30.0
+"""Seconds of drain grace (the shipped default)."""
 EARLIER = "2026-11-30T11:00:00Z"
 
 
@@ -70,11 +72,32 @@ CRD = OwnerReference(api_version="apiextensions.k8s.io/v1", kind="CustomResource
 def inputs(raw: dict[str, Any], **kwargs: Any) -> InventoryInputs:
     return InventoryInputs(raw=raw, existing=kwargs.pop("existing", []),
                            lease=kwargs.pop("lease", "live"), namespace="kubedra-system",
-                           owner=CRD, **kwargs)
+                           owner=CRD, drain_grace=kwargs.pop("drain_grace", GRACE), **kwargs)
 
 
 PUBLISHED = inputs(raw_inventory())
 EXISTING = slices_of(decide_inventory(PUBLISHED))
+LATER = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+"""A moment long after the drain taints of :func:`tainted` were added (``EARLIER``)."""
+
+
+def tainted(slices: list[ResourceSlice], why: dict[str, str], added: str = EARLIER
+            ) -> list[ResourceSlice]:
+    """``slices`` with devices tainted ``kubedra.io/draining`` (device name → value) at
+    ``added``, as the API server stores the first step of a drain."""
+    result = []
+    for s in slices:
+        data = s.to_api()
+        for device in data["spec"].get("devices") or []:
+            if device["name"] in why:
+                device["taints"] = [{"key": "kubedra.io/draining", "value": why[device["name"]],
+                                     "effect": "NoSchedule", "timeAdded": added}]
+        result.append(ResourceSlice.from_api(data))
+    return result
+
+
+DRAINED = tainted(EXISTING, {"gpu-0": "withdrawn", "gpu-1": "withdrawn"})
+"""The slices of a pool withdrawn with nothing held, once the drain grace has begun."""
 
 CASES: list[tuple[str, InventoryInputs, str, str]] = [
     ("published", PUBLISHED, "SlicesPublished",
@@ -121,6 +144,12 @@ CASES: list[tuple[str, InventoryInputs, str, str]] = [
                   "discovery.pci.vendors: 0x10de; discovery.pci.classes: 0x0302), and "
                   "spec.devices declares none"),
     ("agent lease expired", inputs(raw_inventory(), lease="expired", existing=EXISTING),
+     "AgentLeaseExpired", "agent Lease kubedra-system/kubedra-agent-node-1 of node node-1 is "
+                          "not renewed; pool node-1 withdrawn until the agent returns; leaving "
+                          "the pool, so published with a NoSchedule taint until the drain grace "
+                          "ends: gpu-0 (withdrawn), gpu-1 (withdrawn)"),
+    ("agent lease expired, drain grace over", inputs(
+        raw_inventory(), lease="expired", existing=DRAINED, now=LATER),
      "AgentLeaseExpired", "agent Lease kubedra-system/kubedra-agent-node-1 of node node-1 is "
                           "not renewed; pool node-1 withdrawn until the agent returns"),
     ("agent lease missing", inputs(raw_inventory(), lease="missing"), "AgentLeaseExpired",
@@ -184,7 +213,8 @@ def test_nothing_to_write_when_the_slices_match() -> None:
 
 
 def test_withdrawal_deletes_every_slice_and_remembers_the_pool() -> None:
-    decision = decide_inventory(inputs(raw_inventory(), lease="expired", existing=EXISTING))
+    decision = decide_inventory(inputs(raw_inventory(), lease="expired", existing=DRAINED,
+                                       now=LATER))
     assert [s.metadata.name for s in decision.delete] == ["node-1-gpu-00000"]
     assert decision.withdrawn
     assert not decision.forget
@@ -255,14 +285,20 @@ def test_status_keeps_the_transition_time_while_the_status_holds() -> None:
 
 
 def test_status_of_a_withdrawn_pool_and_of_a_conflict() -> None:
-    expired = inputs(raw_inventory(), lease="expired", existing=EXISTING)
+    expired = inputs(raw_inventory(), lease="expired", existing=DRAINED, now=LATER)
     status = inventory_status(expired, decide_inventory(expired), NOW)
     assert (status.slices, status.device_count, status.allocated_count) == ([], 0, 0)
     # a held device stays published: the status names its slice
-    expired = inputs(raw_inventory(), lease="expired", existing=EXISTING, uses=[use("gpu-0")])
+    expired = inputs(raw_inventory(), lease="expired", existing=DRAINED, now=LATER,
+                     uses=[use("gpu-0")])
     status = inventory_status(expired, decide_inventory(expired), NOW)
     assert (status.slices, status.device_count, status.allocated_count) == (
         ["node-1-gpu-00000"], 1, 1)
+    # and so does, during its drain grace, a device no claim holds
+    expired = inputs(raw_inventory(), lease="expired", existing=EXISTING, uses=[use("gpu-0")])
+    status = inventory_status(expired, decide_inventory(expired), NOW)
+    assert (status.slices, status.device_count, status.allocated_count) == (
+        ["node-1-gpu-00000"], 2, 1)
     conflict = inputs(raw_inventory("b-gpu"), rivals=[raw_inventory("a-gpu")],
                       uses=[use("gpu-0")])
     status = inventory_status(conflict, decide_inventory(conflict), NOW)
@@ -362,13 +398,15 @@ def test_a_failed_or_invalid_decision_leaves_the_retained_devices() -> None:
 
 
 def test_a_deleted_inventorys_slices_are_deleted_when_nothing_is_held() -> None:
-    decision = decide_deleted("node-1-gpu", EXISTING, [use("gpu-9")], CRD)
+    decision = decide_deleted("node-1-gpu", DRAINED, [use("gpu-9")], CRD, now=LATER,
+                              drain_grace=GRACE)
     assert (decision.reason, decision.plan, decision.forget) == ("Released", None, True)
     assert [s.metadata.name for s in decision.delete] == ["node-1-gpu-00000"]
 
 
 def test_a_deleted_inventorys_slices_keep_only_its_held_devices() -> None:
-    decision = decide_deleted("node-1-gpu", EXISTING, [use("gpu-1")], CRD)
+    decision = decide_deleted("node-1-gpu", tainted(EXISTING, {"gpu-0": "deleted"}),
+                              [use("gpu-1")], CRD, now=LATER, drain_grace=GRACE)
     assert (decision.reason, decision.delete) == ("SlicesPublished", ())
     assert decision.message == (
         "DeviceInventory node-1-gpu is deleted; still allocated, so kept published with a "
@@ -393,7 +431,8 @@ def test_another_inventory_of_the_pool_waits_for_a_deleted_ones_held_devices() -
     assert (decision.reason, decision.forget, decision.plan) == ("PoolConflict", True, None)
     assert decision.message == (
         "pool node-1 of driver gpu.kubedra.io still has devices of deleted DeviceInventory "
-        "node-1-gpu that claims hold; this inventory publishes nothing until they are released")
+        "node-1-gpu that claims hold or whose drain grace is not over; this inventory publishes "
+        "nothing until they are gone")
 
 
 def test_slices_owned_by_the_inventory_are_given_to_the_crd() -> None:
@@ -411,8 +450,9 @@ def test_slices_owned_by_the_inventory_are_given_to_the_crd() -> None:
 
 
 def test_an_inventory_of_a_missing_node_is_withdrawn_and_keeps_its_held_devices() -> None:
-    decision = decide_inventory(inputs(raw_inventory(), existing=EXISTING, node_exists=False,
-                                       uses=[use("gpu-0")]))
+    decision = decide_inventory(inputs(raw_inventory(), node_exists=False, uses=[use("gpu-0")],
+                                       existing=tainted(EXISTING, {"gpu-1": "withdrawn"}),
+                                       now=LATER))
     assert (decision.reason, decision.message) == (
         "NodeNotFound", "node node-1 does not exist; pool node-1 is not published until it "
                         "does; still allocated, so kept published with a NoSchedule taint until "
@@ -426,3 +466,111 @@ def test_an_inventory_of_a_missing_node_is_withdrawn_and_keeps_its_held_devices(
         ("gpu-0", [{"key": "kubedra.io/draining", "value": "withdrawn", "effect": "NoSchedule"}])]
     assert decision.retained is not None
     assert [d.name for d in decision.retained.devices] == ["gpu-0"]
+
+
+# A device never leaves a published pool in one step (issue 13: kube-scheduler allocated a
+# device dropped while its view still showed it, and an overlapping partition as well): it is
+# first published tainted kubedra.io/draining, and taken out only when the drain grace
+# (GRACE) since that taint's timeAdded is over — whichever way it leaves.
+T = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+WAYS = {
+    "disabled": ("disabled", {"gpu-1"}),
+    "no longer reported": ("gone", {"gpu-1"}),
+    "pool withdrawn": ("withdrawn", {"gpu-0", "gpu-1"}),
+    "node missing": ("withdrawn", {"gpu-0", "gpu-1"}),
+    "inventory deleted": ("deleted", {"gpu-0", "gpu-1"}),
+}
+"""How gpu-1 leaves the pool → (the taint's value, the devices that leave with it)."""
+
+
+def leave(way: str, existing: list[ResourceSlice], now: datetime,
+          uses: tuple[ClaimUse, ...] = ()) -> InventoryDecision:
+    """The decision when gpu-1 has left the pool ``way``, with ``existing`` slices."""
+    if way == "inventory deleted":
+        return decide_deleted("node-1-gpu", existing, uses, CRD, now=now, drain_grace=GRACE)
+    raw, options = {
+        "disabled": (raw_inventory(overrides=[{"device": "gpu-1", "disabled": True}]), {}),
+        "no longer reported": (raw_inventory(devices=1), {}),
+        "pool withdrawn": (raw_inventory(), {"lease": "expired"}),
+        "node missing": (raw_inventory(), {"node_exists": False}),
+    }[way]
+    return decide_inventory(inputs(raw, existing=existing, now=now, uses=list(uses),
+                                   **options))
+
+
+def published_after(decision: InventoryDecision, existing: list[ResourceSlice]
+                    ) -> dict[str, list[tuple[str, str | None, str | None]]]:
+    """Device name → its taints (key, value, timeAdded) once the decision's writes are made
+    (taints just written have no time yet: the API server adds it)."""
+    slices = {s.metadata.name: s.to_api() for s in existing}
+    for gone in decision.delete:
+        slices.pop(gone.metadata.name, None)
+    for write in decision.plan.writes if decision.plan else []:
+        if write.verb == "delete":
+            slices.pop(write.name, None)
+        else:
+            slices[write.name] = write.body or {}
+    return {d["name"]: [(t["key"], t.get("value"), t.get("timeAdded"))
+                        for t in d.get("taints") or []]
+            for s in slices.values() for d in s["spec"].get("devices") or []}
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_leaving_device_is_first_published_tainted(way: str) -> None:
+    why, leaving = WAYS[way]
+    decision = leave(way, EXISTING, T)
+    assert published_after(decision, EXISTING)["gpu-1"] == [("kubedra.io/draining", why, None)]
+    assert decision.leaving == dict.fromkeys(leaving, T + timedelta(seconds=GRACE))
+    assert decision.drain_until == T + timedelta(seconds=GRACE)
+    assert decision.draining == dict.fromkeys(leaving, why)
+    assert decision.message.endswith(
+        "; leaving the pool, so published with a NoSchedule taint until the drain grace ends: "
+        + ", ".join(f"{d} ({why})" for d in sorted(leaving)))
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_leaving_device_stays_tainted_until_the_grace_since_its_taint_is_over(
+        way: str) -> None:
+    """The grace counts from the taint's ``timeAdded`` in the slices, so an operator that
+    restarted (or a new leader) keeps the same deadline."""
+    why, leaving = WAYS[way]
+    existing = tainted(EXISTING, dict.fromkeys(leaving, why), added="2026-11-30T11:59:50Z")
+    decision = leave(way, existing, T)
+    assert published_after(decision, existing)["gpu-1"] == [
+        ("kubedra.io/draining", why, "2026-11-30T11:59:50Z")]
+    assert decision.drain_until == T + timedelta(seconds=GRACE - 10)
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_leaving_device_no_claim_holds_goes_once_the_grace_is_over(way: str) -> None:
+    why, leaving = WAYS[way]
+    existing = tainted(EXISTING, dict.fromkeys(leaving, why), added="2026-11-30T11:59:30Z")
+    decision = leave(way, existing, T)
+    assert "gpu-1" not in published_after(decision, existing)
+    assert (dict(decision.leaving), decision.drain_until) == ({}, None)
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_held_leaving_device_stays_until_released_whatever_the_grace(way: str) -> None:
+    why, leaving = WAYS[way]
+    existing = tainted(EXISTING, dict.fromkeys(leaving, why))
+    decision = leave(way, existing, LATER, uses=(use("gpu-1"),))
+    assert published_after(decision, existing)["gpu-1"] == [
+        ("kubedra.io/draining", why, EARLIER)]
+    assert "gpu-1" not in decision.leaving
+    assert "still allocated, so kept published with a NoSchedule taint until released: " \
+           f"gpu-1 ({why})" in decision.message
+
+
+@pytest.mark.parametrize(("way", "back"), [
+    ("disabled", raw_inventory()),
+    ("no longer reported", raw_inventory()),
+    ("pool withdrawn", raw_inventory()),  # the agent's Lease is renewed
+])
+def test_a_device_back_in_the_pool_during_its_grace_loses_its_taint(
+        way: str, back: dict[str, Any]) -> None:
+    why, leaving = WAYS[way]
+    existing = tainted(EXISTING, dict.fromkeys(leaving, why), added="2026-11-30T11:59:50Z")
+    decision = decide_inventory(inputs(back, existing=existing, now=T))
+    assert published_after(decision, existing) == {"gpu-0": [], "gpu-1": []}
+    assert (decision.reason, dict(decision.leaving)) == ("SlicesPublished", {})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,10 +19,12 @@ from kubedra.api.resource import (
     ResourceSlice,
 )
 from kubedra.publishing.pool import (
+    DRAINING_TAINT_KEY,
     RECOVERED_TAINT_VALUE,
     UNHEALTHY_TAINT_KEY,
     build_pool,
-    keep_allocated_devices,
+    drain_deadlines,
+    keep_dropped_devices,
 )
 from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import SliceWrite, plan_sync, slice_name
@@ -440,8 +442,7 @@ def test_allocated_devices_dropped_by_the_inventory_stay_published_tainted() -> 
     after.status.discovered.devices.pop(2)
     pool = build_pool(after)
     assert [d.name for d in pool.devices] == ["dev-000"]
-    kept, draining = keep_allocated_devices(pool, {"dev-001", "dev-002"},
-                                            *published(server))
+    kept, draining = keep_dropped_devices(pool, {"dev-001", "dev-002"}, *published(server))
     assert draining == {"dev-001": "disabled", "dev-002": "gone"}
     assert [d.name for d in kept.devices] == ["dev-000", "dev-001", "dev-002"]
     assert [(t.key, t.value, t.effect) for t in kept.devices[1].taints or []] == [
@@ -464,7 +465,7 @@ def test_a_dropped_device_keeps_its_counter_set_even_if_the_set_is_gone() -> Non
     del data["status"]["discovered"]["devices"][0]["consumesCounters"]
     pool = build_pool(DeviceInventory.from_api(data))
     assert pool.counter_sets == []
-    kept, draining = keep_allocated_devices(pool, {"dev-001"}, *published(server))
+    kept, draining = keep_dropped_devices(pool, {"dev-001"}, *published(server))
     assert draining == {"dev-001": "gone"}
     assert [c.name for c in kept.counter_sets] == ["node-counters"]
     assert kept.counter_sets[0].counters["slots"].value == Quantity("2")
@@ -474,7 +475,7 @@ def test_released_devices_are_not_kept() -> None:
     server = FakeServer()
     server.apply(plan(inventory(2), [])[0])
     pool = build_pool(inventory(1))
-    assert keep_allocated_devices(pool, set(), *published(server)) == (pool, {})
+    assert keep_dropped_devices(pool, set(), *published(server)) == (pool, {})
 
 
 def published(server: FakeServer) -> tuple[list[Device], list[CounterSet]]:
@@ -486,7 +487,7 @@ def published(server: FakeServer) -> tuple[list[Device], list[CounterSet]]:
 
 def test_a_disabled_allocated_device_is_kept_without_any_previous_slice() -> None:
     inv = inventory(2, overrides=[{"device": "dev-001", "disabled": True}])
-    kept, draining = keep_allocated_devices(build_pool(inv), {"dev-001"}, [], [])
+    kept, draining = keep_dropped_devices(build_pool(inv), {"dev-001"}, [], [])
     assert draining == {"dev-001": "disabled"}
     assert [d.name for d in kept.devices] == ["dev-000", "dev-001"]
 
@@ -506,8 +507,8 @@ def test_the_whole_device_keeps_consuming_counters_a_held_partition_still_needs(
     whole_only = DeviceInventory.from_api({
         "metadata": {"name": "n-gpu"},
         "spec": {"driver": "gpu.kubedra.io", "nodeName": "n", "devices": [{"name": "gpu-0"}]}})
-    kept, draining = keep_allocated_devices(build_pool(whole_only), {"gpu-0-mig-s0"},
-                                            before.devices, before.counter_sets)
+    kept, draining = keep_dropped_devices(build_pool(whole_only), {"gpu-0-mig-s0"},
+                                          before.devices, before.counter_sets)
     assert draining == {"gpu-0-mig-s0": "gone"}
     assert [c.name for c in kept.counter_sets] == ["gpu-0-counters"]
     whole = kept.devices[0]
@@ -515,5 +516,69 @@ def test_the_whole_device_keeps_consuming_counters_a_held_partition_still_needs(
     assert [(u.counter_set, u.counters["slices"].value) for u in whole.consumes_counters or []] \
         == [("gpu-0-counters", Quantity("2"))]
     # once the partition is released, the whole GPU is published as the inventory says
-    assert keep_allocated_devices(build_pool(whole_only), set(), kept.devices,
-                                  kept.counter_sets)[0].devices[0].consumes_counters is None
+    assert keep_dropped_devices(build_pool(whole_only), set(), kept.devices,
+                                kept.counter_sets)[0].devices[0].consumes_counters is None
+
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+"""When the draining taints of :func:`draining_devices` were added."""
+
+
+def draining_devices(taints: dict[str, str | None]) -> list[Device]:
+    """Published devices by name → the ``timeAdded`` of their draining taint (None: a taint
+    without a time; ``untainted``: no draining taint)."""
+    return [Device.from_api({"name": name, **({"taints": [
+        {"key": DRAINING_TAINT_KEY, "value": "disabled", "effect": "NoSchedule",
+         **({"timeAdded": added} if added else {})}]} if added != "untainted" else {})})
+        for name, added in taints.items()]
+
+
+@pytest.mark.parametrize(("published", "now", "held", "expected"), [
+    # not tainted yet: its grace starts now
+    (draining_devices({"dev-002": "untainted"}), T0, set(),
+     {"dev-002": T0 + timedelta(seconds=30)}),
+    # tainted 10 s ago: 20 s left, counted from the taint's timeAdded, not from now
+    (draining_devices({"dev-002": "2026-11-30T11:59:50Z"}), T0, set(),
+     {"dev-002": T0 + timedelta(seconds=20)}),
+    # tainted exactly 30 s ago: the grace is over, it goes
+    (draining_devices({"dev-002": "2026-11-30T11:59:30Z"}), T0, set(), {}),
+    # held: kept until released, not by the grace
+    (draining_devices({"dev-002": "untainted"}), T0, {"dev-002"}, {}),
+    # still offered (re-enabled): nothing leaves
+    (draining_devices({"dev-000": "2026-11-30T11:59:50Z"}), T0, set(), {}),
+])
+def test_a_leaving_device_is_kept_for_the_drain_grace_from_its_taint_time(
+        published: list[Device], now: datetime, held: set[str],
+        expected: dict[str, datetime]) -> None:
+    pool = build_pool(inventory(1))
+    assert drain_deadlines(pool, published, held, now, 30.0) == expected
+
+
+def test_no_drain_grace_takes_a_leaving_device_out_at_once() -> None:
+    pool = build_pool(inventory(1))
+    assert drain_deadlines(pool, draining_devices({"dev-002": "untainted"}), set(), T0, 0.0) == {}
+
+
+def test_a_taint_keeps_its_time_when_its_device_moves_to_another_slice() -> None:
+    """A drain grace counts from the taint's ``timeAdded``: a device that moves to another
+    slice (devices before it left) must not get a new time."""
+    server = FakeServer()
+    before = inventory(129, overrides=[{"device": "dev-128", "disabled": True}])
+    server.apply(plan(before, [])[0])
+    pool = build_pool(before)
+    kept, _ = keep_dropped_devices(pool, {"dev-128"}, *published(server))
+    server.apply(plan_sync("node-1-gpu", OWNER, kept, split_pool(kept),
+                           server.existing()).writes)
+    [where] = [s for s in server.existing() for d in s.spec.devices or []
+               if d.name == "dev-128"]
+    assert where.metadata.name == "node-1-gpu-00001"
+    # dev-000 … dev-064 are disabled too: dev-128 moves into the first slice, with its time
+    moved = inventory(129, overrides=[{"device": f"dev-{i:03d}", "disabled": True}
+                                      for i in [*range(65), 128]])
+    shrunk = keep_dropped_devices(build_pool(moved), {"dev-128"}, *published(server))[0]
+    writes = plan_sync("node-1-gpu", OWNER, shrunk, split_pool(shrunk),
+                       server.existing()).writes
+    [device] = [d for w in writes if w.name == "node-1-gpu-00000" and w.body
+                for d in w.body["spec"]["devices"] if d["name"] == "dev-128"]
+    assert device["taints"] == [{"key": DRAINING_TAINT_KEY, "value": "disabled",
+                                 "effect": "NoSchedule", "timeAdded": "2026-11-29T00:00:00Z"}]
