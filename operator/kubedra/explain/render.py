@@ -17,7 +17,7 @@ import re
 import textwrap
 from collections.abc import Sequence
 
-from kubedra.explain.claims import NODES_NAMED, pool_notes
+from kubedra.explain.claims import NODES_NAMED, request_notes
 from kubedra.explain.model import ClaimExplanation, DeviceFinding, NodeOutcome, RequestOutcome
 from kubedra.explain.pods import PodExplanation
 from kubedra.explain.simulate import Simulation
@@ -161,7 +161,7 @@ def _reasons(node: NodeOutcome) -> list[str]:
     for request in failed:
         lines.append(_wrap(request.message, "  "))
         lines.extend(_finding_lines(request))
-        lines.extend(_wrap(note, "    ") for note in pool_notes(request))
+        lines.extend(_wrap(note, "    ") for note in request_notes(request))
     if not failed:
         lines.append(_wrap(node.message, "  "))
     return lines
