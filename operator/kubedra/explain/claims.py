@@ -135,11 +135,11 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
             findings = [device_finding(ctx, spec, *devices[key], stage)
                         for key, verdict in diagnosis.verdicts.items()
                         if verdict == stage and key in devices]
-            broken = compile_error(spec, stage)
-            outcome.devices = [f for f in findings if broken is None or f.selector is None
-                               or f.selector["expression"] != broken[0]]
-            if broken is not None and len(outcome.devices) < len(findings):
-                outcome.compile_errors.append(broken[1])
+            uncompiled = compile_error(spec, stage)
+            outcome.devices = [f for f in findings if uncompiled is None or f.selector is None
+                               or f.selector["expression"] != uncompiled[0]]
+            if uncompiled is not None and len(outcome.devices) < len(findings):
+                outcome.compile_errors.append(uncompiled[1])
     elif deciding:
         broken = [(name, together) for name, together in sorted(diagnosis.constraints.items())
                   if together < diagnosis.needed]

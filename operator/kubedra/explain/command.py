@@ -268,10 +268,15 @@ def dump_command(path: Path | None, kubeconfig: Path | None) -> None:
     """
     from kubedra.explain.sources import dump_text
 
+    if path is not None and not path.parent.is_dir():  # before the cluster is read
+        raise click.ClickException(f"cannot write {path}: no such directory {path.parent}")
     with _cluster(kubeconfig, ()) as proxy:
         objects = _read(proxy, (), "reading the cluster", None)
     text = dump_text(objects)
     if path is None:
         sys.stdout.write(text)
-    else:
+        return
+    try:
         path.write_text(text)
+    except OSError as err:
+        raise click.ClickException(f"cannot write {path}: {err.strerror}") from None

@@ -27,7 +27,6 @@ from kubedra.allocation import (
     tolerated,
 )
 from kubedra.api.quantity import DECIMAL_SI, Quantity
-from kubedra.cel import CELCompileError, compile_selector
 from kubedra.api.resource import (
     DeviceSubRequest,
     DeviceTaint,
@@ -35,6 +34,7 @@ from kubedra.api.resource import (
     ExactDeviceRequest,
     ResourceClaim,
 )
+from kubedra.cel import CELCompileError, compile_selector
 from kubedra.explain.model import (
     FUNNEL_NAMES,
     CapacityShortage,
