@@ -255,7 +255,8 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
     if failed is None:
         chosen = result_devices(allocation)
         _mark_alternatives(requests, {c["request"] for c in chosen})
-        names = ", ".join(f"{c['device']} (request {c['request']})" for c in chosen)
+        names = ", ".join(f"{c['device']} (request {c['request']})" for c in chosen) or \
+            "no devices (the claim has no requests: nothing is allocated for it)"
         outcome = NodeOutcome(node.name, True, f"{node.name}: fits with {names}",
                               devices=chosen, requests=requests)
     else:

@@ -30,11 +30,14 @@ class ClaimFileError(ValueError):
 
 def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> ResourceClaim:
     """The first ResourceClaim (or the claim of the first ResourceClaimTemplate) among YAML
-    documents, without status, in ``namespace`` when given (else its own, else ``default``).
+    documents, without status, in ``namespace`` when given (else its own, else ``default``),
+    named ``<unnamed>`` when it has neither name nor generateName.
 
     Raises:
-        ClaimFileError: there is none, or the API server would refuse it
-            (:func:`~kubedra.api.claim_validation.device_claim_errors`).
+        ClaimFileError: there is none, the API server would refuse it
+            (:func:`~kubedra.api.claim_validation.device_claim_errors`), or it has no requests:
+            valid (``DeviceClaim.requests``: "if empty, nothing needs to be allocated",
+            ``k8s.io/api/resource/v1/types.go``), but there is nothing to simulate.
         pydantic.ValidationError: it does not parse.
     """
     for document in documents:
@@ -49,14 +52,19 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
         else:
             continue
         meta["namespace"] = namespace or meta.get("namespace") or "default"
-        meta.setdefault("name", meta.get("generateName") or "simulated")
+        meta.setdefault("name", meta.get("generateName") or "<unnamed>")
         claim = ResourceClaim.from_api({"metadata": {k: meta[k] for k in ("name", "namespace")},
                                         "spec": spec})
-        errors = device_claim_errors(claim.spec.devices, f"{'spec.' * (kind != 'ResourceClaim')}"
-                                                         "spec.devices")
+        path = f"{'spec.' * (kind != 'ResourceClaim')}spec.devices"
+        errors = device_claim_errors(claim.spec.devices, path)
         if errors:
             raise ClaimFileError("the API server would refuse this claim: " + "; ".join(
                 f"{e.field}: {e.message}" for e in errors))
+        if not (claim.spec.devices and claim.spec.devices.requests):
+            raise ClaimFileError(
+                f"nothing to simulate: the claim has no requests ({path}.requests is empty); "
+                "the API server accepts such a claim and kube-scheduler allocates it on any "
+                "node with no devices")
         return claim
     raise ClaimFileError("no ResourceClaim or ResourceClaimTemplate found")
 
