@@ -149,3 +149,18 @@ def test_simulate_from_overlapping_sources_counts_devices_once(tmp_path: Path) -
                                        "--from", whole])
     assert result.exit_code == 0, result.output
     assert "Copies:         1 copy fits in the cluster now" in result.output
+
+
+@pytest.mark.parametrize("args", [
+    ["explain", "resourceclaim", "too-big", "-n", "demo"],
+    ["explain", "pod", "too-big", "-n", "demo"],
+    ["simulate", "-f", "{claim}"],
+], ids=["explain resourceclaim", "explain pod", "simulate"])
+def test_a_node_that_does_not_exist_is_named(args: list[str], tmp_path: Path) -> None:
+    dump = str(_cluster(tmp_path))
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump(gpu_claim("any")))
+    result = CliRunner().invoke(main, [*(a.format(claim=claim) for a in args), "--from", dump,
+                                       "--node", "demo-h200", "--node", "nosuch"])
+    assert (result.exit_code, result.output) == (
+        1, 'Error: --node: node "nosuch" does not exist\n')
