@@ -152,3 +152,23 @@ def test_explaining_a_claim_without_requests_says_it_takes_no_devices() -> None:
     assert (explanation.verdict, [c.message for c in explanation.candidates]) == (
         "Fits", ["demo-h200: fits with no devices (the claim has no requests: nothing is "
                  "allocated for it)"])
+
+
+def test_a_selector_that_does_not_compile_is_refused_once_as_the_api_server_refuses_it() -> None:
+    """The API server compiles every selector of a claim it is given; simulate reads a file
+    that never went through it, so it refuses the claim the same way, once per selector (not
+    once per device, as an explanation of the claim would say it)."""
+    template = {"kind": "ResourceClaimTemplate", "spec": {"spec": {"devices": {"requests": [
+        {"name": "a", "exactly": {"deviceClassName": "gpu.kubedra.io",
+                                  "selectors": [{"cel": {"expression": "true"}},
+                                                {"cel": {"expression": "device.nosuch == 1"}}]}},
+        {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "gpu.kubedra.io",
+                                          "selectors": [{"cel": {"expression": "1"}}]}]}]}}}}
+    with pytest.raises(ClaimFileError) as raised:
+        claim_from_documents([template], None)
+    assert str(raised.value) == (
+        "the API server would refuse this claim: spec.spec.devices.requests[0].exactly."
+        "selectors[1].cel.expression: compilation failed: ERROR: <input>:1:7: undefined field "
+        "'nosuch'\n | device.nosuch == 1\n | ......^; spec.spec.devices.requests[1]."
+        "firstAvailable[0].selectors[0].cel.expression: must evaluate to bool or the unknown "
+        "type, not int")
