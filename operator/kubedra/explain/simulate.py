@@ -17,7 +17,7 @@ from typing import Any
 
 from kubedra.allocation import AllocationError, AllocationFailed, NodeInfo
 from kubedra.api.claim_validation import device_claim_errors
-from kubedra.api.resource import AllocationResult, ResourceClaim
+from kubedra.api.resource import AllocationResult, DeviceSelector, ResourceClaim
 from kubedra.cel import CELCompileError, compile_selector
 from kubedra.explain.claims import explain_claim, result_devices
 from kubedra.explain.model import API_VERSION, MAX_COPIES, ClaimExplanation
@@ -79,11 +79,12 @@ def _compile_errors(claim: ResourceClaim, path: str) -> list[str]:
     errors = []
     for i, request in enumerate(claim.spec.devices.requests or [] if claim.spec.devices else []):
         where = f"{path}.requests[{i}]"
-        parts = [(f"{where}.exactly", request.exactly)] if request.exactly is not None else []
-        parts += [(f"{where}.firstAvailable[{j}]", sub)
+        parts: list[tuple[str, Sequence[DeviceSelector] | None]] = [
+            (f"{where}.exactly", request.exactly.selectors)] if request.exactly else []
+        parts += [(f"{where}.firstAvailable[{j}]", sub.selectors)
                   for j, sub in enumerate(request.first_available or [])]
-        for at, part in parts:
-            for k, selector in enumerate(part.selectors or []):
+        for at, selectors in parts:
+            for k, selector in enumerate(selectors or []):
                 if selector.cel is None:
                     continue
                 try:
