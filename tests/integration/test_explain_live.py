@@ -92,10 +92,14 @@ async def test_a_cel_runtime_error_is_kube_schedulers_error_and_explains(
                                      "resources": {"claims": [{"name": "d"}]}}]}})
 
         async def not_scheduled() -> dict[str, Any] | None:
+            """The pod's condition once the scheduler's DRA plugin evaluated the selector (an
+            attempt before its informers saw the slice finds no device: unschedulable)."""
             pod = admin_api.sanitize_for_serialization(
                 await core.read_namespaced_pod("rt", namespace))
-            return condition(pod, "PodScheduled")
-        scheduled = await eventually(not_scheduled, timeout=60, what="PodScheduled of pod rt")
+            found = condition(pod, "PodScheduled")
+            return found if found and "CEL" in (found.get("message") or "") else None
+        scheduled = await eventually(not_scheduled, timeout=60,
+                                     what="PodScheduled of pod rt naming the CEL error")
         message = (f'running "DynamicResources" filter plugin: claim {namespace}/rt: selector #0 '
                    f"on device {driver}/{node}/dev-0: CEL runtime error: no such key: nosuch. "
                    "consider using CEL optional chaining (.? followed by orValue()) or guarding "
