@@ -353,6 +353,11 @@ async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
         "renewed; pool lease-node withdrawn until the agent returns")
     assert obj["status"]["deviceCount"] == 0
     assert await slices_of(admin_api, name) == []
+    # the agent's first start (its report may come before its Lease) withdrew nothing
+    events = await client.CoreV1Api(admin_api).list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={name}")
+    assert sorted((e.type, e.reason) for e in events.items) == [
+        ("Normal", "Published"), ("Warning", "PoolWithdrawn")]
 
     kubedra.start_agent("lease-node", lease_duration=4)
     restored = await _ready_inventory(admin_api, name, generation=1)

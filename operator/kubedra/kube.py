@@ -54,21 +54,47 @@ def apply_patch_body(obj: Any) -> bytes:
     return _NOT_YAML_PRINTABLE.sub(escape, json.dumps(obj, ensure_ascii=False)).encode()
 
 
+class KubeconfigError(Exception):
+    """No usable client configuration; the message names where it was looked for and why it
+    cannot be used (``no kubeconfig found: /x does not exist …``)."""
+
+
+def _kubeconfig_found(kubeconfig: Path | None) -> str:
+    """Where the kubeconfig is looked for (``kubeconfig``, else ``$KUBECONFIG``, a list, else
+    ``~/.kube/config``).
+
+    Raises:
+        KubeconfigError: no file is there.
+    """
+    where = str(kubeconfig) if kubeconfig is not None else \
+        os.environ.get("KUBECONFIG") or "~/.kube/config"
+    if not any(Path(p).expanduser().exists() for p in where.split(os.pathsep) if p):
+        raise KubeconfigError(f"no kubeconfig found: {where} does not exist (give --kubeconfig, "
+                              "KUBEDRA_KUBECONFIG or KUBECONFIG, or run in a pod)")
+    return where
+
+
 async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
     """An ``ApiClient`` from ``kubeconfig``, else the in-cluster service account, else
     ``$KUBECONFIG`` / ``~/.kube/config``.
 
     Raises:
-        kubernetes_asyncio.config.ConfigException: no usable configuration was found.
+        KubeconfigError: no usable configuration was found (a missing file is named as such,
+            not as kubernetes-asyncio's ``Expected key current-context``).
     """
     configuration = client.Configuration()
-    if kubeconfig is not None:
-        await config.load_kube_config(config_file=str(kubeconfig),
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException as err:
+            raise KubeconfigError(f"in-cluster configuration cannot be used: {err}") from None
+        return ApiClient(configuration)
+    where = _kubeconfig_found(kubeconfig)
+    try:
+        await config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,
                                       client_configuration=configuration)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        await config.load_kube_config(client_configuration=configuration)
+    except config.ConfigException as err:
+        raise KubeconfigError(f"kubeconfig {where} cannot be used: {err}") from None
     return ApiClient(configuration)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+import click
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.api.inventory import MigMode
@@ -116,6 +117,21 @@ class Settings(BaseSettings):
 
 def settings_from_flags(**flags: Any) -> Settings:
     """Settings from the environment, overridden by the command-line ``flags`` that were given
-    (``None`` means "not given")."""
-    return Settings(**{k: v for k, v in flags.items() if v is not None})
+    (``None`` means "not given").
+
+    Raises:
+        click.ClickException: a value does not parse; the message names the flag or the
+            environment variable it came from, the value and why (``KUBEDRA_METRICS_PORT='x':
+            Input should be a valid integer, …``).
+    """
+    given = {k: v for k, v in flags.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as err:
+        first = err.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else ""
+        source = (f"--{name.replace('_', '-')}" if name in given else
+                  f"KUBEDRA_{name.upper()}" if name else "settings")
+        value = f"={first['input']!r}" if name else ""
+        raise click.ClickException(f"invalid {source}{value}: {first['msg']}") from None
 

@@ -3,20 +3,25 @@ kubeconfig's context, and the errors a user meets (no kubectl, no access, no suc
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner, Result
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client import ApiClient, ApiException
 
-from e2e.harness import ControlPlane
+from e2e.harness import KWOK_NODE_LABEL, ControlPlane
+from e2e.harness.wait import eventually
+from e2e.kube_objects import condition
 from kubedra.explain.command import explain_command
 from kubedra.explain.kubectl import Kubectl
 
@@ -56,6 +61,65 @@ async def test_a_claim_in_the_contexts_namespace_is_explained(
     assert result.output.startswith(f"ResourceClaim:  {namespace}/one-gpu\n"
                                     "Pods:           none\n"
                                     "Verdict:        ")
+
+
+async def test_a_cel_runtime_error_is_kube_schedulers_error_and_explains(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
+    """A selector that fails at run time on a device: kube-scheduler reports an error for the
+    pod (reason ``SchedulerError``), not unschedulable, and explain's verdict is ``Error``
+    with the scheduler's own words."""
+    node, driver = f"{namespace}-node", f"{namespace}.example.com"
+    core, resource = client.CoreV1Api(admin_api), client.ResourceV1Api(admin_api)
+    await core.create_node({"metadata": {"name": node, "labels": {
+        KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1], "kubernetes.io/hostname": node}}})
+    await resource.create_resource_slice({"metadata": {"name": node}, "spec": {
+        "driver": driver, "nodeName": node,
+        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "dev-0", "attributes": {"index": {"int": 0}}}]}})
+    await resource.create_device_class({"metadata": {"name": driver}, "spec": {"selectors": [
+        {"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+    try:
+        await resource.create_namespaced_resource_claim(namespace, {
+            "metadata": {"name": "rt"}, "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+                "deviceClassName": driver, "selectors": [{"cel": {
+                    "expression": f'device.attributes["{driver}"].nosuch == 1'}}]}}]}}})
+        await core.create_namespaced_pod(namespace, {
+            "metadata": {"name": "rt"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+                     "resourceClaims": [{"name": "d", "resourceClaimName": "rt"}],
+                     "containers": [{"name": "main", "image": "registry.invalid/app:1",
+                                     "resources": {"claims": [{"name": "d"}]}}]}})
+
+        async def not_scheduled() -> dict[str, Any] | None:
+            """The pod's condition once the scheduler's DRA plugin evaluated the selector (an
+            attempt before its informers saw the slice finds no device: unschedulable)."""
+            pod = admin_api.sanitize_for_serialization(
+                await core.read_namespaced_pod("rt", namespace))
+            found = condition(pod, "PodScheduled")
+            return found if found and "CEL" in (found.get("message") or "") else None
+        scheduled = await eventually(not_scheduled, timeout=60,
+                                     what="PodScheduled of pod rt naming the CEL error")
+        message = (f'running "DynamicResources" filter plugin: claim {namespace}/rt: selector #0 '
+                   f"on device {driver}/{node}/dev-0: CEL runtime error: no such key: nosuch. "
+                   "consider using CEL optional chaining (.? followed by orValue()) or guarding "
+                   "the check with has() for optional fields")
+        assert (scheduled["status"], scheduled["reason"], scheduled["message"]) == (
+            "False", "SchedulerError", message)
+
+        result = explain(control_plane.admin_kubeconfig, "rt", "-n", namespace, "-o", "json",
+                         "--node", node)
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert (data["verdict"], data["message"]) == (
+            "Error", f"kube-scheduler reports an error, not unschedulable, on node {node}: "
+                     f"{message}")
+    finally:
+        with contextlib.suppress(ApiException):
+            await core.delete_namespaced_pod("rt", namespace, grace_period_seconds=0)
+        await resource.delete_device_class(driver)
+        await resource.delete_resource_slice(node)
+        await core.delete_node(node)
 
 
 def test_a_missing_claim_is_not_found(control_plane: ControlPlane, namespace: str) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -72,3 +74,33 @@ def _loaded(code: str, modules: tuple[str, ...]) -> list[str]:
                          check=True, timeout=60).stdout
     loaded: list[str] = json.loads(out.splitlines()[-1])
     return loaded
+
+
+@pytest.mark.parametrize(("args", "env", "error"), [
+    (["dump", "-o", "{tmp}/missing/cluster.yaml"], {},
+     "cannot write {tmp}/missing/cluster.yaml: no such directory {tmp}/missing"),
+    (["agent", "--node-name", "n"], {"KUBEDRA_METRICS_PORT": "abc"},
+     "invalid KUBEDRA_METRICS_PORT='abc': Input should be a valid integer, unable to parse "
+     "string as an integer"),
+    (["agent", "--node-name", "n", "--metrics-port", "0", "--kubeconfig", "{tmp}/none"], {},
+     "no kubeconfig found: {tmp}/none does not exist (give --kubeconfig, KUBEDRA_KUBECONFIG or "
+     "KUBECONFIG, or run in a pod)"),
+    (["operator", "--liveness-port", "0"], {"KUBECONFIG": "{tmp}/none"},
+     "no kubeconfig found: {tmp}/none does not exist (give --kubeconfig, KUBEDRA_KUBECONFIG or "
+     "KUBECONFIG, or run in a pod)"),
+    (["operator", "--liveness-port", "0"], {"KUBECONFIG": "{tmp}/empty.kubeconfig"},
+     "kubeconfig {tmp}/empty.kubeconfig cannot be used: Invalid kube-config file. Expected key "
+     "current-context in {tmp}/empty.kubeconfig"),
+], ids=["dump to a missing directory", "a bad environment value", "no kubeconfig for the agent",
+        "no kubeconfig for the operator", "an empty kubeconfig"])
+def test_bad_input_is_a_one_line_error_not_a_traceback(
+        args: list[str], env: dict[str, str], error: str, tmp_path: Path) -> None:
+    tmp = str(tmp_path)
+    (tmp_path / "empty.kubeconfig").write_text("{}\n")
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith("KUBEDRA_") and k != "KUBERNETES_SERVICE_HOST"}
+    environment.update({k: v.format(tmp=tmp) for k, v in env.items()})
+    done = subprocess.run([sys.executable, "-m", "kubedra", *(a.format(tmp=tmp) for a in args)],
+                          capture_output=True, text=True, timeout=60, env=environment)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", f"Error: {error.format(tmp=tmp)}\n")

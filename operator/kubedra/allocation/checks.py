@@ -158,10 +158,15 @@ class SearchState:
         return any(not tolerated(taint, data.tolerations) for taint in device.blocking_taints())
 
 
-def _passes(selectors: SelectorSet, device: DeviceEntry, errors: list[str]) -> bool:
+def _passes(selectors: SelectorSet, data: RequestData, device: DeviceEntry,
+            errors: list[str]) -> bool:
+    """Whether the device passes ``selectors``; an error is recorded as upstream words it,
+    a compile error (the selector's, not the device's) only once."""
     outcome = selectors.outcome(device)
     if isinstance(outcome, SelectorError):
-        errors.append(f"device {device}: {outcome}")
+        text = str(outcome.in_context(data.class_name, data.claim_label, device))
+        if text not in errors:
+            errors.append(text)
         return False
     return outcome
 
@@ -178,11 +183,11 @@ def first_failed_stage(search: SearchState, data: RequestData, ci: int, device: 
     request's own selectors are told apart.
     """
     features = search.features
-    if not _passes(class_only, device, errors):
+    if not _passes(class_only, data, device, errors):
         return Stage.IN_CLASS
     if not features.device_binding_and_status and device.binding_conditions:
         return Stage.MATCH_REQUEST
-    if not _passes(request_only, device, errors):
+    if not _passes(request_only, data, device, errors):
         return Stage.MATCH_REQUEST
     try:
         if device.slice.per_device and not device.node_selection.matches(search.node):

@@ -582,6 +582,9 @@ def inventory_event(inputs: InventoryInputs, decision: InventoryDecision,
         return signature, None
     if decision.reason == "WaitingForAgent":
         return signature, None  # a new node-local inventory waits for its first report: not news
+    if decision.reason == "AgentLeaseExpired" and not inputs.existing and (
+            before is None or before.status != "True"):
+        return signature, None  # nothing was published (an agent's first start): not withdrawn
     message = decision.message
     if wrote and plan is not None:
         verbs = [w.verb for w in plan.writes]

@@ -38,6 +38,7 @@ from kubedra.explain.constraints import ConstraintConflict, cross_request_confli
 from kubedra.explain.findings import (
     FindingContext,
     RequestSpec,
+    compile_error,
     counter_competition,
     device_finding,
     request_specs,
@@ -131,9 +132,14 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
         outcome.failed_at = FUNNEL_NAMES[stage]
         outcome.message = f"request {diagnosis.request}: {phrase} ({needed})"
         if spec is not None:
-            outcome.devices = [device_finding(ctx, spec, *devices[key], stage)
-                               for key, verdict in diagnosis.verdicts.items()
-                               if verdict == stage and key in devices]
+            findings = [device_finding(ctx, spec, *devices[key], stage)
+                        for key, verdict in diagnosis.verdicts.items()
+                        if verdict == stage and key in devices]
+            uncompiled = compile_error(spec, stage)
+            outcome.devices = [f for f in findings if uncompiled is None or f.selector is None
+                               or f.selector["expression"] != uncompiled[0]]
+            if uncompiled is not None and len(outcome.devices) < len(findings):
+                outcome.compile_errors.append(uncompiled[1])
     elif deciding:
         broken = [(name, together) for name, together in sorted(diagnosis.constraints.items())
                   if together < diagnosis.needed]
@@ -168,12 +174,13 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
     return outcome
 
 
-def pool_notes(request: RequestOutcome) -> list[str]:
-    """For a request that fails: the pools of the node the search left out, and why."""
+def request_notes(request: RequestOutcome) -> list[str]:
+    """For a request that fails: a selector that does not compile (once, not per device), and
+    the pools of the node the search left out, and why."""
     if request.failed_at is None:
         return []
-    return [f"pool {pool} is {why}: its devices were not considered"
-            for pool, why in request.unusable_pools]
+    return [*request.compile_errors, *(f"pool {pool} is {why}: its devices were not considered"
+                                       for pool, why in request.unusable_pools)]
 
 
 def _request_message(request: RequestOutcome) -> str:
@@ -181,7 +188,7 @@ def _request_message(request: RequestOutcome) -> str:
     shown = reasons[:REASONS_IN_MESSAGE]
     if len(reasons) > len(shown):
         shown.append(f"and {_plural(len(reasons) - len(shown), 'more device')}")
-    shown += pool_notes(request)
+    shown += request_notes(request)
     return request.message + (f": {'; '.join(shown)}" if shown else "")
 
 
@@ -248,7 +255,8 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
     if failed is None:
         chosen = result_devices(allocation)
         _mark_alternatives(requests, {c["request"] for c in chosen})
-        names = ", ".join(f"{c['device']} (request {c['request']})" for c in chosen)
+        names = ", ".join(f"{c['device']} (request {c['request']})" for c in chosen) or \
+            "no devices (the claim has no requests: nothing is allocated for it)"
         outcome = NodeOutcome(node.name, True, f"{node.name}: fits with {names}",
                               devices=chosen, requests=requests)
     else:

@@ -80,21 +80,28 @@ def _cluster(kubeconfig: Path | None, dumps: tuple[Path, ...]) -> Iterator[Kubec
 
 
 def _read(proxy: KubectlProxy | None, dumps: tuple[Path, ...], what: str,
-          pods_namespace: str | None, *, with_pods: bool = True) -> ClusterObjects:
+          pods_namespace: str | None, *, with_pods: bool = True,
+          nodes: tuple[str, ...] = ()) -> ClusterObjects:
     """The objects explain reads: from ``dumps`` when given, else from the live cluster
     (:func:`read_cluster`, pods of ``pods_namespace``); errors become a message naming
-    ``what``."""
+    ``what``, and so does a node of ``nodes`` (``--node``) that does not exist."""
     from kubedra.explain.sources import DumpError, read_cluster, read_dump
 
     if proxy is None:
         try:
-            return read_dump(dumps)
+            objects = read_dump(dumps)
         except DumpError as err:
             raise click.ClickException(str(err)) from None
-    try:
-        return read_cluster(proxy, pods_namespace, with_pods=with_pods)
-    except KubectlError as err:
-        raise _kubectl_error(err, what) from None
+    else:
+        try:
+            objects = read_cluster(proxy, pods_namespace, with_pods=with_pods)
+        except KubectlError as err:
+            raise _kubectl_error(err, what) from None
+    known = {(n.get("metadata") or {}).get("name") for n in objects.nodes}
+    if missing := [n for n in nodes if n not in known]:
+        raise click.ClickException("--node: " + ", ".join(
+            f'node "{n}" does not exist' for n in missing))
+    return objects
 
 
 def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tuple[Path, ...]
@@ -115,7 +122,7 @@ def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str
     from kubedra.explain.sources import pods_using
 
     what = f'resourceclaim "{name}" in namespace "{namespace}"'
-    objects = _read(proxy, dumps, what, namespace)
+    objects = _read(proxy, dumps, what, namespace, nodes=nodes)
     claim = objects.claim(namespace, name)
     if claim is None:
         raise click.ClickException(f"{what} not found")
@@ -131,7 +138,7 @@ def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace:
     from kubedra.explain.snapshot import PodPlacement
 
     what = f'pod "{name}" in namespace "{namespace}"'
-    objects = _read(proxy, dumps, what, namespace)
+    objects = _read(proxy, dumps, what, namespace, nodes=nodes)
     pod = next((p for p in objects.pods if (p.get("metadata") or {}).get("namespace")
                 == namespace and (p.get("metadata") or {}).get("name") == name), None)
     if pod is None:
@@ -162,7 +169,7 @@ def _simulate(proxy: KubectlProxy | None, dumps: tuple[Path, ...], claim: Resour
               nodes: tuple[str, ...], max_copies: int) -> Simulation:
     from kubedra.explain.simulate import simulate_claim
 
-    objects = _read(proxy, dumps, "reading the cluster", None, with_pods=False)
+    objects = _read(proxy, dumps, "reading the cluster", None, with_pods=False, nodes=nodes)
     return simulate_claim(objects.snapshot(), claim, nodes=nodes or None, max_copies=max_copies)
 
 
@@ -268,10 +275,15 @@ def dump_command(path: Path | None, kubeconfig: Path | None) -> None:
     """
     from kubedra.explain.sources import dump_text
 
+    if path is not None and not path.parent.is_dir():  # before the cluster is read
+        raise click.ClickException(f"cannot write {path}: no such directory {path.parent}")
     with _cluster(kubeconfig, ()) as proxy:
         objects = _read(proxy, (), "reading the cluster", None)
     text = dump_text(objects)
     if path is None:
         sys.stdout.write(text)
-    else:
+        return
+    try:
         path.write_text(text)
+    except OSError as err:
+        raise click.ClickException(f"cannot write {path}: {err.strerror}") from None

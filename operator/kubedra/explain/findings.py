@@ -34,6 +34,7 @@ from kubedra.api.resource import (
     ExactDeviceRequest,
     ResourceClaim,
 )
+from kubedra.cel import CELCompileError, compile_selector
 from kubedra.explain.model import (
     FUNNEL_NAMES,
     CapacityShortage,
@@ -135,6 +136,32 @@ def _selector_finding(ctx: FindingContext, device: DeviceEntry, check: str, sour
         f"{ctx.label(device)} {found.sentence()}",
         selector={"source": source, "expression": found.expression, "conjunct": found.conjunct},
         comparison=comparison)
+
+
+def _selectors(spec: RequestSpec, check: str) -> tuple[str, tuple[str, ...]]:
+    """Whose selectors ``check`` (``in_class`` or ``match_request``) applies, and them."""
+    if check == "in_class":
+        return f"class {spec.device_class}", spec.class_selectors
+    return f"request {spec.name}", spec.request_selectors
+
+
+def compile_error(spec: RequestSpec, check: str) -> tuple[str, str] | None:
+    """The first of the selectors ``check`` applies that does not compile, and the error in
+    words: ``selector #1 of request gpu does not compile: compilation failed: …``; or None.
+
+    A compile error is the selector's, not a device's: upstream reports it once per claim
+    (``claim ns/c: selector #1: CEL compile error: …``, ``selectorsMatch`` in
+    ``structured/internal/stable/allocator_stable.go``), so explain does not repeat it for
+    every device that reaches the selector."""
+    if check not in ("in_class", "match_request"):
+        return None
+    source, expressions = _selectors(spec, check)
+    for index, expression in enumerate(expressions):
+        try:
+            compile_selector(expression)
+        except CELCompileError as err:
+            return expression, f"selector #{index} of {source} does not compile: {err}"
+    return None
 
 
 def _first_failing(expressions: tuple[str, ...], device: DeviceEntry) -> SelectorFinding | None:
@@ -268,9 +295,7 @@ def device_finding(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry, 
     """Why ``device`` fails ``check`` (a diagnosis stage) for the request ``spec``."""
     base = (device.name, device.driver, device.id[1], FUNNEL_NAMES.get(check, check))
     if check in ("in_class", "match_request"):
-        source = f"class {spec.device_class}" if check == "in_class" else \
-            f"request {spec.name}"
-        exprs = spec.class_selectors if check == "in_class" else spec.request_selectors
+        source, exprs = _selectors(spec, check)
         found = _first_failing(exprs, device)
         if found is not None:
             return _selector_finding(ctx, device, check, source, found)

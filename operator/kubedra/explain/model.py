@@ -162,6 +162,9 @@ class RequestOutcome:
     """``allocationMode: All`` (``needed`` is then the number of matching devices)."""
     fitting_devices: list[str] = field(default_factory=list)
     """The devices (``driver/pool/device``) that pass every check (not in the JSON)."""
+    compile_errors: list[str] = field(default_factory=list)
+    """Selectors of the request or its class that do not compile, each said once in words
+    (not in the JSON, whose ``errors`` has them as the allocator words them)."""
     chosen: bool | None = None
     """For a subrequest (``firstAvailable``) on a node where the claim fits: whether it is
     the alternative the allocator chose (the first that can be met); else ``None``."""

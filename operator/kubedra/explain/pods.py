@@ -118,15 +118,12 @@ def _fitting_devices(outcome: NodeOutcome) -> set[str]:
     return {finding for request in outcome.requests for finding in request.fitting_devices}
 
 
-def _short(outcome: NodeOutcome) -> str:
-    """Why a claim does not fit alone, without the per-device reasons (``kubedra explain
-    resourceclaim`` has them)."""
+def _alone(outcome: NodeOutcome) -> str:
+    """Why a claim does not fit alone, as its own explanation says it on the node (the
+    deciding request with its devices: ``gpu-0 on n is allocated to claim ns/c``)."""
     if outcome.error is not None:
         return f"error: {outcome.error}"
-    deciding = outcome.deciding()
-    if not deciding:
-        return outcome.message.partition(": ")[2]
-    return "; ".join(request.message for request in deciding)
+    return outcome.message.partition(": ")[2]
 
 
 def _competition(alone: dict[str, NodeOutcome], reason: str) -> str:
@@ -160,7 +157,7 @@ def _evaluate(snapshot: ClusterSnapshot, pending: list[ResourceClaim], node: Nod
                  for c in pending}
         failing = [name for name, outcome in alone.items() if not outcome.fits]
         if failing:
-            message = "; ".join(f"claim {name} does not fit: " + _short(alone[name])
+            message = "; ".join(f"claim {name} does not fit: " + _alone(alone[name])
                                 for name in failing)
         else:
             message = _competition(alone, failure.reason)

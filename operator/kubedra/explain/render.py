@@ -17,9 +17,9 @@ import re
 import textwrap
 from collections.abc import Sequence
 
-from kubedra.explain.claims import NODES_NAMED, pool_notes
+from kubedra.explain.claims import NODES_NAMED, request_notes
 from kubedra.explain.model import ClaimExplanation, DeviceFinding, NodeOutcome, RequestOutcome
-from kubedra.explain.pods import PodExplanation
+from kubedra.explain.pods import PodExplanation, PodNodeOutcome
 from kubedra.explain.simulate import Simulation
 
 _FUNNEL_COLUMNS = ("DEVICES", "IN-CLASS", "SELECTED", "FREE", "CAPACITY", "COUNTERS",
@@ -161,7 +161,7 @@ def _reasons(node: NodeOutcome) -> list[str]:
     for request in failed:
         lines.append(_wrap(request.message, "  "))
         lines.extend(_finding_lines(request))
-        lines.extend(_wrap(note, "    ") for note in pool_notes(request))
+        lines.extend(_wrap(note, "    ") for note in request_notes(request))
     if not failed:
         lines.append(_wrap(node.message, "  "))
     return lines
@@ -245,6 +245,20 @@ def render_simulation(simulation: Simulation, *, every_node: bool = False) -> st
     return text + "\n".join(lines) + "\n"
 
 
+def _pod_reasons(node: PodNodeOutcome) -> list[str]:
+    """Why the pod's claims do not fit on the node: for each claim that does not fit alone,
+    its own explanation's reasons (the requests and their devices); else the node's message
+    (excluded, an error, claims that compete)."""
+    lines = [f"{node.node}:"]
+    alone = [(name, outcome) for name, outcome in node.claims.items() if not outcome.fits]
+    if not alone or (node.search is not None and node.search.outcome != "Finishes"):
+        lines.append(_wrap(node.message, "  "))
+    for name, outcome in alone:
+        lines.append(f"  claim {name} does not fit:")
+        lines.extend("  " + line for line in _reasons(outcome)[1:])
+    return lines
+
+
 def render_pod_explanation(explanation: PodExplanation) -> str:
     """The table form of a pod's explanation: one row per node (the claims that fit alone,
     the result), then why the claims do not fit together on each node."""
@@ -270,5 +284,5 @@ def render_pod_explanation(explanation: PodExplanation) -> str:
         if failing:
             lines += ["", "Why not:"]
             for node in failing:
-                lines += [f"{node.node}:", _wrap(node.message, "  ")]
+                lines.extend(_pod_reasons(node))
     return "\n".join(lines) + "\n"

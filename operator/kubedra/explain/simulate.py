@@ -17,7 +17,8 @@ from typing import Any
 
 from kubedra.allocation import AllocationError, AllocationFailed, NodeInfo
 from kubedra.api.claim_validation import device_claim_errors
-from kubedra.api.resource import AllocationResult, ResourceClaim
+from kubedra.api.resource import AllocationResult, DeviceSelector, ResourceClaim
+from kubedra.cel import CELCompileError, compile_selector
 from kubedra.explain.claims import explain_claim, result_devices
 from kubedra.explain.model import API_VERSION, MAX_COPIES, ClaimExplanation
 from kubedra.explain.snapshot import ClusterSnapshot
@@ -30,11 +31,15 @@ class ClaimFileError(ValueError):
 
 def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> ResourceClaim:
     """The first ResourceClaim (or the claim of the first ResourceClaimTemplate) among YAML
-    documents, without status, in ``namespace`` when given (else its own, else ``default``).
+    documents, without status, in ``namespace`` when given (else its own, else ``default``),
+    named ``<unnamed>`` when it has neither name nor generateName.
 
     Raises:
-        ClaimFileError: there is none, or the API server would refuse it
-            (:func:`~kubedra.api.claim_validation.device_claim_errors`).
+        ClaimFileError: there is none, the API server would refuse it
+            (:func:`~kubedra.api.claim_validation.device_claim_errors`, or a selector that
+            does not compile), or it has no requests:
+            valid (``DeviceClaim.requests``: "if empty, nothing needs to be allocated",
+            ``k8s.io/api/resource/v1/types.go``), but there is nothing to simulate.
         pydantic.ValidationError: it does not parse.
     """
     for document in documents:
@@ -49,16 +54,44 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
         else:
             continue
         meta["namespace"] = namespace or meta.get("namespace") or "default"
-        meta.setdefault("name", meta.get("generateName") or "simulated")
+        meta.setdefault("name", meta.get("generateName") or "<unnamed>")
         claim = ResourceClaim.from_api({"metadata": {k: meta[k] for k in ("name", "namespace")},
                                         "spec": spec})
-        errors = device_claim_errors(claim.spec.devices, f"{'spec.' * (kind != 'ResourceClaim')}"
-                                                         "spec.devices")
+        path = f"{'spec.' * (kind != 'ResourceClaim')}spec.devices"
+        errors = [f"{e.field}: {e.message}" for e in device_claim_errors(claim.spec.devices, path)]
+        errors += _compile_errors(claim, path)
         if errors:
-            raise ClaimFileError("the API server would refuse this claim: " + "; ".join(
-                f"{e.field}: {e.message}" for e in errors))
+            raise ClaimFileError("the API server would refuse this claim: " + "; ".join(errors))
+        if not (claim.spec.devices and claim.spec.devices.requests):
+            raise ClaimFileError(
+                f"nothing to simulate: the claim has no requests ({path}.requests is empty); "
+                "the API server accepts such a claim and kube-scheduler allocates it on any "
+                "node with no devices")
         return claim
     raise ClaimFileError("no ResourceClaim or ResourceClaimTemplate found")
+
+
+def _compile_errors(claim: ResourceClaim, path: str) -> list[str]:
+    """The claim's CEL selectors that do not compile, each as ``<field>: <error>``: the API
+    server compiles every selector of a claim it is given (``validateCELExpression`` in
+    ``pkg/apis/resource/validation/validation.go``) and refuses the claim, so simulate does
+    too, once per selector, rather than explain it device by device."""
+    errors = []
+    for i, request in enumerate(claim.spec.devices.requests or [] if claim.spec.devices else []):
+        where = f"{path}.requests[{i}]"
+        parts: list[tuple[str, Sequence[DeviceSelector] | None]] = [
+            (f"{where}.exactly", request.exactly.selectors)] if request.exactly else []
+        parts += [(f"{where}.firstAvailable[{j}]", sub.selectors)
+                  for j, sub in enumerate(request.first_available or [])]
+        for at, selectors in parts:
+            for k, selector in enumerate(selectors or []):
+                if selector.cel is None:
+                    continue
+                try:
+                    compile_selector(selector.cel.expression)
+                except CELCompileError as err:
+                    errors.append(f"{at}.selectors[{k}].cel.expression: {err}")
+    return errors
 
 
 @dataclass

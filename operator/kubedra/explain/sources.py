@@ -149,15 +149,27 @@ def _objects(document: Any, source: Path) -> Iterator[dict[str, Any]]:
     yield document
 
 
+def _identity(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """What makes two dumped objects the same object: kind, namespace and name (an object's
+    uid identifies it too, but kubedra's dump keeps no uid of a node); an object without a
+    name is its own."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        return ("", str(meta.get("uid") or id(obj)))
+    return (obj["kind"], meta.get("namespace") or "", name)
+
+
 def read_dump(paths: Iterable[Path]) -> ClusterObjects:
     """The objects explain reads from files or directories of YAML/JSON (other kinds are
-    skipped).
+    skipped). Sources may overlap (a dump directory and a file holding some of the same
+    objects): an object that appears more than once (same kind, namespace and name) counts
+    once, and the one read last wins, in its first place.
 
     Raises:
         DumpError: a path does not exist, a file does not parse, an object has no kind.
     """
-    objects = ClusterObjects()
-    lists = objects.by_kind()
+    found: dict[tuple[str, ...], dict[str, Any]] = {}
     for path in paths:
         for source in _dump_files(path):
             try:
@@ -166,8 +178,12 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
                 raise DumpError(f"{source}: {err}") from None
             for document in documents:
                 for obj in _objects(document, source):
-                    if obj["kind"] in lists:
-                        lists[obj["kind"]].append(obj)
+                    if obj["kind"] in DUMP_KINDS:
+                        found[_identity(obj)] = obj
+    objects = ClusterObjects()
+    lists = objects.by_kind()
+    for obj in found.values():
+        lists[obj["kind"]].append(obj)
     return objects
 
 

@@ -48,7 +48,10 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
     settings = settings_from_flags(**flags)
     configure_logging(settings.log_format, settings.log_level)
     with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, SIGTERM
-        asyncio.run(run_operator(settings, liveness_port, leader_elect, health_socket))
+        try:
+            asyncio.run(run_operator(settings, liveness_port, leader_elect, health_socket))
+        except kube.KubeconfigError as err:
+            raise click.ClickException(str(err)) from None
 
 
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool,

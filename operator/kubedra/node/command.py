@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from kubedra.kube import KubeconfigError
 from kubedra.logging import configure_logging
 from kubedra.node.agent import run_agent
 from kubedra.options import common_options
@@ -61,5 +62,5 @@ def agent_command(**flags: object) -> None:
         asyncio.run(run_agent(settings))
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM
         pass
-    except OSError as err:  # e.g. the metrics port or a socket directory
+    except (OSError, KubeconfigError) as err:  # the metrics port, a socket directory
         raise click.ClickException(str(err)) from None

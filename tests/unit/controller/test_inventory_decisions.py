@@ -326,9 +326,11 @@ def test_events_mark_transitions_only() -> None:
 
 
 @pytest.mark.parametrize(("given", "event"), [
-    (inputs(raw_inventory(), lease="expired"), Event(
+    (inputs(raw_inventory(), lease="expired", existing=EXISTING), Event(
         "Warning", "PoolWithdrawn", "agent Lease kubedra-system/kubedra-agent-node-1 of node "
         "node-1 is not renewed; pool node-1 withdrawn until the agent returns")),
+    (inputs(raw_inventory(), lease="missing"), None),
+    (inputs(raw_inventory(), lease="expired"), None),
     (inputs(raw_inventory(reported=False), lease="missing"), None),
     (inputs(raw_inventory("b-gpu"), rivals=[raw_inventory("a-gpu")]), Event(
         "Warning", "PoolConflict", "pool node-1 of driver gpu.kubedra.io is published by "
@@ -342,7 +344,9 @@ def test_events_mark_transitions_only() -> None:
         "Warning", "DevicesLeftOut", "2 devices in 1 ResourceSlice (pool node-1, generation 1); "
         "left out, as the API server would refuse them: gpu-0 (status.discovered.devices[0]."
         "name: device 'gpu-0' is listed twice): 1 created")),
-], ids=["PoolWithdrawn", "no Event while waiting for the agent", "PoolConflict", "EmptyPool",
+], ids=["PoolWithdrawn", "no PoolWithdrawn at the agent's first start (no Lease yet)",
+        "no PoolWithdrawn when nothing was published", "no Event while waiting for the agent",
+        "PoolConflict", "EmptyPool",
         "DevicesLeftOut"])
 def test_event_per_reason(given: InventoryInputs, event: Event | None) -> None:
     decision = decide_inventory(given)

@@ -63,6 +63,35 @@ demo-h200:
 """
 
 
+def test_a_selector_the_search_never_reaches_does_not_compile_once_per_claim_not_per_device(
+        ) -> None:
+    """Request ``r`` fits no device, so kube-scheduler never evaluates ``r2``'s broken
+    selector (unschedulable, not an error); explain still says it does not compile, once."""
+    wants = claim("c", exact("r", "gpu", "device.attributes[\"gpu.example.com\"].index > 9"),
+                  exact("r2", "gpu", "device.nosuch == 1"))
+    snapshot = ClusterSnapshot.from_api([resource_slice("a-1", gpus(3), pool="a", node="a")],
+                                        CLASSES, [], [wants], [node("a")])
+    explanation = explain_claim(snapshot, ResourceClaim.from_api(wants))
+    data = explanation.to_json()
+    [candidate] = data["candidates"]
+    [first, second] = candidate["requests"]
+    compile_error = ("compilation failed: ERROR: <input>:1:7: undefined field 'nosuch'\n"
+                     " | device.nosuch == 1\n | ......^")
+    assert (data["verdict"], [len(first["devices"]), len(second["devices"])],
+            second["errors"]) == (
+        "Unschedulable", [3, 0], [f"claim default/c: selector #0: CEL compile error: "
+                                  f"{compile_error}"])
+    text = render_explanation(explanation)
+    assert text.count("does not compile") == 1
+    assert """\
+  request r2: 0 of 3 devices of class gpu match the request's selectors (1 needed)
+    selector #0 of request r2 does not compile: compilation failed: ERROR: <input>:1:7: undefined
+      field 'nosuch'
+       | device.nosuch == 1
+       | ......^
+""" in text
+
+
 def test_a_pool_being_updated_makes_an_all_request_an_error_though_another_node_fits() -> None:
     slices = [resource_slice("a-1", [device("gpu-0")], pool="a", node="a", count=2),
               resource_slice("b-1", [device("gpu-0")], pool="b", node="b")]

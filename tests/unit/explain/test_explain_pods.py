@@ -16,7 +16,13 @@ from kubedra.controller.explanations import explain_messages
 from kubedra.explain import ClusterSnapshot, PodPlacement
 from kubedra.explain.pods import explain_pod
 from kubedra.explain.render import render_pod_explanation
-from tests.support.explain_builders import node
+from tests.support.explain_builders import (
+    gpu_claim,
+    h200_slices,
+    node,
+    on_node,
+    shipped_classes,
+)
 from tests.support.scenario_builders import (
     CLASSES,
     NIC,
@@ -45,8 +51,9 @@ def test_claims_that_each_fit_alone_but_on_no_node_together() -> None:
     a = ("a: each claim fits alone, but not all together: default/train-0 and default/train-1 "
          "compete for the same 4 devices (gpu-0, gpu-1, gpu-2, gpu-3): claim default/train-1, "
          "request gpu: cannot find 4 devices that fit together")
+    not_nic = 'on b has driver "gpu.example.com", not the "nic.example.com" asked'
     b = ("b: claim default/net does not fit: request nic: 0 of 8 devices are in class nic (1 "
-         "needed)")
+         f"needed): gpu-0 {not_nic}; gpu-1 {not_nic}; gpu-2 {not_nic}; and 5 more devices")
     data = explanation.to_json()
     assert (data["verdict"], data["message"]) == (
         "Unschedulable", f"no node fits all claims of the pod: {a}; {b}")
@@ -67,7 +74,11 @@ a:
     same 4 devices (gpu-0, gpu-1, gpu-2, gpu-3): claim default/train-1, request gpu: cannot find 4
     devices that fit together
 b:
-  claim default/net does not fit: request nic: 0 of 8 devices are in class nic (1 needed)
+  claim default/net does not fit:
+    request nic: 0 of 8 devices are in class nic (1 needed)
+      gpu-0 on b has driver "gpu.example.com", not the "nic.example.com" asked
+        (the same for 7 more devices: gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, …)
+        selector of class nic: device.driver == "nic.example.com"
 """
 
 
@@ -142,3 +153,42 @@ def test_a_pod_with_extended_resources_and_no_claim_yet(tmp_path: Path,
         "allocated": [], "pending": ["default/legacy-extended-resources"], "missing": []})
     assert [(n["node"], n["fits"]) for n in data["nodes"]] == [("a", False), ("b", True)]
     assert "request container-0-request-0" in data["nodes"][0]["claims"][0]["message"]
+
+
+def test_a_legacy_pod_names_the_device_and_its_holder_as_the_claim_explanation_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's ``legacy`` pod (``nvidia.com/gpu: 1``) while the trainer holds the H200:
+    the claim kube-scheduler would make is explained with the same per-device reasons as
+    ``explain resourceclaim`` gives."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    trainer = gpu_claim("trainer", allocation=on_node("demo-h200", "demo-h200", "gpu-0"))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "namespace": "demo"},
+           "spec": {"containers": [{"name": "main", "resources": {
+               "limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}}]}}
+    kinds = [("ResourceSlice", "resource.k8s.io/v1", h200_slices("demo-h200")),
+             ("DeviceClass", "resource.k8s.io/v1", shipped_classes()),
+             ("ResourceClaim", "resource.k8s.io/v1", [trainer]),
+             ("Node", "v1", [node("demo-h200", type="kwok")])]
+    items = [{"kind": k, "apiVersion": v, **o} for k, v, objs in kinds for o in objs]
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*items, pod]}))
+    result = CliRunner().invoke(main, ["explain", "pod", "legacy", "-n", "demo",
+                                       "--from", str(dump)])
+    assert result.exit_code == 0, result.output
+    assert result.output == """\
+Pod:            demo/legacy
+Claims:         demo/legacy-extended-resources (to allocate)
+Verdict:        Unschedulable
+Message:        no node fits all claims of the pod: demo-h200: claim demo/legacy-extended-resources
+                does not fit: request container-0-request-0: 0 of 1 matching devices are free (1
+                needed): gpu-0 on demo-h200 is allocated to claim demo/trainer (request gpu)
+
+NODE       FIT-ALONE  RESULT
+demo-h200  0 of 1     fails
+
+Why not:
+demo-h200:
+  claim demo/legacy-extended-resources does not fit:
+    request container-0-request-0: 0 of 1 matching devices are free (1 needed)
+      gpu-0 on demo-h200 is allocated to claim demo/trainer (request gpu)
+"""

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from kubedra.api.resource import ResourceClaim
-from kubedra.explain import ClusterSnapshot, simulate_claim
+from kubedra.explain import ClusterSnapshot, explain_claim, simulate_claim
 from kubedra.explain.simulate import ClaimFileError, claim_from_documents
 from tests.support.explain_builders import gpu_claim, h200_slices, node, on_node, shipped_classes
 
@@ -119,3 +119,56 @@ spec:
     assert (plain.metadata.namespace, plain.status.allocation) == ("x", None)
     with pytest.raises(ClaimFileError, match="no ResourceClaim or ResourceClaimTemplate"):
         claim_from_documents([{"kind": "Pod"}, None], None)
+
+
+@pytest.mark.parametrize(("document", "path"), [
+    ({"kind": "ResourceClaim", "spec": {}}, "spec.devices.requests"),
+    ({"kind": "ResourceClaim", "spec": {"devices": {"requests": []}}}, "spec.devices.requests"),
+    ({"kind": "ResourceClaimTemplate", "spec": {"spec": {"devices": {}}}},
+     "spec.spec.devices.requests"),
+])
+def test_a_claim_without_requests_is_valid_but_there_is_nothing_to_simulate(
+        document: dict[str, Any], path: str) -> None:
+    """The API server accepts it (``DeviceClaim.requests``: "if empty, nothing needs to be
+    allocated"); simulating it would print ``fits with`` nothing and a thousand empty copies."""
+    with pytest.raises(ClaimFileError) as raised:
+        claim_from_documents([document], None)
+    assert str(raised.value) == (
+        f"nothing to simulate: the claim has no requests ({path} is empty); the API server "
+        "accepts such a claim and kube-scheduler allocates it on any node with no devices")
+
+
+def test_an_unnamed_claim_is_not_given_a_name_that_looks_real() -> None:
+    found = claim_from_documents([{"kind": "ResourceClaim", **gpu_claim("x")} | {
+        "metadata": {}}], None)
+    assert (found.metadata.namespace, found.metadata.name) == ("default", "<unnamed>")
+
+
+def test_explaining_a_claim_without_requests_says_it_takes_no_devices() -> None:
+    empty = {"metadata": {"name": "empty", "namespace": "demo", "uid": "u"}, "spec": {}}
+    snapshot = ClusterSnapshot.from_api(h200_slices("demo-h200"), shipped_classes(), [],
+                                        [empty], [node("demo-h200")])
+    explanation = explain_claim(snapshot, ResourceClaim.from_api(empty))
+    assert (explanation.verdict, [c.message for c in explanation.candidates]) == (
+        "Fits", ["demo-h200: fits with no devices (the claim has no requests: nothing is "
+                 "allocated for it)"])
+
+
+def test_a_selector_that_does_not_compile_is_refused_once_as_the_api_server_refuses_it() -> None:
+    """The API server compiles every selector of a claim it is given; simulate reads a file
+    that never went through it, so it refuses the claim the same way, once per selector (not
+    once per device, as an explanation of the claim would say it)."""
+    template = {"kind": "ResourceClaimTemplate", "spec": {"spec": {"devices": {"requests": [
+        {"name": "a", "exactly": {"deviceClassName": "gpu.kubedra.io",
+                                  "selectors": [{"cel": {"expression": "true"}},
+                                                {"cel": {"expression": "device.nosuch == 1"}}]}},
+        {"name": "b", "firstAvailable": [{"name": "x", "deviceClassName": "gpu.kubedra.io",
+                                          "selectors": [{"cel": {"expression": "1"}}]}]}]}}}}
+    with pytest.raises(ClaimFileError) as raised:
+        claim_from_documents([template], None)
+    assert str(raised.value) == (
+        "the API server would refuse this claim: spec.spec.devices.requests[0].exactly."
+        "selectors[1].cel.expression: compilation failed: ERROR: <input>:1:7: undefined field "
+        "'nosuch'\n | device.nosuch == 1\n | ......^; spec.spec.devices.requests[1]."
+        "firstAvailable[0].selectors[0].cel.expression: must evaluate to bool or the unknown "
+        "type, not int")

@@ -119,3 +119,48 @@ def test_explain_from_a_dump_needs_no_cluster(tmp_path: Path,
                                        "--from", dump])
     assert (result.exit_code, result.output) == (
         1, 'Error: resourceclaim "nope" in namespace "demo" not found\n')
+
+
+def test_overlapping_sources_count_each_object_once_and_the_last_read_wins(
+        tmp_path: Path) -> None:
+    whole = _cluster(tmp_path)
+    folder = tmp_path / "dump"
+    folder.mkdir()
+    (folder / "cluster.yaml").write_text(whole.read_text())
+    relabelled = {"apiVersion": "v1", "kind": "Node", **node("demo-h200", type="kwok")}
+    relabelled["metadata"]["labels"]["zone"] = "b"
+    again = tmp_path / "again.yaml"
+    again.write_text(_kubectl_list(POD, relabelled))
+
+    objects = read_dump([folder, whole, again])
+
+    counts = {kind: len(found) for kind, found in objects.by_kind().items()}
+    assert counts == {"ResourceSlice": 1, "DeviceClass": len(shipped_classes()),
+                      "DeviceTaintRule": 0, "ResourceClaim": 1, "Node": 1, "Pod": 1}
+    assert objects.nodes[0]["metadata"]["labels"]["zone"] == "b"
+
+
+def test_simulate_from_overlapping_sources_counts_devices_once(tmp_path: Path) -> None:
+    whole = str(_cluster(tmp_path))
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                     **gpu_claim("any")}))
+    result = CliRunner().invoke(main, ["simulate", "-f", str(claim), "--from", whole,
+                                       "--from", whole])
+    assert result.exit_code == 0, result.output
+    assert "Copies:         1 copy fits in the cluster now" in result.output
+
+
+@pytest.mark.parametrize("args", [
+    ["explain", "resourceclaim", "too-big", "-n", "demo"],
+    ["explain", "pod", "too-big", "-n", "demo"],
+    ["simulate", "-f", "{claim}"],
+], ids=["explain resourceclaim", "explain pod", "simulate"])
+def test_a_node_that_does_not_exist_is_named(args: list[str], tmp_path: Path) -> None:
+    dump = str(_cluster(tmp_path))
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump(gpu_claim("any")))
+    result = CliRunner().invoke(main, [*(a.format(claim=claim) for a in args), "--from", dump,
+                                       "--node", "demo-h200", "--node", "nosuch"])
+    assert (result.exit_code, result.output) == (
+        1, 'Error: --node: node "nosuch" does not exist\n')
