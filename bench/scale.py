@@ -574,7 +574,10 @@ class ScaleBench:
             raise OperatorExited(f"after {time.monotonic() - start:.1f} s: {exited}") from None
         elapsed = time.monotonic() - start
         requests = self.audit.requests_since(audit)
+        probe = await self.probe()
         return {"verified_s": round(elapsed, 2), "cpu_s": round(cpu_seconds(pid), 2),
+                "reconciled": probe.get("inventoriesReconciled"),
+                "unchanged": probe.get("inventoriesUnchanged"),
                 "rss_mib": round(peak_rss_mib(pid), 1),
                 "rss_now_mib": round(rss_mib(pid), 1), "operator_writes": writes(requests),
                 "operator_requests": sum(requests.values()), "requests": requests}
