@@ -210,18 +210,23 @@ class Agents:
                 else:
                     self.renewals += 1
         start = time.monotonic()
-        while True:
-            for i, node in enumerate(self.nodes):
-                due = start + i * period / len(self.nodes)
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                elif delay < -period / 3:
-                    self.late_renewals += 1
-                task = asyncio.create_task(renew(node))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            start += period
+        try:
+            while True:
+                for i, node in enumerate(self.nodes):
+                    due = start + i * period / len(self.nodes)
+                    delay = due - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    elif delay < -period / 3:
+                        self.late_renewals += 1
+                    task = asyncio.create_task(renew(node))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                start += period
+        finally:  # the renewals still queued must not outlive the API client
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def report(self, limit: int = CONCURRENCY) -> None:
         """Every agent creates its inventory and applies ``status.discovered``, ``limit`` at
@@ -426,6 +431,7 @@ class ScaleBench:
             finally:
                 renewing.cancel()
                 watching.cancel()
+                await asyncio.gather(renewing, watching, return_exceptions=True)
             self.results["lease_renewals"] = agents.renewals
             self.results["late_lease_renewals"] = agents.late_renewals
             self.results["failed_lease_renewals"] = agents.failed_renewals
