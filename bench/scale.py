@@ -252,13 +252,16 @@ class Agents:
 # --- what the API server shows -----------------------------------------------------------------
 
 async def watch_forever(list_call: Callable[..., Any], *args: Any,
-                        on_object: Callable[[str, Json], None]) -> None:
+                        on_object: Callable[[str, Json], None],
+                        on_list: Callable[[], None] = lambda: None) -> None:
     """List, then watch, forever: ``on_object(type, object)`` for every listed object
-    (``ADDED``) and every watch event; relists after a dropped or failed watch."""
+    (``ADDED``) and every watch event; relists after a dropped or failed watch, calling
+    ``on_list()`` first (what was deleted meanwhile is in no list and no event)."""
     while True:
         try:
             response = await list_call(*args, _preload_content=False)
             listed = json.loads(await response.read())
+            on_list()
             for item in listed["items"]:
                 on_object("ADDED", item)
             stream = watch.Watch(return_type="object")
@@ -299,7 +302,7 @@ class SliceWatch:
             else:
                 self._see(obj)
         await watch_forever(client.ResourceV1Api(self.api).list_resource_slice,
-                            on_object=on_object)
+                            on_object=on_object, on_list=self.slices.clear)
 
     def _see(self, obj: Json) -> None:
         spec = obj["spec"]
