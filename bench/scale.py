@@ -193,11 +193,13 @@ class Agents:
     async def renew_leases(self) -> None:
         """Renew every Lease once per ``LEASE_DURATION / 3`` seconds, spread evenly, forever:
         one merge patch of ``renewTime`` each (the agent reads and replaces: the same watch
-        event for the operator, one request fewer for this bench)."""
+        event for the operator, one request fewer for this bench). A node whose previous
+        renewal is still in flight skips its turn (counted late), as an agent renews once at a
+        time: a starved bench's backlog stays at one renewal per node, not one per period."""
         coordination = client.CoordinationV1Api(self.api)
         period = LEASE_DURATION / 3
         gate = asyncio.Semaphore(CONCURRENCY)
-        tasks: set[asyncio.Task[None]] = set()
+        in_flight: dict[str, asyncio.Task[None]] = {}
 
         async def renew(node: str) -> None:
             async with gate:
@@ -219,12 +221,16 @@ class Agents:
                         await asyncio.sleep(delay)
                     elif delay < -period / 3:
                         self.late_renewals += 1
+                    if node in in_flight:  # an agent renews once at a time: this one is late
+                        self.late_renewals += 1
+                        continue
                     task = asyncio.create_task(renew(node))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                    in_flight[node] = task
+                    task.add_done_callback(lambda _, n=node: in_flight.pop(n, None))
                 start += period
         finally:  # the renewals still queued must not outlive the API client
-            for task in list(tasks):
+            tasks = list(in_flight.values())
+            for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
