@@ -193,11 +193,13 @@ class Agents:
     async def renew_leases(self) -> None:
         """Renew every Lease once per ``LEASE_DURATION / 3`` seconds, spread evenly, forever:
         one merge patch of ``renewTime`` each (the agent reads and replaces: the same watch
-        event for the operator, one request fewer for this bench)."""
+        event for the operator, one request fewer for this bench). A node whose previous
+        renewal is still in flight skips its turn (counted late), as an agent renews once at a
+        time: a starved bench's backlog stays at one renewal per node, not one per period."""
         coordination = client.CoordinationV1Api(self.api)
         period = LEASE_DURATION / 3
         gate = asyncio.Semaphore(CONCURRENCY)
-        tasks: set[asyncio.Task[None]] = set()
+        in_flight: dict[str, asyncio.Task[None]] = {}
 
         async def renew(node: str) -> None:
             async with gate:
@@ -210,18 +212,27 @@ class Agents:
                 else:
                     self.renewals += 1
         start = time.monotonic()
-        while True:
-            for i, node in enumerate(self.nodes):
-                due = start + i * period / len(self.nodes)
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                elif delay < -period / 3:
-                    self.late_renewals += 1
-                task = asyncio.create_task(renew(node))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            start += period
+        try:
+            while True:
+                for i, node in enumerate(self.nodes):
+                    due = start + i * period / len(self.nodes)
+                    delay = due - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    elif delay < -period / 3:
+                        self.late_renewals += 1
+                    if node in in_flight:  # an agent renews once at a time: this one is late
+                        self.late_renewals += 1
+                        continue
+                    task = asyncio.create_task(renew(node))
+                    in_flight[node] = task
+                    task.add_done_callback(lambda _, n=node: in_flight.pop(n, None))
+                start += period
+        finally:  # the renewals still queued must not outlive the API client
+            tasks = list(in_flight.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def report(self, limit: int = CONCURRENCY) -> None:
         """Every agent creates its inventory and applies ``status.discovered``, ``limit`` at
@@ -247,13 +258,16 @@ class Agents:
 # --- what the API server shows -----------------------------------------------------------------
 
 async def watch_forever(list_call: Callable[..., Any], *args: Any,
-                        on_object: Callable[[str, Json], None]) -> None:
+                        on_object: Callable[[str, Json], None],
+                        on_list: Callable[[], None] = lambda: None) -> None:
     """List, then watch, forever: ``on_object(type, object)`` for every listed object
-    (``ADDED``) and every watch event; relists after a dropped or failed watch."""
+    (``ADDED``) and every watch event; relists after a dropped or failed watch, calling
+    ``on_list()`` first (what was deleted meanwhile is in no list and no event)."""
     while True:
         try:
             response = await list_call(*args, _preload_content=False)
             listed = json.loads(await response.read())
+            on_list()
             for item in listed["items"]:
                 on_object("ADDED", item)
             stream = watch.Watch(return_type="object")
@@ -294,7 +308,7 @@ class SliceWatch:
             else:
                 self._see(obj)
         await watch_forever(client.ResourceV1Api(self.api).list_resource_slice,
-                            on_object=on_object)
+                            on_object=on_object, on_list=self.slices.clear)
 
     def _see(self, obj: Json) -> None:
         spec = obj["spec"]
@@ -426,6 +440,7 @@ class ScaleBench:
             finally:
                 renewing.cancel()
                 watching.cancel()
+                await asyncio.gather(renewing, watching, return_exceptions=True)
             self.results["lease_renewals"] = agents.renewals
             self.results["late_lease_renewals"] = agents.late_renewals
             self.results["failed_lease_renewals"] = agents.failed_renewals
@@ -574,7 +589,10 @@ class ScaleBench:
             raise OperatorExited(f"after {time.monotonic() - start:.1f} s: {exited}") from None
         elapsed = time.monotonic() - start
         requests = self.audit.requests_since(audit)
+        probe = await self.probe()
         return {"verified_s": round(elapsed, 2), "cpu_s": round(cpu_seconds(pid), 2),
+                "reconciled": probe.get("inventoriesReconciled"),
+                "unchanged": probe.get("inventoriesUnchanged"),
                 "rss_mib": round(peak_rss_mib(pid), 1),
                 "rss_now_mib": round(rss_mib(pid), 1), "operator_writes": writes(requests),
                 "operator_requests": sum(requests.values()), "requests": requests}

@@ -28,6 +28,9 @@ def test_scale_bench_tiny(tmp_path: Path) -> None:
     assert publish["status_writes"] == NODES
     restart = result["restart"]
     assert restart["operator_writes"] == 0, restart["requests"]
+    # every pool verified by its status.publishedFrom, none by a full reconcile
+    assert restart["reconciled"] >= NODES
+    assert restart["unchanged"] == restart["reconciled"]
     assert result["steady"]["slice_writes"] == 0
     assert result["steady"]["operator_writes"] == 0, result["steady"]["requests"]
     churn = result["churn"]

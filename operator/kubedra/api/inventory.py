@@ -224,6 +224,18 @@ class RetainedDevices(KubeModel):
     shared_counters: list[CounterSet] = Field(default_factory=list)
 
 
+class PublishedFrom(KubeModel):
+    """What the operator last published the pool from (written by the operator): a restarted
+    operator that finds the same inputs and the same slices knows the pool is as published
+    without decoding it (see kubedra.controller.fingerprint)."""
+
+    inputs: str = Field(description=(
+        "Digest of the inventory's generation, spec, the agent's report (but its scan time), "
+        "status.retained, and the operator's version and settings that shape the pool."))
+    slices: dict[str, str] = Field(
+        default_factory=dict, description="Name to resourceVersion of every published slice.")
+
+
 class DeviceInventoryStatus(KubeModel):
     """Status: ``discovered`` by the agent, the rest by the operator."""
 
@@ -243,6 +255,7 @@ class DeviceInventoryStatus(KubeModel):
                     "operator; its schema is the operator's, not checked at admission: a "
                     "second copy of the device schema's CEL rules would exceed the CRD's "
                     "validation cost budget).")
+    published_from: PublishedFrom | None = None
 
 
 class DeviceInventory(KubeModel):

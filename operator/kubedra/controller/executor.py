@@ -19,6 +19,7 @@ from kubedra.api.inventory import OPERATOR_COMPONENT, OPERATOR_FIELD_MANAGER
 from kubedra.api.resource import OwnerReference, ResourceSlice
 from kubedra.api.time import timestamp, utcnow
 from kubedra.binding.attach import AttachRequest, AttachResult, attach_decided
+from kubedra.controller import fingerprint
 from kubedra.controller.claims import EVENT_REASON, DeviceKey, decide_claim
 from kubedra.controller.inventories import (
     InventoryDecision,
@@ -52,6 +53,8 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
     if raw is None:
         await _reconcile_deleted(state, name)
         return
+    if await _verify_unchanged(state, raw):
+        return
     inputs = await _inventory_inputs(state, raw)
     decision = decide_inventory(inputs)
     if decision.withdrawn and decision.retained is not None:
@@ -76,6 +79,43 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
                               message=event.message, component=OPERATOR_COMPONENT)
     if decision.retry:
         raise Retry(decision.message)
+
+
+async def _verify_unchanged(state: OperatorState, raw: dict[str, Any]) -> bool:
+    """Whether the inventory's pool is as its ``status.publishedFrom`` recorded it (then its
+    ``status.allocations`` are brought up to date, and nothing else is to do), from the raw
+    cached objects (:func:`kubedra.controller.fingerprint.unchanged_pool`).
+
+    Raises:
+        ApiException: reading the CRD, or the status write, failed.
+    """
+    status = raw.get("status") or {}
+    if not status.get("publishedFrom"):
+        return False
+    name = raw["metadata"]["name"]
+    view = state.view
+    driver, pool = pool_key(raw)
+    node = (raw.get("spec") or {}).get("nodeName")
+    found = fingerprint.unchanged_pool(
+        raw, state.overlay.merge(name, view.slices_of(name)),
+        lease=state.leases.state(node, utcnow()) if node else None,
+        node_exists=view.node_exists(node) if node else True,
+        pool_inventories=view.inventories_of_pool(driver, pool),
+        deleted=view.deleted_inventories_of_pool(driver, pool), uses=view.uses_of(driver, pool),
+        owner_uid=(await _slice_owner(state)).uid, hold_down=state.settings.health_hold_down)
+    if found is None:
+        return False
+    if found.allocations is not None:
+        written = {k: v for k, v in status.items() if k != "discovered"}
+        written["allocations"] = [a.to_api() for a in found.allocations]
+        written["allocatedCount"] = len({a.device for a in found.allocations})
+        state.inventory_overlay.record(name, await kube.apply_inventory_status(
+            state.api, name, written, OPERATOR_FIELD_MANAGER))
+    state.pools[name] = PublishedPool(driver=driver, name=pool, devices=found.devices,
+                                      health=found.health)
+    state.hold_downs.pop(name, None)
+    state.inventories_unchanged += 1
+    return True
 
 
 async def _reconcile_deleted(state: OperatorState, name: str) -> None:
@@ -149,10 +189,12 @@ async def _write_status(state: OperatorState, inputs: InventoryInputs,
                         decision: InventoryDecision) -> None:
     """Apply the operator's part of the inventory's status, if any field changed."""
     name = inputs.name
+    slices_now = state.overlay.merge(name, state.view.slices_of(name))
     reports_existing = not decision.ok and not decision.withdrawn
-    slices_now = state.overlay.merge(name, state.view.slices_of(name)) if reports_existing \
-        else []
-    status = inventory_status(inputs, decision, timestamp(utcnow()), slices_now)
+    status = inventory_status(inputs, decision, timestamp(utcnow()),
+                              slices_now if reports_existing else [])
+    status.published_from = fingerprint.record(inputs.raw, decision, inputs.uses, slices_now,
+                                               inputs.owner.uid, inputs.hold_down)
     if status_changed(inputs.raw, status):
         state.inventory_overlay.record(name, await kube.apply_inventory_status(
             state.api, name, status.to_api(), OPERATOR_FIELD_MANAGER))

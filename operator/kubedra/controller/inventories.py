@@ -508,10 +508,7 @@ def inventory_status(inputs: InventoryInputs, decision: InventoryDecision, now: 
     conditions = set_condition(conditions, type_="Ready", status=decision.ok,
                                reason="Published" if decision.ok else decision.reason,
                                message=decision.message, now=now, observed_generation=generation)
-    allocations = [] if decision.forget else sorted(
-        (DeviceAllocation(device=u.device, claim=f"{u.namespace}/{u.name}", claim_uid=u.uid,
-                          request=u.request) for u in inputs.uses),
-        key=lambda a: (a.device, a.claim, a.request))
+    allocations = [] if decision.forget else status_allocations(inputs.uses)
     status = DeviceInventoryStatus(conditions=conditions, observed_generation=generation,
                                    allocations=allocations,
                                    allocated_count=len({a.device for a in allocations}))
@@ -533,6 +530,13 @@ def inventory_status(inputs: InventoryInputs, decision: InventoryDecision, now: 
         if "pool" in current and existing:
             status.pool = ResourcePool.from_api(current["pool"])
     return status
+
+
+def status_allocations(uses: Sequence[ClaimUse]) -> list[DeviceAllocation]:
+    """``status.allocations`` for the devices claims hold, sorted by device, claim, request."""
+    return sorted((DeviceAllocation(device=u.device, claim=f"{u.namespace}/{u.name}",
+                                    claim_uid=u.uid, request=u.request) for u in uses),
+                  key=lambda a: (a.device, a.claim, a.request))
 
 
 def _current_retained(current: Mapping[str, Any]) -> RetainedDevices | None:

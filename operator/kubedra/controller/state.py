@@ -312,6 +312,9 @@ class OperatorState:
     inventories_reconciled: int = 0
     """Successful inventory reconciles since start (``bench/scale.py`` waits for every
     inventory to be verified after a restart)."""
+    inventories_unchanged: int = 0
+    """Of those, the ones that found the pool as ``status.publishedFrom`` recorded it
+    (:mod:`kubedra.controller.fingerprint`)."""
 
     def inventory_for_pool(self, driver: str, pool: str) -> str | None:
         """The inventory that publishes pool ``(driver, pool)``: of those naming it (an index

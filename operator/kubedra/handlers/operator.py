@@ -102,8 +102,8 @@ async def cleanup(memo: Any, **_: Any) -> None:
 def health(runtime: Runtime) -> dict[str, Any]:
     """What the leader's ``/healthz`` shows about its work (served by
     :func:`kubedra.handlers.command.run_operator`): caches filled, Leases synced, queue lengths,
-    keys queued or in progress (``…Busy``), inventories reconciled and slice writes since
-    start."""
+    keys queued or in progress (``…Busy``), inventories reconciled (and of those found
+    unchanged) and slice writes since start."""
     state = runtime.state
     return {
         "cachesReady": runtime.ready.is_set(),
@@ -113,6 +113,7 @@ def health(runtime: Runtime) -> dict[str, Any]:
         "inventoriesBusy": state.inventory_queue.busy() if state else 0,
         "claimsBusy": state.claim_queue.busy() if state else 0,
         "inventoriesReconciled": state.inventories_reconciled if state else 0,
+        "inventoriesUnchanged": state.inventories_unchanged if state else 0,
         "sliceWrites": state.slice_writes if state else 0,
     }
 
