@@ -113,7 +113,7 @@ async def _verify_unchanged(state: OperatorState, raw: dict[str, Any]) -> bool:
             state.api, name, written, OPERATOR_FIELD_MANAGER))
     state.pools[name] = PublishedPool(driver=driver, name=pool, devices=found.devices,
                                       health=found.health)
-    state.hold_downs.pop(name, None)
+    state.wake_ups.pop(name, None)
     state.inventories_unchanged += 1
     return True
 
