@@ -44,7 +44,8 @@ def use(device: str, claim: str = "c1") -> ClaimUse:
 def inputs(raw: dict[str, Any], existing: list[dict[str, Any]],
            uses: tuple[ClaimUse, ...] = ()) -> InventoryInputs:
     return InventoryInputs(raw=raw, existing=[ResourceSlice.from_api(s) for s in existing],
-                           lease="live", namespace="kubedra-system", owner=OWNER, uses=uses)
+                           lease="live", namespace="kubedra-system", owner=OWNER, uses=uses,
+                           drain_grace=30.0)
 
 
 def publish(raw: dict[str, Any], existing: list[dict[str, Any]] | None = None,
@@ -185,7 +186,19 @@ def test_a_pool_with_tainted_devices_records_nothing(raw: dict[str, Any]) -> Non
 
 def test_a_withdrawn_pool_records_nothing() -> None:
     given = InventoryInputs(raw=PUBLISHED, existing=[ResourceSlice.from_api(s) for s in SLICES],
-                            lease="expired", namespace="kubedra-system", owner=OWNER)
+                            lease="expired", namespace="kubedra-system", owner=OWNER,
+                            drain_grace=30.0)
     decision = decide_inventory(given)
     assert decision.withdrawn
     assert record(PUBLISHED, decision, (), [], OWNER.uid, 0.0) is None
+
+
+def test_a_draining_pool_records_nothing() -> None:
+    """A device leaving the pool is published tainted until its drain grace ends; a restart
+    must reconcile it fully so that the grace's wake-up is set again."""
+    published, slices = publish(raw_inventory(devices=2), existing=SLICES)
+    taints = {d["name"]: [t["key"] for t in d.get("taints") or []]
+              for s in slices for d in s["spec"]["devices"]}
+    assert taints == {"gpu-0": [], "gpu-1": [], "gpu-2": ["kubedra.io/draining"]}
+    assert "publishedFrom" not in published["status"]
+    assert check(published, slices) is None

@@ -328,7 +328,9 @@ def test_events_mark_transitions_only() -> None:
 @pytest.mark.parametrize(("given", "event"), [
     (inputs(raw_inventory(), lease="expired", existing=EXISTING), Event(
         "Warning", "PoolWithdrawn", "agent Lease kubedra-system/kubedra-agent-node-1 of node "
-        "node-1 is not renewed; pool node-1 withdrawn until the agent returns")),
+        "node-1 is not renewed; pool node-1 withdrawn until the agent returns; leaving the "
+        "pool, so published with a NoSchedule taint until the drain grace ends: gpu-0 "
+        "(withdrawn), gpu-1 (withdrawn)")),
     (inputs(raw_inventory(), lease="missing"), None),
     (inputs(raw_inventory(), lease="expired"), None),
     (inputs(raw_inventory(reported=False), lease="missing"), None),
