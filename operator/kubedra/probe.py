@@ -46,7 +46,7 @@ def get_health(path: str, *, timeout: float = 5.0) -> tuple[int, str]:
         connection.close()
 
 
-def _positive_seconds(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+def _probe_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     """``--timeout``: above 0 and at most an hour (the socket refuses 0, negative, infinite,
     NaN and huge timeouts with a traceback; a probe never needs to wait longer).
 
@@ -62,7 +62,7 @@ def _positive_seconds(_ctx: click.Context, _param: click.Parameter, value: float
 @click.option("--socket", "path", required=True, type=click.Path(dir_okay=False),
               help="The Unix socket the process serves (its --health-socket)")
 @click.option("--timeout", type=float, default=5.0, show_default=True,
-              callback=_positive_seconds, help="Seconds")
+              callback=_probe_timeout, help="Seconds")
 def probe_command(path: str, timeout: float) -> None:
     """Print the process's /healthz; exit 0 when it answers 200 (healthy), else 1."""
     try:
