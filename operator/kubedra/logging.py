@@ -1,8 +1,9 @@
 """structlog configuration, done once per process by :func:`configure_logging`.
 
 Both renderers write one event per line to stderr: ``json`` for machines (the default in the
-manifests), ``console`` for people. The standard library's ``logging`` (used by kopf, grpc and
-kubernetes-asyncio) goes through the same renderer.
+manifests; an exception's traceback is the line's ``exception`` field), ``console`` for people
+(an exception's plain Python traceback follows its line). The standard library's ``logging``
+(used by kopf, grpc and kubernetes-asyncio) goes through the same renderer.
 """
 
 from __future__ import annotations
@@ -34,9 +35,17 @@ def configure_logging(fmt: LogFormat = "console", level: str = "INFO") -> None:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+    # An exception (``log.exception``, and kopf's and kubernetes-asyncio's own ``exc_info``)
+    # becomes the ``exception`` field of the JSON line; without format_exc_info the
+    # JSONRenderer wrote only reprs (``"ApiException()"``, ``"<traceback object …>"``) and lost
+    # the status and reason. The console prints Python's plain traceback: the default, rich's
+    # when rich is installed, printed every local of every frame (hundreds of lines each time
+    # the leader election retried).
+    renderers: list[structlog.types.Processor] = (
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        if fmt == "json"
+        else [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(),
+                                            exception_formatter=structlog.dev.plain_traceback)])
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
@@ -46,7 +55,7 @@ def configure_logging(fmt: LogFormat = "console", level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer]))
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderers]))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -10,6 +10,7 @@ so the probe starts in the time of Python and click.
 from __future__ import annotations
 
 import http.client
+import math
 import socket
 import sys
 
@@ -45,10 +46,23 @@ def get_health(path: str, *, timeout: float = 5.0) -> tuple[int, str]:
         connection.close()
 
 
+def _probe_timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """``--timeout``: above 0 and at most an hour (the socket refuses 0, negative, infinite,
+    NaN and huge timeouts with a traceback; a probe never needs to wait longer).
+
+    Raises:
+        click.BadParameter: the value is out of that range.
+    """
+    if not (math.isfinite(value) and 0 < value <= 3600):
+        raise click.BadParameter(f"{value} is not in the range 0<x<=3600 (seconds)")
+    return value
+
+
 @click.command("probe", short_help="Ask a kubedra process for /healthz over its Unix socket.")
 @click.option("--socket", "path", required=True, type=click.Path(dir_okay=False),
               help="The Unix socket the process serves (its --health-socket)")
-@click.option("--timeout", type=float, default=5.0, show_default=True, help="Seconds")
+@click.option("--timeout", type=float, default=5.0, show_default=True,
+              callback=_probe_timeout, help="Seconds")
 def probe_command(path: str, timeout: float) -> None:
     """Print the process's /healthz; exit 0 when it answers 200 (healthy), else 1."""
     try:

@@ -8,7 +8,7 @@ Every setting comes from a command-line flag, else the environment (``KUBEDRA_<N
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import click
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -25,6 +25,19 @@ DEFAULT_CDI_DIR = Path("/var/run/cdi")
 """The CDI dynamic spec directory, where DRA drivers write (CDI ``DefaultDynamicDir``)."""
 DEFAULT_BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 """The kernel's boot ID file."""
+
+MAX_SECONDS = 365 * 24 * 3600
+"""The longest duration a setting may have (one year): longer means nothing for a grace, an
+interval or a Lease, and a time that far off is still a valid ``datetime`` (``now`` plus an
+unbounded float overflows it, or is infinite, and every reconcile that adds it fails)."""
+
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+"""A duration in seconds: finite, 0 to :data:`MAX_SECONDS`; 0 turns the wait off."""
+Interval = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+"""Seconds between two runs of a loop: finite, above 0 (0 would spin the loop), at most
+:data:`MAX_SECONDS`."""
+Port = Annotated[int, Field(ge=0, le=65535)]
+"""A TCP port, 0 for none."""
 
 
 class Settings(BaseSettings):
@@ -48,14 +61,14 @@ class Settings(BaseSettings):
     backend: str = "pci"
     """Discovery backend: ``pci``, ``nvml``, ``snapshot:<folder>`` or ``static``."""
     sysfs_root: Path = Path("/sys")
-    rescan_interval: float = 30.0
-    lease_duration: int = 40
+    rescan_interval: Interval = 30.0
+    lease_duration: Annotated[int, Field(ge=1, le=MAX_SECONDS)] = 40
     """Seconds an agent Lease stays valid without renewal. The agent renews it every third of
     that and gives it up on a clean stop; after a crash the operator withdraws the node's pool
     between 2/3 of it and it plus ``lease_check_interval`` later."""
-    cdi_check_interval: float = 30.0
+    cdi_check_interval: Interval = 30.0
     """Seconds between checks that every prepared claim's CDI spec is still on disk."""
-    metrics_port: int = 8080
+    metrics_port: Port = 8080
     """Port of ``/metrics`` and ``/healthz``; 0 disables the endpoint."""
     kubelet_registry_dir: Path = DEFAULT_REGISTRY_DIR
     """The kubelet's plugin registration directory: the registration socket goes here."""
@@ -95,18 +108,18 @@ class Settings(BaseSettings):
         return self
 
     # operator
-    lease_check_interval: float = 5.0
+    lease_check_interval: Interval = 5.0
     """How often the operator checks agent Leases for expiry."""
-    explain_event_interval: float = 60.0
+    explain_event_interval: Seconds = 60.0
     """Seconds between two explaining Events (``CannotAllocate``) on the same claim, at least."""
     attacher: str = "immediate"
     """The attach step for devices with binding conditions (KEP-5007): ``immediate`` or
     ``<module>:<class>`` (see :mod:`kubedra.binding.attach`)."""
-    health_hold_down: float = 300.0
+    health_hold_down: Seconds = 300.0
     """Seconds a device that is healthy again keeps its ``kubedra.io/unhealthy`` NoSchedule
     taint (value ``recovered-hold-down``), so that one transient fault neither takes it out
     until a restart nor puts new claims on a device that fails again at once; 0: none."""
-    drain_grace: float = Field(default=30.0, ge=0)
+    drain_grace: Seconds = 30.0
     """Seconds a published device that leaves its pool (disabled by an override, no longer
     reported, its pool withdrawn or its inventory deleted) and that no claim holds stays
     published with the ``kubedra.io/draining`` NoSchedule taint before it is taken out. It

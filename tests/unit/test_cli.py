@@ -104,3 +104,30 @@ def test_bad_input_is_a_one_line_error_not_a_traceback(
                           capture_output=True, text=True, timeout=60, env=environment)
     assert (done.returncode, done.stdout, done.stderr) == (
         1, "", f"Error: {error.format(tmp=tmp)}\n")
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["operator", "--liveness-port", "70000"],
+     "Invalid value for '--liveness-port': 70000 is not in the range 0<=x<=65535."),
+    (["operator", "--liveness-port", "0", "--drain-grace", "inf"],
+     "invalid --drain-grace=inf: Input should be a finite number"),
+    (["agent", "--node-name", "n", "--rescan-interval", "0"],
+     "invalid --rescan-interval=0.0: Input should be greater than 0"),
+    (["agent", "--node-name", "n", "--metrics-port", "70000"],
+     "invalid --metrics-port=70000: Input should be less than or equal to 65535"),
+    (["probe", "--socket", "/nonexistent.sock", "--timeout", "-1"],
+     "Invalid value for '--timeout': -1.0 is not in the range 0<x<=3600 (seconds)"),
+    (["probe", "--socket", "/nonexistent.sock", "--timeout", "nan"],
+     "Invalid value for '--timeout': nan is not in the range 0<x<=3600 (seconds)"),
+], ids=["liveness port", "infinite drain grace", "zero rescan interval", "metrics port",
+        "negative probe timeout", "NaN probe timeout"])
+def test_a_flag_out_of_range_is_a_one_line_error_not_a_traceback(
+        args: list[str], error: str) -> None:
+    """Ports above 65535 and socket timeouts that are 0, negative or NaN ended in a traceback
+    from ``bind``/``settimeout``; an infinite drain grace was taken and failed each reconcile."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("KUBEDRA_")}
+    done = subprocess.run([sys.executable, "-m", "kubedra", *args], capture_output=True,
+                          text=True, timeout=60, env=environment)
+    assert "Traceback" not in done.stderr
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (
+        2 if error.startswith("Invalid value") else 1, f"Error: {error}")

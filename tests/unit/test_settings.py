@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import click
 import pytest
 
 from kubedra.settings import Settings, settings_from_flags
@@ -32,3 +33,32 @@ def test_relative_node_paths_become_absolute_against_the_working_directory(
     assert settings.cdi_dir == tmp_path / ".cache/node-1/cdi"
     assert settings.device_root == tmp_path / "host"
     assert settings.sysfs_root == Path("/sys")
+
+
+@pytest.mark.parametrize(("variable", "value", "error"), [
+    ("KUBEDRA_DRAIN_GRACE", "inf", "Input should be a finite number"),
+    ("KUBEDRA_DRAIN_GRACE", "nan", "Input should be a finite number"),
+    ("KUBEDRA_DRAIN_GRACE", "1e12", "Input should be less than or equal to 31536000"),
+    ("KUBEDRA_DRAIN_GRACE", "-1", "Input should be greater than or equal to 0"),
+    ("KUBEDRA_HEALTH_HOLD_DOWN", "inf", "Input should be a finite number"),
+    ("KUBEDRA_HEALTH_HOLD_DOWN", "-1", "Input should be greater than or equal to 0"),
+    ("KUBEDRA_EXPLAIN_EVENT_INTERVAL", "-1", "Input should be greater than or equal to 0"),
+    ("KUBEDRA_LEASE_CHECK_INTERVAL", "0", "Input should be greater than 0"),
+    ("KUBEDRA_RESCAN_INTERVAL", "0", "Input should be greater than 0"),
+    ("KUBEDRA_RESCAN_INTERVAL", "-5", "Input should be greater than 0"),
+    ("KUBEDRA_CDI_CHECK_INTERVAL", "nan", "Input should be a finite number"),
+    ("KUBEDRA_LEASE_DURATION", "0", "Input should be greater than or equal to 1"),
+    ("KUBEDRA_METRICS_PORT", "70000", "Input should be less than or equal to 65535"),
+    ("KUBEDRA_METRICS_PORT", "-1", "Input should be greater than or equal to 0"),
+])
+def test_a_duration_or_port_out_of_range_is_refused_naming_the_variable(
+        variable: str, value: str, error: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every duration is finite and at most a year, every loop interval above 0, every port
+    0-65535: an infinite or huge drain grace or hold-down made each reconcile that adds it to
+    a time fail (OverflowError) while the disabled device stayed untainted; a 0 Lease duration
+    or rescan interval spun its loop; a port above 65535 ended in a traceback."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(click.ClickException) as refused:
+        settings_from_flags()
+    assert refused.value.message == f"invalid {variable}={value!r}: {error}"
+

@@ -41,6 +41,14 @@ DeviceReason = Literal["Allocated", "DeviceNotFound", "DeviceDisabled", "DeviceU
 EVENT_REASON = "DeviceNotReady"
 """Reason of the Warning Event posted when a device of the claim is not ready."""
 
+LEAVING_WHY: Mapping[str, str] = {
+    "gone": "the node agent no longer reports it",
+    "deleted": "the DeviceInventory is deleted",
+    "withdrawn": "the pool is withdrawn",
+}
+"""Why a device a claim holds left its pool, by the value of its ``kubedra.io/draining`` taint
+(``disabled`` has a reason of its own, ``DeviceDisabled``)."""
+
 DeviceKey = tuple[str, str, str, str | None]
 """(driver, pool, device, shareID) of an allocated device."""
 
@@ -89,9 +97,12 @@ def device_condition(result: Mapping[str, Any], inventory: str | None,
             f"DeviceInventory {inventory}; it stays published, tainted, until released")
     health, health_message = published.health.get(device, ("Missing", None))
     if draining or health == "Missing" or device not in published.devices:
+        kept = (f" ({LEAVING_WHY.get(draining, draining)}); it stays published, tainted, until "
+                "released" if draining else "")
         return DeviceCondition(
             False, "DeviceNotFound",
-            f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device {device}")
+            f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device "
+            f"{device}{kept}")
     if health == "Unhealthy":
         return DeviceCondition(
             False, "DeviceUnhealthy",

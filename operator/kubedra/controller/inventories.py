@@ -483,6 +483,12 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
                     f"first until {timestamp(pool.held_until)}): {', '.join(recovered)}")
     if draining:
         message += f"; {_kept_message(draining, leaving)}"
+    disabled = sorted(set(pool.disabled) - set(draining))
+    if disabled:
+        named = disabled[:MAX_NAMED]
+        more = len(disabled) - len(named)
+        message += (f"; disabled by an override, not published: {', '.join(named)}"
+                    + (f" and {more} more" if more else ""))
     return message
 
 

@@ -30,7 +30,7 @@ log = get_logger(__name__)
 
 @click.command("operator", short_help="Run the operator (publish slices, reconcile claims).")
 @common_options
-@click.option("--liveness-port", type=int, default=8080, show_default=True,
+@click.option("--liveness-port", type=click.IntRange(0, 65535), default=8080, show_default=True,
               help="Port of /healthz and /metrics (0 disables it)")
 @click.option("--health-socket", type=click.Path(dir_okay=False),
               help="Also serve /healthz and /metrics on this Unix socket, for an exec probe "

@@ -47,7 +47,13 @@ CASES = [
     ("device gone", result("gpu-7"), published(), False, "DeviceNotFound",
      "pool node-1 (DeviceInventory node-1-gpu) no longer has device gpu-7"),
     ("gone but kept while held", result(), published(draining={"gpu-0": "gone"}), False,
-     "DeviceNotFound", "pool node-1 (DeviceInventory node-1-gpu) no longer has device gpu-0"),
+     "DeviceNotFound", "pool node-1 (DeviceInventory node-1-gpu) no longer has device gpu-0 "
+                       "(the node agent no longer reports it); it stays published, tainted, "
+                       "until released"),
+    ("inventory deleted, kept while held", result(), published(draining={"gpu-0": "deleted"}),
+     False, "DeviceNotFound", "pool node-1 (DeviceInventory node-1-gpu) no longer has device "
+                              "gpu-0 (the DeviceInventory is deleted); it stays published, "
+                              "tainted, until released"),
     ("disabled", result(), published(draining={"gpu-0": "disabled"}), False, "DeviceDisabled",
      "device gpu-0 of pool node-1 is disabled by an override in DeviceInventory node-1-gpu; it "
      "stays published, tainted, until released"),

@@ -135,7 +135,13 @@ CASES: list[tuple[str, InventoryInputs, str, str]] = [
                        "64 bytes)"),
     ("every device disabled is not an empty pool", inputs(raw_inventory(
         devices=1, overrides=[{"device": "gpu-0", "disabled": True}])),
-     "SlicesPublished", "0 devices in 1 ResourceSlice (pool node-1, generation 1)"),
+     "SlicesPublished", "0 devices in 1 ResourceSlice (pool node-1, generation 1); disabled by "
+                        "an override, not published: gpu-0"),
+    ("disabled devices are named, the first ten", inputs(raw_inventory(
+        devices=13, overrides=[{"device": f"gpu-{i}", "disabled": True} for i in range(12)])),
+     "SlicesPublished", "1 device in 1 ResourceSlice (pool node-1, generation 1); disabled by "
+                        "an override, not published: gpu-0, gpu-1, gpu-10, gpu-11, gpu-2, gpu-3, "
+                        "gpu-4, gpu-5, gpu-6, gpu-7 and 2 more"),
     ("no devices: which backend found none, with what settings", inputs(raw_inventory(
         reported=False, status={"discovered": {"devices": [], "backend": "pci"}},
         extra_spec={"discovery": {"pci": {"vendors": ["0x10de"], "classes": ["0x0302"]}}})),

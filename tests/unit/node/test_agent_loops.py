@@ -32,7 +32,7 @@ async def test_discovery_loop_retries_when_the_api_server_is_unreachable(
 
 async def test_lease_loop_retries_when_the_api_server_is_unreachable(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    agent = Agent(Settings(node_name="n", lease_duration=0), api=None)  # type: ignore[arg-type]
+    agent = Agent(Settings(node_name="n", lease_duration=1), api=None)  # type: ignore[arg-type]
     renewed = asyncio.Event()
     calls: list[tuple[Any, ...]] = []
 

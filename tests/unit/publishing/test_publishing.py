@@ -28,6 +28,7 @@ from kubedra.publishing.pool import (
 )
 from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import SliceWrite, plan_sync, slice_name
+from kubedra.settings import MAX_SECONDS
 
 OWNER = OwnerReference(api_version="kubedra.io/v1alpha1", kind="DeviceInventory",
                        name="node-1-gpu", uid="uid-1", controller=True)
@@ -557,6 +558,14 @@ def test_a_leaving_device_is_kept_for_the_drain_grace_from_its_taint_time(
 def test_no_drain_grace_takes_a_leaving_device_out_at_once() -> None:
     pool = build_pool(inventory(1))
     assert drain_deadlines(pool, draining_devices({"dev-002": "untainted"}), set(), T0, 0.0) == {}
+
+
+def test_the_longest_drain_grace_still_makes_a_valid_time() -> None:
+    """The settings allow at most :data:`kubedra.settings.MAX_SECONDS`; the wake-up is then
+    still a datetime (an unbounded grace overflowed it and failed every reconcile)."""
+    pool = build_pool(inventory(1))
+    assert drain_deadlines(pool, draining_devices({"dev-002": "untainted"}), set(), T0,
+                           MAX_SECONDS) == {"dev-002": T0 + timedelta(days=365)}
 
 
 def test_a_taint_keeps_its_time_when_its_device_moves_to_another_slice() -> None:
