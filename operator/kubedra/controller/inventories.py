@@ -95,7 +95,8 @@ WARNINGS: frozenset[str] = frozenset({"DevicesLeftOut", "EmptyPool"})
 """Reasons with which the pool is published, but whose Event is a Warning: something the admin
 must look at."""
 MAX_NAMED = 10
-"""Devices left out that a message names one by one; the rest are counted."""
+"""Devices a condition message names one by one, per list; the rest are counted (a MIG node
+switched off leaves about 200 devices at once)."""
 
 EVENT_REASONS: Mapping[str, str] = {"SlicesPublished": "Published",
                                     "AgentLeaseExpired": "PoolWithdrawn"}
@@ -280,10 +281,15 @@ def left_out_message(pool: DesiredPool) -> str:
     """What ``pool.left_out`` names, for the condition: ``left out, as the API server would
     refuse them: gpu-1 (devices[gpu-1].attributes[productName].string: 70 bytes …)``; the
     first :data:`MAX_NAMED`, then how many more."""
-    named = [f"{r.name} ({r.field}: {r.message})" for r in pool.left_out[:MAX_NAMED]]
-    more = len(pool.left_out) - len(named)
-    return ("left out, as the API server would refuse them: " + "; ".join(named)
-            + (f"; and {more} more" if more else ""))
+    return "left out, as the API server would refuse them: " + named_devices(
+        [f"{r.name} ({r.field}: {r.message})" for r in pool.left_out], "; ")
+
+
+def named_devices(names: Sequence[str], separator: str = ", ") -> str:
+    """``names`` joined, the first :data:`MAX_NAMED` of them, then ``and N more``."""
+    shown = separator.join(names[:MAX_NAMED])
+    more = len(names) - MAX_NAMED
+    return f"{shown}{separator}and {more} more" if more > 0 else shown
 
 
 def empty_pool_message(inventory: DeviceInventory) -> str:
@@ -407,7 +413,7 @@ def _kept_message(draining: Mapping[str, str], leaving: Mapping[str, datetime]) 
     """What the condition says of the devices kept though dropped: those claims hold, then
     those leaving (within their drain grace)."""
     def named(devices: list[str]) -> str:
-        return ", ".join(f"{d} ({draining[d]})" for d in devices)
+        return named_devices([f"{d} ({draining[d]})" for d in devices])
     held = sorted(d for d in draining if d not in leaving)
     parts = [f"still allocated, so kept published with a NoSchedule taint until released: "
              f"{named(held)}"] if held else []
@@ -475,20 +481,17 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
                f"(pool {pool.name}, generation {plan.pool.generation})")
     unhealthy = [d.name for d in inventory_devices(inventory) if d.health == "Unhealthy"]
     if unhealthy:
-        message += f"; unhealthy, tainted NoSchedule: {', '.join(sorted(unhealthy))}"
+        message += f"; unhealthy, tainted NoSchedule: {named_devices(sorted(unhealthy))}"
     recovered = [d.name for d in pool.devices
                  if any(t.value == RECOVERED_TAINT_VALUE for t in d.taints or [])]
     if recovered and pool.held_until is not None:
         message += (f"; healthy again, kept tainted NoSchedule for the hold-down time (the "
-                    f"first until {timestamp(pool.held_until)}): {', '.join(recovered)}")
+                    f"first until {timestamp(pool.held_until)}): {named_devices(recovered)}")
     if draining:
         message += f"; {_kept_message(draining, leaving)}"
     disabled = sorted(set(pool.disabled) - set(draining))
     if disabled:
-        named = disabled[:MAX_NAMED]
-        more = len(disabled) - len(named)
-        message += (f"; disabled by an override, not published: {', '.join(named)}"
-                    + (f" and {more} more" if more else ""))
+        message += f"; disabled by an override, not published: {named_devices(disabled)}"
     return message
 
 

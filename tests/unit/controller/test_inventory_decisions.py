@@ -141,7 +141,7 @@ CASES: list[tuple[str, InventoryInputs, str, str]] = [
         devices=13, overrides=[{"device": f"gpu-{i}", "disabled": True} for i in range(12)])),
      "SlicesPublished", "1 device in 1 ResourceSlice (pool node-1, generation 1); disabled by "
                         "an override, not published: gpu-0, gpu-1, gpu-10, gpu-11, gpu-2, gpu-3, "
-                        "gpu-4, gpu-5, gpu-6, gpu-7 and 2 more"),
+                        "gpu-4, gpu-5, gpu-6, gpu-7, and 2 more"),
     ("no devices: which backend found none, with what settings", inputs(raw_inventory(
         reported=False, status={"discovered": {"devices": [], "backend": "pci"}},
         extra_spec={"discovery": {"pci": {"vendors": ["0x10de"], "classes": ["0x0302"]}}})),
@@ -154,6 +154,16 @@ CASES: list[tuple[str, InventoryInputs, str, str]] = [
                           "not renewed; pool node-1 withdrawn until the agent returns; leaving "
                           "the pool, so published with a NoSchedule taint until the drain grace "
                           "ends: gpu-0 (withdrawn), gpu-1 (withdrawn)"),
+    ("leaving devices are named, the first ten", inputs(
+        raw_inventory(devices=12), lease="expired",
+        existing=slices_of(decide_inventory(inputs(raw_inventory(devices=12))))),
+     "AgentLeaseExpired", "agent Lease kubedra-system/kubedra-agent-node-1 of node node-1 is "
+                          "not renewed; pool node-1 withdrawn until the agent returns; leaving "
+                          "the pool, so published with a NoSchedule taint until the drain grace "
+                          "ends: gpu-0 (withdrawn), gpu-1 (withdrawn), gpu-10 (withdrawn), "
+                          "gpu-11 (withdrawn), gpu-2 (withdrawn), gpu-3 (withdrawn), gpu-4 "
+                          "(withdrawn), gpu-5 (withdrawn), gpu-6 (withdrawn), gpu-7 (withdrawn), "
+                          "and 2 more"),
     ("agent lease expired, drain grace over", inputs(
         raw_inventory(), lease="expired", existing=DRAINED, now=LATER),
      "AgentLeaseExpired", "agent Lease kubedra-system/kubedra-agent-node-1 of node node-1 is "
