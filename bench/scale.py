@@ -545,15 +545,37 @@ class ScaleBench:
         self.start_operator(source)
         await self.verified(nodes)
 
+    def exited(self) -> bool:
+        """Whether the operator process has exited."""
+        operator = self.kubedra.operator
+        assert operator is not None
+        assert operator.process is not None
+        return operator.process.poll() is not None
+
     def check_alive(self) -> None:
         """Raises:
             OperatorExited: the operator has exited (its last log line says why).
         """
         operator = self.kubedra.operator
         assert operator is not None
-        assert operator.process is not None
-        if operator.process.poll() is not None:
+        if self.exited():
             raise OperatorExited(operator.log.read_text().strip().splitlines()[-1])
+
+    async def until(self, probe: Callable[[], bool | Awaitable[bool]], *, timeout: float,
+                    what: str) -> None:
+        """Poll ``probe`` until it is true or the operator has exited (``eventually`` counts
+        an exception as "not yet", so the exit is checked outside it).
+
+        Raises:
+            OperatorExited: the operator exited first (its last log line says why).
+        """
+        async def done() -> bool:
+            if self.exited():
+                return True
+            value = probe()
+            return bool(await value if not isinstance(value, bool) else value)
+        await eventually(done, timeout=timeout, interval=0.2, what=what)
+        self.check_alive()
 
     async def verified(self, nodes: int) -> None:
         """Wait until the operator has reconciled every inventory and has nothing queued.
@@ -562,11 +584,10 @@ class ScaleBench:
             OperatorExited: the operator exited first (its last log line says why).
         """
         async def done() -> bool:
-            self.check_alive()
             probe = await self.probe()
             return probe.get("inventoriesReconciled", 0) >= nodes and \
                 probe.get("inventoriesBusy") == 0
-        await eventually(done, timeout=3600, interval=0.2, what="every pool verified")
+        await self.until(done, timeout=3600, what="every pool verified")
 
     async def probe(self) -> Json:
         """The operator's ``/healthz`` probe (``{}`` while it does not answer)."""
@@ -594,10 +615,8 @@ class ScaleBench:
         self.start_operator()
         assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
-        async def all_published() -> bool:
-            self.check_alive()
-            return watcher.count(DRIVER) >= self.expected
-        await eventually(all_published, timeout=3600, interval=0.2, what="every slice of kubedra")
+        await self.until(lambda: watcher.count(DRIVER) >= self.expected, timeout=3600,
+                         what="every slice of kubedra")
         published = time.monotonic() - start
         cpu_published = cpu_seconds(pid)
         await self.settle()
@@ -621,7 +640,10 @@ class ScaleBench:
                                                          self.options.baseline)
             except OperatorExited as exited:
                 result["baseline"] = {"exited": str(exited)}
-        return {**result, **await self._restart(len(agents.nodes), None)}
+        try:
+            return {**result, **await self._restart(len(agents.nodes), None)}
+        except OperatorExited as exited:  # reported; a later phase needing it fails
+            return {**result, "exited": str(exited)}
 
     async def _restart(self, nodes: int, source: Path | None) -> Json:
         if self.kubedra.operator is not None:
