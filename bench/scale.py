@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import itertools
 import json
 import os
 import random
@@ -65,6 +66,7 @@ from e2e.harness.wait import eventually
 from kubedra import kube
 from kubedra.api.inventory import AGENT_LEASE_PREFIX, DeviceInventory, DiscoverySettings
 from kubedra.api.resource import OwnerReference
+from kubedra.controller.leadership import LEASE_NAME as LEADER_LEASE
 from kubedra.discovery.backends import discover
 from kubedra.kube import make_api_client
 from kubedra.publishing.pool import build_pool
@@ -343,26 +345,72 @@ class AuditLog:
         """Where the log ends now (bytes)."""
         return self.path.stat().st_size if self.path.exists() else 0
 
-    def requests_since(self, offset: int) -> dict[str, int]:
-        """The operator's requests after ``offset``, by ``verb resource[/subresource]``
-        (watches count when they end)."""
-        counts: dict[str, int] = {}
+    def events_since(self, offset: int) -> Iterable[Json]:
+        """The operator's audit events after ``offset``, in the log's order."""
         with self.path.open("rb") as log:
             log.seek(offset)
             for line in log:
-                event = json.loads(line)
-                ref = event.get("objectRef") or {}
-                key = f"{event['verb']} {ref.get('resource', '')}" + (
-                    f"/{ref['subresource']}" if ref.get("subresource") else "")
-                counts[key] = counts.get(key, 0) + 1
+                yield json.loads(line)
+
+    def requests_since(self, offset: int) -> dict[str, int]:
+        """The operator's requests after ``offset``, by ``verb resource[/subresource]``
+        (watches count when they end); those on its leader-election Lease end in
+        :data:`ELECTION`."""
+        counts: dict[str, int] = {}
+        for event in self.events_since(offset):
+            ref = event.get("objectRef") or {}
+            key = f"{event['verb']} {ref.get('resource', '')}" + (
+                f"/{ref['subresource']}" if ref.get("subresource") else "")
+            if ref.get("resource") == "leases" and ref.get("name") == LEADER_LEASE:
+                key += ELECTION
+            counts[key] = counts.get(key, 0) + 1
         return counts
+
+    def renewals_since(self, offset: int) -> list[float]:
+        """When the operator's successful writes of its leader-election Lease after
+        ``offset`` completed (epoch seconds, the API server's ``stageTimestamp``)."""
+        return [datetime.datetime.fromisoformat(event["stageTimestamp"]).timestamp()
+                for event in self.events_since(offset)
+                if event["verb"] in ("create", "update")
+                and (event.get("objectRef") or {}).get("resource") == "leases"
+                and (event.get("objectRef") or {}).get("name") == LEADER_LEASE
+                and (event.get("responseStatus") or {}).get("code", 0) < 300]
+
+
+ELECTION = " (leader election)"
+"""Suffix of :meth:`AuditLog.requests_since`'s keys for requests on the leader Lease."""
 
 
 def writes(requests: dict[str, int]) -> int:
-    """The writes among :meth:`AuditLog.requests_since`'s counts, but Lease updates: the
-    operator's only Lease writes are its leader-election renewals (every 2 s), not work."""
+    """The writes among :meth:`AuditLog.requests_since`'s counts, but those of the leader
+    election (a renewal every 2 s), which are not work."""
     return sum(n for key, n in requests.items()
-               if key.split(" ")[0] in WRITE_VERBS and key != "update leases")
+               if key.split(" ")[0] in WRITE_VERBS and not key.endswith(ELECTION))
+
+
+def per_second(requests: dict[str, int], seconds: float) -> Json:
+    """Requests per second, all and without the leader election's."""
+    election = sum(n for key, n in requests.items() if key.endswith(ELECTION))
+    return {"operator_requests_per_s": round(sum(requests.values()) / seconds, 2),
+            "operator_requests_per_s_without_election":
+                round((sum(requests.values()) - election) / seconds, 2)}
+
+
+def kept_lease(before: Json, after: Json, renewals: list[float], start: float,
+               end: float) -> Json:
+    """Whether the leader held its Lease from ``start`` to ``end`` (epoch seconds): the same
+    holder and acquire time before and after (``leaseTransitions`` unchanged), and the longest
+    time without a successful renewal (``renewals``: epoch seconds), to hold against the renew
+    deadline (10 s)."""
+    edges = [start, *sorted(renewals), end]
+    return {"kept": before.get("holderIdentity") == after.get("holderIdentity")
+            and before.get("acquireTime") == after.get("acquireTime")
+            and before.get("leaseTransitions") == after.get("leaseTransitions"),
+            "holder": after.get("holderIdentity"),
+            "lease_transitions": after.get("leaseTransitions"),
+            "renewals": len(renewals),
+            "longest_without_renewal_s": round(max(b - a for a, b in itertools.pairwise(edges)),
+                                               2)}
 
 
 def percentiles(samples: list[float]) -> Json:
@@ -497,15 +545,37 @@ class ScaleBench:
         self.start_operator(source)
         await self.verified(nodes)
 
+    def exited(self) -> bool:
+        """Whether the operator process has exited."""
+        operator = self.kubedra.operator
+        assert operator is not None
+        assert operator.process is not None
+        return operator.process.poll() is not None
+
     def check_alive(self) -> None:
         """Raises:
             OperatorExited: the operator has exited (its last log line says why).
         """
         operator = self.kubedra.operator
         assert operator is not None
-        assert operator.process is not None
-        if operator.process.poll() is not None:
+        if self.exited():
             raise OperatorExited(operator.log.read_text().strip().splitlines()[-1])
+
+    async def until(self, probe: Callable[[], bool | Awaitable[bool]], *, timeout: float,
+                    what: str) -> None:
+        """Poll ``probe`` until it is true or the operator has exited (``eventually`` counts
+        an exception as "not yet", so the exit is checked outside it).
+
+        Raises:
+            OperatorExited: the operator exited first (its last log line says why).
+        """
+        async def done() -> bool:
+            if self.exited():
+                return True
+            value = probe()
+            return bool(await value if not isinstance(value, bool) else value)
+        await eventually(done, timeout=timeout, interval=0.2, what=what)
+        self.check_alive()
 
     async def verified(self, nodes: int) -> None:
         """Wait until the operator has reconciled every inventory and has nothing queued.
@@ -514,11 +584,10 @@ class ScaleBench:
             OperatorExited: the operator exited first (its last log line says why).
         """
         async def done() -> bool:
-            self.check_alive()
             probe = await self.probe()
             return probe.get("inventoriesReconciled", 0) >= nodes and \
                 probe.get("inventoriesBusy") == 0
-        await eventually(done, timeout=3600, interval=0.2, what="every pool verified")
+        await self.until(done, timeout=3600, what="every pool verified")
 
     async def probe(self) -> Json:
         """The operator's ``/healthz`` probe (``{}`` while it does not answer)."""
@@ -546,10 +615,8 @@ class ScaleBench:
         self.start_operator()
         assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
-        async def all_published() -> bool:
-            self.check_alive()
-            return watcher.count(DRIVER) >= self.expected
-        await eventually(all_published, timeout=3600, interval=0.2, what="every slice of kubedra")
+        await self.until(lambda: watcher.count(DRIVER) >= self.expected, timeout=3600,
+                         what="every slice of kubedra")
         published = time.monotonic() - start
         cpu_published = cpu_seconds(pid)
         await self.settle()
@@ -573,7 +640,10 @@ class ScaleBench:
                                                          self.options.baseline)
             except OperatorExited as exited:
                 result["baseline"] = {"exited": str(exited)}
-        return {**result, **await self._restart(len(agents.nodes), None)}
+        try:
+            return {**result, **await self._restart(len(agents.nodes), None)}
+        except OperatorExited as exited:  # reported; a later phase needing it fails
+            return {**result, "exited": str(exited)}
 
     async def _restart(self, nodes: int, source: Path | None) -> Json:
         if self.kubedra.operator is not None:
@@ -604,18 +674,36 @@ class ScaleBench:
         await self.settle()
         before = await writes_by_resource(self.plane)
         audit, cpu, renewals = self.audit.offset(), cpu_seconds(pid), agents.renewals
-        start = time.monotonic()
+        late, failed = agents.late_renewals, agents.failed_renewals
+        lease_before = await self.leader_lease(api)
+        start, start_epoch = time.monotonic(), time.time()
         await asyncio.sleep(self.options.steady_s)
         elapsed = time.monotonic() - start
+        self.check_alive()
         after = await writes_by_resource(self.plane)
         requests = self.audit.requests_since(audit)
-        return {"seconds": round(elapsed, 1),
-                "slice_writes": after.get("resourceslices", 0) - before.get("resourceslices", 0),
-                "operator_writes": writes(requests),
-                "operator_cpu_percent": round(100 * (cpu_seconds(pid) - cpu) / elapsed, 1),
-                "operator_requests_per_s": round(sum(requests.values()) / elapsed, 2),
-                "lease_renewals_per_s": round((agents.renewals - renewals) / elapsed, 1),
-                "rss_mib": round(peak_rss_mib(pid), 1), "requests": requests}
+        result = {"seconds": round(elapsed, 1),
+                  "slice_writes": after.get("resourceslices", 0)
+                  - before.get("resourceslices", 0),
+                  "operator_writes": writes(requests),
+                  "operator_cpu_percent": round(100 * (cpu_seconds(pid) - cpu) / elapsed, 1),
+                  **per_second(requests, elapsed),
+                  "lease_renewals_per_s": round((agents.renewals - renewals) / elapsed, 1),
+                  "late_lease_renewals": agents.late_renewals - late,
+                  "failed_lease_renewals": agents.failed_renewals - failed,
+                  "rss_mib": round(peak_rss_mib(pid), 1), "requests": requests}
+        if self.options.leader_elect:
+            result["leader"] = kept_lease(lease_before, await self.leader_lease(api),
+                                          self.audit.renewals_since(audit),
+                                          start_epoch, start_epoch + elapsed)
+        return result
+
+    async def leader_lease(self, api: ApiClient) -> Json:
+        """The operator's leader-election Lease's ``spec`` now."""
+        lease = await client.CoordinationV1Api(api).read_namespaced_lease(
+            LEADER_LEASE, NAMESPACE, _preload_content=False)
+        spec: Json = json.loads(await lease.read())["spec"]
+        return spec
 
     async def churn(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
         """``churn_percent`` of inventories per minute change: write → slice shows it."""
@@ -644,7 +732,7 @@ class ScaleBench:
         return {"seconds": round(elapsed, 1), "changes_per_min": round(per_s * 60, 1),
                 "latency": percentiles(latencies),
                 "operator_cpu_percent": round(100 * (cpu_seconds(pid) - cpu) / elapsed, 1),
-                "operator_requests_per_s": round(sum(requests.values()) / elapsed, 2),
+                **per_second(requests, elapsed),
                 "operator_writes": writes(requests), "requests": requests}
 
     async def claims(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:

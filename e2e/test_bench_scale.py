@@ -33,6 +33,7 @@ def test_scale_bench_tiny(tmp_path: Path) -> None:
     assert restart["unchanged"] == restart["reconciled"]
     assert result["steady"]["slice_writes"] == 0
     assert result["steady"]["operator_writes"] == 0, result["steady"]["requests"]
+    assert result["steady"]["leader"]["kept"], result["steady"]["leader"]
     churn = result["churn"]
     assert churn["latency"]["n"] >= 3
     assert churn["requests"].get("update resourceslices") == churn["latency"]["n"]
