@@ -4,17 +4,17 @@ went through it: ``kubedra simulate -f`` reads a file, and must not say that a c
 
 Source: ``validateDeviceClaim``, ``validateDeviceRequest``, ``validateExactDeviceRequest``,
 ``validateDeviceSubRequest``, ``validateDeviceAllocationMode``, ``validateDeviceConstraint``,
-``validateRequestNameRef`` and ``validateDeviceToleration`` in
+``validateRequestNameRef``, ``validateDeviceToleration`` and ``validateCELExpression`` in
 ``k8s.io/kubernetes/pkg/apis/resource/validation/validation.go`` (v1.37), after the v1
-defaults (``allocationMode`` ``ExactCount``, then ``count`` 1 when unset). CEL selectors are
-compiled by the allocator, which reports a compile error per claim; a quantity that does not
-parse fails the model already.
+defaults (``allocationMode`` ``ExactCount``, then ``count`` 1 when unset). Compiling a CEL
+selector is the caller's ``cel_error`` (this layer does not import :mod:`kubedra.cel`); a
+quantity that does not parse fails the model already.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kubedra.api.limits import (
     CEL_SELECTOR_EXPRESSION_MAX_LENGTH,
@@ -47,9 +47,15 @@ _REF_MESSAGE = ("must be the name of a request in the claim or the name of a req
                 "subrequest separated by '/'")
 
 
-def device_claim_errors(claim: DeviceClaim, path: str = "spec.devices") -> list[FieldError]:
+CELError = Callable[[str], str | None]
+"""Why a CEL selector expression does not compile, or None when it does."""
+
+
+def device_claim_errors(claim: DeviceClaim, path: str = "spec.devices",
+                        cel_error: CELError | None = None) -> list[FieldError]:
     """Every rule of the module docstring that ``claim`` breaks, with paths below ``path``
-    (e.g. ``spec.devices.requests[0].exactly.count``)."""
+    (e.g. ``spec.devices.requests[0].exactly.count``); with ``cel_error``, also each selector
+    expression that does not compile (``…selectors[1].cel.expression``), once per selector."""
     requests = claim.requests or []
     errors = _too_many(f"{path}.requests", len(requests), DEVICE_REQUESTS_MAX_SIZE)
     errors += _duplicates(f"{path}.requests", [r.name for r in requests])
@@ -63,14 +69,14 @@ def device_claim_errors(claim: DeviceClaim, path: str = "spec.devices") -> list[
             errors.append(FieldError(where, "exactly one of `exactly` or `firstAvailable` is "
                                             "required"))
         elif request.exactly is not None:
-            errors += _exact_errors(f"{where}.exactly", request.exactly)
+            errors += _exact_errors(f"{where}.exactly", request.exactly, cel_error)
         else:
             errors += _too_many(f"{where}.firstAvailable", len(alternatives),
                                 FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE)
             errors += _duplicates(f"{where}.firstAvailable", [s.name for s in alternatives])
             for j, sub in enumerate(alternatives):
                 errors += _name_errors(f"{where}.firstAvailable[{j}].name", sub.name)
-                errors += _exact_errors(f"{where}.firstAvailable[{j}]", sub)
+                errors += _exact_errors(f"{where}.firstAvailable[{j}]", sub, cel_error)
     constraints = claim.constraints or []
     errors += _too_many(f"{path}.constraints", len(constraints), DEVICE_CONSTRAINTS_MAX_SIZE)
     for i, constraint in enumerate(constraints):
@@ -104,14 +110,15 @@ def _name_errors(path: str, name: str) -> list[FieldError]:
     return []
 
 
-def _exact_errors(path: str, request: ExactDeviceRequest | SubRequest) -> list[FieldError]:
+def _exact_errors(path: str, request: ExactDeviceRequest | SubRequest,
+                  cel_error: CELError | None) -> list[FieldError]:
     errors = []
     cls = request.device_class_name
     if not cls:
         errors.append(FieldError(f"{path}.deviceClassName", "required"))
     elif len(cls) > 253 or not _DNS_SUBDOMAIN.match(cls):
         errors.append(FieldError(f"{path}.deviceClassName", f"{cls!r} is not a DNS subdomain"))
-    errors += _selector_errors(f"{path}.selectors", request.selectors or [])
+    errors += _selector_errors(f"{path}.selectors", request.selectors or [], cel_error)
     mode = request.allocation_mode or "ExactCount"
     if mode == "All" and request.count:
         errors.append(FieldError(f"{path}.count", "must not be specified when allocationMode "
@@ -128,7 +135,8 @@ def _exact_errors(path: str, request: ExactDeviceRequest | SubRequest) -> list[F
     return errors
 
 
-def _selector_errors(path: str, selectors: Sequence[DeviceSelector]) -> list[FieldError]:
+def _selector_errors(path: str, selectors: Sequence[DeviceSelector],
+                     cel_error: CELError | None) -> list[FieldError]:
     errors = _too_many(path, len(selectors), DEVICE_SELECTORS_MAX_SIZE)
     for i, selector in enumerate(selectors):
         if selector.cel is None:
@@ -138,6 +146,8 @@ def _selector_errors(path: str, selectors: Sequence[DeviceSelector]) -> list[Fie
         elif len(selector.cel.expression) > CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
             errors.append(FieldError(f"{path}[{i}].cel.expression", "at most "
                                      f"{CEL_SELECTOR_EXPRESSION_MAX_LENGTH} characters"))
+        elif cel_error is not None and (why := cel_error(selector.cel.expression)):
+            errors.append(FieldError(f"{path}[{i}].cel.expression", why))
     return errors
 
 

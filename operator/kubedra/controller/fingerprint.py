@@ -72,12 +72,17 @@ def record(raw: Mapping[str, Any], decision: InventoryDecision, uses: Sequence[C
             or pool is None or plan is None or pool.held_until is not None
             or any(d.taints for d in pool.devices)):
         return None
-    versions = {s["metadata"]["name"]: str(s["metadata"].get("resourceVersion") or "")
-                for s in slices_now}
+    versions = _slice_versions(slices_now)
     published = {d.name for d in pool.devices}
     if set(versions) != set(plan.slice_names) or any(u.device not in published for u in uses):
         return None
     return PublishedFrom(inputs=inputs_digest(raw, owner_uid, hold_down), slices=versions)
+
+
+def _slice_versions(slices: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Name → resourceVersion of each raw slice."""
+    return {s["metadata"]["name"]: str(s["metadata"].get("resourceVersion") or "")
+            for s in slices}
 
 
 @dataclass(frozen=True)
@@ -119,8 +124,7 @@ def unchanged_pool(raw: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], 
     node = (raw.get("spec") or {}).get("nodeName")
     if node and status.get("discovered") is not None and lease != "live":
         return None
-    versions = {s["metadata"]["name"]: str(s["metadata"].get("resourceVersion") or "")
-                for s in slices}
+    versions = _slice_versions(slices)
     if versions != recorded.get("slices") or \
             recorded.get("inputs") != inputs_digest(raw, owner_uid, hold_down):
         return None

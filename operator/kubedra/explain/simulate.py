@@ -17,7 +17,7 @@ from typing import Any
 
 from kubedra.allocation import AllocationError, AllocationFailed, NodeInfo
 from kubedra.api.claim_validation import device_claim_errors
-from kubedra.api.resource import AllocationResult, DeviceSelector, ResourceClaim
+from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.cel import CELCompileError, compile_selector
 from kubedra.explain.claims import explain_claim, result_devices
 from kubedra.explain.model import API_VERSION, MAX_COPIES, ClaimExplanation
@@ -58,8 +58,8 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
         claim = ResourceClaim.from_api({"metadata": {k: meta[k] for k in ("name", "namespace")},
                                         "spec": spec})
         path = f"{'spec.' * (kind != 'ResourceClaim')}spec.devices"
-        errors = [f"{e.field}: {e.message}" for e in device_claim_errors(claim.spec.devices, path)]
-        errors += _compile_errors(claim, path)
+        errors = [f"{e.field}: {e.message}"
+                  for e in device_claim_errors(claim.spec.devices, path, _cel_error)]
         if errors:
             raise ClaimFileError("the API server would refuse this claim: " + "; ".join(errors))
         if not (claim.spec.devices and claim.spec.devices.requests):
@@ -71,27 +71,16 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
     raise ClaimFileError("no ResourceClaim or ResourceClaimTemplate found")
 
 
-def _compile_errors(claim: ResourceClaim, path: str) -> list[str]:
-    """The claim's CEL selectors that do not compile, each as ``<field>: <error>``: the API
-    server compiles every selector of a claim it is given (``validateCELExpression`` in
+def _cel_error(expression: str) -> str | None:
+    """Why selector ``expression`` does not compile, or None: the API server compiles every
+    selector of a claim it is given (``validateCELExpression`` in
     ``pkg/apis/resource/validation/validation.go``) and refuses the claim, so simulate does
     too, once per selector, rather than explain it device by device."""
-    errors = []
-    for i, request in enumerate(claim.spec.devices.requests or [] if claim.spec.devices else []):
-        where = f"{path}.requests[{i}]"
-        parts: list[tuple[str, Sequence[DeviceSelector] | None]] = [
-            (f"{where}.exactly", request.exactly.selectors)] if request.exactly else []
-        parts += [(f"{where}.firstAvailable[{j}]", sub.selectors)
-                  for j, sub in enumerate(request.first_available or [])]
-        for at, selectors in parts:
-            for k, selector in enumerate(selectors or []):
-                if selector.cel is None:
-                    continue
-                try:
-                    compile_selector(selector.cel.expression)
-                except CELCompileError as err:
-                    errors.append(f"{at}.selectors[{k}].cel.expression: {err}")
-    return errors
+    try:
+        compile_selector(expression)
+    except CELCompileError as err:
+        return str(err)
+    return None
 
 
 @dataclass
