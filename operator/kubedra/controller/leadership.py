@@ -10,8 +10,11 @@ algorithm: a candidate takes the Lease when its holder has not renewed it for
 The election runs in a thread of its own (``leader-election``), with its own event loop and its
 own API client, as client-go runs it in a goroutine of its own: the reconcilers' event loop
 can be busy for seconds (kopf's initial lists of a thousand nodes, a start on a loaded
-machine) without delaying a renewal. The thread hands over to the reconcilers' loop only
-through ``loop.call_soon_threadsafe`` (leading, failed, stopped) and a ``threading.Event``
+machine) without delaying a renewal. It still shares the interpreter lock: one call that
+holds it for seconds (decoding a list page of tens of MB in one ``json.loads``) delays it
+(a page of 500 MIG inventories is 79 MB; bounding pages is ``bench/RESULTS.md``, round 4,
+plan 8). The thread hands over to the reconcilers' loop only through
+``loop.call_soon_threadsafe`` (leading, failed, stopped) and a ``threading.Event``
 (:attr:`Leadership.leading`).
 
 Fencing: the library cancels the leader's work only when a renewal loop gives up, and an API
