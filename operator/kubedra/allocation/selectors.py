@@ -6,7 +6,9 @@ when it is first evaluated, so a broken selector behind a ``false`` one never fa
 or runtime error aborts the allocation (:class:`~kubedra.allocation.errors.AllocationError`).
 
 A selector's outcome depends only on the expression and the device, so outcomes are cached per
-device for as long as the snapshot lives (upstream caches per ``Allocate`` call).
+device for as long as the snapshot lives (upstream caches per ``Allocate`` call), and per
+distinct set of the values the expression reads (:mod:`kubedra.cel.reads`): a selector on
+memory is evaluated once for a fleet of GPUs that all have the same memory.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.pools import DeviceEntry
 from kubedra.cel import CELCompileError, CELRuntimeError, CompiledSelector, compile_selector
+from kubedra.cel.reads import reads, values_key
 
 
 class SelectorError(AllocationError):
@@ -48,13 +51,16 @@ class SelectorSet:
     ``outcomes[uid]`` is True, False, or the :class:`SelectorError` the device raised.
     """
 
-    __slots__ = ("_compiled", "class_count", "expressions", "outcomes")
+    __slots__ = ("_compiled", "_reads", "_shared", "class_count", "expressions", "outcomes")
 
     def __init__(self, class_expressions: Sequence[str], request_expressions: Sequence[str]):
         self.expressions = (*class_expressions, *request_expressions)
         self.class_count = len(class_expressions)
         self._compiled: list[CompiledSelector | None] = [None] * len(self.expressions)
         self.outcomes: dict[int, bool | SelectorError] = {}
+        self._reads = [reads(e) for e in self.expressions]
+        self._shared: list[dict[tuple[object, ...], bool | SelectorError]] = [
+            {} for _ in self.expressions]
 
     def _error(self, position: int, what: str, err: Exception) -> SelectorError:
         from_class = position < self.class_count
@@ -64,19 +70,33 @@ class SelectorSet:
 
     def _evaluate(self, device: DeviceEntry) -> bool | SelectorError:
         for position, expression in enumerate(self.expressions):
-            compiled = self._compiled[position]
-            if compiled is None:
-                try:
-                    compiled = compile_selector(expression)
-                except CELCompileError as err:
-                    return self._error(position, "CEL compile error", err)
-                self._compiled[position] = compiled
-            try:
-                if not compiled.matches(device.cel_device()):
-                    return False
-            except CELRuntimeError as err:
-                return self._error(position, "CEL runtime error", err)
+            read = self._reads[position]
+            key = None if read is None else values_key(
+                read, device.driver, device.attributes, device.capacity or {},
+                device.allow_multiple)
+            shared = None if key is None else self._shared[position].get(key)
+            if shared is None:
+                shared = self._evaluate_one(position, expression, device)
+                if key is not None:
+                    self._shared[position][key] = shared
+            if shared is not True:
+                return shared
         return True
+
+    def _evaluate_one(self, position: int, expression: str,
+                      device: DeviceEntry) -> bool | SelectorError:
+        """Selector ``position`` on ``device``: True, False, or the error it raises."""
+        compiled = self._compiled[position]
+        if compiled is None:
+            try:
+                compiled = compile_selector(expression)
+            except CELCompileError as err:
+                return self._error(position, "CEL compile error", err)
+            self._compiled[position] = compiled
+        try:
+            return compiled.matches(device.cel_device())
+        except CELRuntimeError as err:
+            return self._error(position, "CEL runtime error", err)
 
     def outcome(self, device: DeviceEntry) -> bool | SelectorError:
         """Whether the device passes all selectors, or the error it raises (cached)."""

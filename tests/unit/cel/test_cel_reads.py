@@ -1,0 +1,64 @@
+"""kubedra.cel.reads: which values a selector reads, so that devices agreeing on them share one
+evaluation (issue 24: a memory selector over 16,000 GPUs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubedra.api.resource import DeviceAttribute, DeviceCapacity
+from kubedra.cel.reads import reads, values_key
+
+D = "gpu.kubedra.io"
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    (f'device.driver == "{D}" && has(device.attributes["{D}"].type) && '
+     f'device.attributes["{D}"].type == "gpu"',
+     (("attributes", D, "type"), ("driver", "", ""))),
+    (f'device.capacity["{D}"].memory.compareTo(quantity("140Gi")) >= 0',
+     (("capacity", D, "memory"),)),
+    ('device.allowMultipleAllocations', (("allow", "", ""),)),
+    ('"device" == device.driver', (("driver", "", ""),)),
+    ('true', ()),
+])
+def test_a_selector_that_reads_named_values_says_which(expression: str,
+                                                       expected: tuple[object, ...]) -> None:
+    assert reads(expression) == expected
+
+
+@pytest.mark.parametrize("expression", [
+    'device.attributes["x"]["y"] == 1',
+    'device.attributes["x"].?y.orValue(1) == 1',
+    'device.attributes.exists(d, true)',
+    '"gpu" in device.attributes["x"]',
+    'device.attributes["x"].y == 1 || "device.driver" == device.capacity["x"]["m"]',
+])
+def test_any_other_use_of_device_reads_everything(expression: str) -> None:
+    assert reads(expression) is None
+
+
+def _attrs(**values: object) -> dict[str, DeviceAttribute]:
+    return {name: DeviceAttribute.model_validate(v) for name, v in values.items()}
+
+
+def test_devices_that_differ_only_in_unread_values_have_one_key() -> None:
+    read = reads(f'device.capacity["{D}"].memory.compareTo(quantity("140Gi")) >= 0')
+    assert read is not None
+    memory = {"memory": DeviceCapacity.model_validate({"value": "143771Mi"})}
+    one = values_key(read, D, _attrs(uuid={"string": "GPU-1"}), memory, False)
+    two = values_key(read, D, _attrs(uuid={"string": "GPU-2"}), memory, False)
+    other = values_key(read, D, _attrs(uuid={"string": "GPU-2"}),
+                       {"memory": DeviceCapacity.model_validate({"value": "80Gi"})}, False)
+    assert one == two == (None, None, "143771Mi")
+    assert other == (None, None, "80Gi")
+
+
+def test_a_device_upstream_cannot_convert_keys_apart() -> None:
+    """DeviceMatches fails on any attribute with an unparsable version, whatever is read."""
+    read = reads('device.driver == "x"')
+    assert read is not None
+    good = values_key(read, D, _attrs(v={"version": "1.0.0"}), {}, False)
+    bad = values_key(read, D, {"v": DeviceAttribute.model_construct(version_value="1.0")},
+                     {}, False)
+    assert good == (None, D)
+    assert bad == ("v", D)
