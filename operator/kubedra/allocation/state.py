@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kubedra.allocation.quantities import Number, number
-from kubedra.api.resource import ResourceClaim
+from kubedra.api.resource import AllocationResult, ResourceClaim
 
 DeviceID = tuple[str, str, str]
 """``(driver, pool, device)``."""
@@ -55,8 +55,13 @@ class AllocatedState:
 
     def add(self, claim: ResourceClaim, *, consumable_capacity: bool = True) -> None:
         """Record the devices of one claim's allocation."""
-        allocation = claim.status.allocation
-        if allocation is None or allocation.devices is None:
+        if claim.status.allocation is not None:
+            self.add_allocation(claim.status.allocation, consumable_capacity=consumable_capacity)
+
+    def add_allocation(self, allocation: AllocationResult, *,
+                       consumable_capacity: bool = True) -> None:
+        """Record the devices of one allocation result (as :meth:`add`)."""
+        if allocation.devices is None:
             return
         for result in allocation.devices.results or ():
             if result.admin_access:

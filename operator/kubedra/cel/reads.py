@@ -53,12 +53,14 @@ def reads(expression: str) -> Reads | None:
     return tuple(sorted(set(found)))
 
 
-def values_key(reads_: Reads, driver: str, attributes: Mapping[str, DeviceAttribute],
+def values_key(reads_: Reads, error: str | None, driver: str,
+               attributes: Mapping[str, DeviceAttribute],
                capacity: Mapping[str, DeviceCapacity], allow_multiple: bool) -> tuple[Any, ...]:
-    """The values of a device that ``reads_`` names, and its conversion error (hashable):
+    """The values of a device that ``reads_`` names, and its :func:`conversion_error`
+    ``error`` (hashable):
     devices with equal keys get the same outcome from the selector. ``capacity`` is the
     device's ``capacity`` (values compared as written, ``80Gi`` apart from ``81920Mi``)."""
-    key: list[Any] = [conversion_error(driver, attributes)]
+    key: list[Any] = [error]
     for kind, domain, ident in reads_:
         if kind == "driver":
             key.append(driver)
@@ -86,10 +88,15 @@ def conversion_error(driver: str, attributes: Mapping[str, DeviceAttribute]) -> 
     """Whether :class:`~kubedra.cel.device.PreparedDevice` would fail on these attributes
     (a marker naming the first failing attribute), without converting them."""
     for name, attr in attributes.items():
-        if attr.value() is None:
-            return name
-        versions = attr.version_values or ([attr.version_value] if attr.version_value else [])
-        if not all(_version_parses(v) for v in versions):
+        if attr.version_value is not None:
+            if not _version_parses(attr.version_value):
+                return name
+        elif attr.version_values is not None:
+            if not all(_version_parses(v) for v in attr.version_values):
+                return name
+        elif (attr.string_value is None and attr.int_value is None and attr.bool_value is None
+              and attr.int_values is None and attr.bool_values is None
+              and attr.string_values is None):
             return name
     return None
 

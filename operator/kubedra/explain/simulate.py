@@ -15,7 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedra.allocation import AllocationError, AllocationFailed, NodeInfo
+from kubedra.allocation import (
+    AllocatedState,
+    AllocationError,
+    AllocationFailed,
+    Allocator,
+    NodeInfo,
+)
 from kubedra.api.claim_validation import device_claim_errors
 from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.cel import CELCompileError, compile_selector
@@ -157,30 +163,27 @@ def simulate_claim(snapshot: ClusterSnapshot, claim: ResourceClaim, *,
                    max_copies: int = MAX_COPIES) -> Simulation:
     """Explain ``claim`` on the cluster now and count the copies of it that fit."""
     simulation = Simulation(explain_claim(snapshot, claim, nodes=nodes))
-    left = [node for node in snapshot.nodes
-            if any(c.fits and c.node == node.name for c in simulation.explanation.candidates)]
-    state = snapshot
+    fits = {c.node for c in simulation.explanation.candidates if c.fits}
+    left = [node for node in snapshot.nodes if node.name in fits]
+    consumable = snapshot.resources.features.consumable_capacity
+    allocated = AllocatedState.from_claims(snapshot.claims, consumable_capacity=consumable)
     while left:
-        found = _next_copy(state, claim, left)
+        found = _next_copy(Allocator(snapshot.resources, allocated), claim, left)
         if found is None:
             break
         if len(simulation.copies) == max_copies:
             simulation.limit_reached = True
             break
         node, allocation = found
-        copy = claim.model_copy(deep=True)
-        copy.metadata.name = f"{claim.metadata.name}-copy-{len(simulation.copies)}"
-        copy.status.allocation = allocation
-        state = state.with_allocated(copy)
+        allocated.add_allocation(allocation, consumable_capacity=consumable)
         simulation.copies.append((node, result_devices(allocation)))
     return simulation
 
 
-def _next_copy(state: ClusterSnapshot, claim: ResourceClaim, left: list[NodeInfo]
+def _next_copy(allocator: Allocator, claim: ResourceClaim, left: list[NodeInfo]
                ) -> tuple[str, AllocationResult] | None:
     """Allocate one more copy on the first node of ``left`` where it fits; nodes where it does
     not are removed from ``left``."""
-    allocator = state.allocator()
     while left:
         try:
             [allocation] = allocator.allocate(left[0], [claim])

@@ -114,10 +114,6 @@ class ClusterSnapshot:
         """A fresh allocator over the snapshot (its counter cache starts empty)."""
         return Allocator(self.resources, self.allocated)
 
-    def with_allocated(self, claim: ResourceClaim) -> ClusterSnapshot:
-        """The same cluster after ``claim`` (with an allocation) was added."""
-        return ClusterSnapshot(self.resources, self.taint_rules, [*self.claims, claim],
-                               self.nodes)
 
 
 def node_info(node: Mapping[str, Any]) -> NodeInfo:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kubedra.api.resource import DeviceAttribute, DeviceCapacity
-from kubedra.cel.reads import reads, values_key
+from kubedra.cel.reads import conversion_error, reads, values_key
 
 D = "gpu.kubedra.io"
 
@@ -45,9 +45,9 @@ def test_devices_that_differ_only_in_unread_values_have_one_key() -> None:
     read = reads(f'device.capacity["{D}"].memory.compareTo(quantity("140Gi")) >= 0')
     assert read is not None
     memory = {"memory": DeviceCapacity.model_validate({"value": "143771Mi"})}
-    one = values_key(read, D, _attrs(uuid={"string": "GPU-1"}), memory, False)
-    two = values_key(read, D, _attrs(uuid={"string": "GPU-2"}), memory, False)
-    other = values_key(read, D, _attrs(uuid={"string": "GPU-2"}),
+    one = values_key(read, None, D, _attrs(uuid={"string": "GPU-1"}), memory, False)
+    two = values_key(read, None, D, _attrs(uuid={"string": "GPU-2"}), memory, False)
+    other = values_key(read, None, D, _attrs(uuid={"string": "GPU-2"}),
                        {"memory": DeviceCapacity.model_validate({"value": "80Gi"})}, False)
     assert one == two == (None, None, "143771Mi")
     assert other == (None, None, "80Gi")
@@ -57,8 +57,7 @@ def test_a_device_upstream_cannot_convert_keys_apart() -> None:
     """DeviceMatches fails on any attribute with an unparsable version, whatever is read."""
     read = reads('device.driver == "x"')
     assert read is not None
-    good = values_key(read, D, _attrs(v={"version": "1.0.0"}), {}, False)
-    bad = values_key(read, D, {"v": DeviceAttribute.model_construct(version_value="1.0")},
-                     {}, False)
-    assert good == (None, D)
-    assert bad == ("v", D)
+    assert conversion_error(D, _attrs(v={"version": "1.0.0"})) is None
+    assert conversion_error(D, {"v": DeviceAttribute.model_construct(version_value="1.0")}) == "v"
+    assert conversion_error(D, {"w": DeviceAttribute.model_construct()}) == "w"
+    assert values_key(read, "v", D, {}, {}, False) == ("v", D)
