@@ -54,13 +54,12 @@ from kubedra.explain.model import (
 )
 from kubedra.explain.search_time import TIMED_OUT, judge_search
 from kubedra.explain.selectors import format_value, judge_parts, references
+from kubedra.explain.shapes import NODES_NAMED, masked, names, others
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 REASONS_IN_MESSAGE = 3
 """Devices explained per node in a short form; the rest are counted."""
 
-NODES_NAMED = 5
-"""Nodes named per group of nodes that fail the same way."""
 
 _STAGE_PHRASES = {
     "devices": "{devices} in the node's usable pools",
@@ -270,25 +269,35 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
 
 
 def _grouped(outcomes: Iterable[NodeOutcome]) -> list[list[NodeOutcome]]:
-    """Failed nodes grouped by the request and check that failed, largest group first."""
-    groups: dict[tuple[str | None, ...], list[NodeOutcome]] = {}
+    """Failed nodes grouped by shape (:mod:`kubedra.explain.shapes`: the request and check
+    that failed, every request's counts, and the message but for the names of the node, its
+    devices and their holders), largest group first."""
+    groups: dict[tuple[object, ...], list[NodeOutcome]] = {}
     for outcome in outcomes:
         key = (outcome.error and "error", outcome.failed_request,
-               *(r.failed_at for r in outcome.deciding()))
+               *((r.request, r.failed_at, *r.funnel.values()) for r in outcome.requests),
+               masked(outcome.message, names(outcome)))
         groups.setdefault(key, []).append(outcome)
     return sorted(groups.values(), key=lambda g: (-len(g), g[0].node))
 
 
+MESSAGE_GROUPS = 3
+"""Groups of failed nodes the Message words; the rest are counted."""
+
+
 def _unschedulable_message(candidates: list[NodeOutcome]) -> str:
     parts = []
-    for group in _grouped(candidates):
+    groups = _grouped(candidates)
+    for group in groups[:MESSAGE_GROUPS]:
         text = group[0].message
-        others = [o.node for o in group[1:]]
-        if others:
-            named = ", ".join(others[:NODES_NAMED]) + (", …" if len(others) > NODES_NAMED
-                                                       else "")
-            text += f" (the same on {_plural(len(others), 'more node')}: {named})"
+        if len(group) > 1:
+            first = masked(text, frozenset([group[0].node]))
+            same = all(masked(o.message, frozenset([o.node])) == first for o in group[1:])
+            text += " " + others(group, same)
         parts.append(text)
+    rest = [node for group in groups[MESSAGE_GROUPS:] for node in group]
+    if rest:
+        parts.append(f"other reasons on {_plural(len(rest), 'more node')} (see Why not)")
     return "cannot be allocated: " + "; ".join(parts)
 
 

@@ -27,13 +27,13 @@ from kubedra.allocation import (
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain.claims import (
     FILTER_ERROR,
-    NODES_NAMED,
     devices_by_request,
     evaluate_node,
     result_devices,
 )
 from kubedra.explain.model import API_VERSION, NodeOutcome, SchedulerSearch
 from kubedra.explain.search_time import TIMED_OUT, judge_search
+from kubedra.explain.shapes import NODES_NAMED
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 KIND = "PodExplanation"

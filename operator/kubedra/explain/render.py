@@ -13,13 +13,13 @@ selector read from them.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Sequence
 
-from kubedra.explain.claims import NODES_NAMED, request_notes
+from kubedra.explain.claims import request_notes
 from kubedra.explain.model import ClaimExplanation, DeviceFinding, NodeOutcome, RequestOutcome
 from kubedra.explain.pods import PodExplanation, PodNodeOutcome
+from kubedra.explain.shapes import holders_line, masked, names, others
 from kubedra.explain.simulate import Simulation
 
 _FUNNEL_COLUMNS = ("DEVICES", "IN-CLASS", "SELECTED", "FREE", "CAPACITY", "COUNTERS",
@@ -77,21 +77,6 @@ def _plain_result(node: NodeOutcome, request: RequestOutcome) -> str:
     return f"fails at {request.failed_at}"
 
 
-_WORD = re.compile(r"[\w.-]+")
-"""A run of the characters of a Kubernetes name: where a whole name may stand."""
-
-
-def _masked(text: str, name: str) -> str:
-    """``text`` with every whole occurrence of ``name`` replaced, to compare across nodes or
-    devices (``gpu-0 on node-7`` and ``gpu-0 on node-8`` read the same). A whole occurrence
-    is a run of name characters (:data:`_WORD`, which node and device names are made of);
-    one pattern serves every name, where a pattern per name took most of grouping 300
-    nodes."""
-    if name not in text:
-        return text
-    return _WORD.sub(lambda word: "\0" if word[0] == name else word[0], text)
-
-
 def _request_cells(node: NodeOutcome) -> list[list[str]]:
     if node.error is not None:
         return [["-", "-", *(["-"] * len(_FUNNEL_COLUMNS)), "error"]]
@@ -100,26 +85,44 @@ def _request_cells(node: NodeOutcome) -> list[list[str]]:
              _result(node, request)] for request in node.requests]
 
 
+def _shape(node: NodeOutcome, words: frozenset[str]) -> tuple[str, ...]:
+    return tuple(masked("\t".join(cells), words)
+                 for cells in [*_request_cells(node), _reasons(node)[1:]])
+
+
 def group_nodes(candidates: Sequence[NodeOutcome], *, every_node: bool = False
                 ) -> list[list[NodeOutcome]]:
-    """The evaluated nodes in the order the table shows them, grouped: nodes whose rows and
-    reasons read the same but for the node's name are one group (with ``every_node``, each
-    node is its own group). Fitting nodes first, then the largest groups; by name within."""
+    """The evaluated nodes in the order the table shows them, grouped by shape
+    (:mod:`kubedra.explain.shapes`: rows and reasons that read the same but for the names of
+    the node, its devices and the claims holding them; with ``every_node``, each node is its
+    own group). Fitting nodes first, then the largest groups; by name within."""
     groups: dict[tuple[str, ...], list[NodeOutcome]] = {}
     for node in candidates:
-        key = (node.node,) if every_node else tuple(
-            _masked("\t".join(cells), node.node)
-            for cells in [*_request_cells(node), _reasons(node)[1:]])
+        key = (node.node,) if every_node else _shape(node, names(node))
         groups.setdefault(key, []).append(node)
     return sorted(groups.values(), key=lambda g: (not g[0].fits, -len(g), g[0].node))
 
 
 def _others(group: Sequence[NodeOutcome]) -> str:
-    """``(the same on 2 more nodes: b, c)``, naming at most :data:`NODES_NAMED`."""
-    others = [n.node for n in group[1:]]
-    named = ", ".join(others[:NODES_NAMED]) + (", …" if len(others) > NODES_NAMED else "")
-    noun = "more node" if len(others) == 1 else "more nodes"
-    return f"(the same on {len(others)} {noun}: {named})"
+    """:func:`kubedra.explain.shapes.others`: "the same" when the nodes read the same with
+    only their names masked, else "alike"."""
+    first = _shape(group[0], frozenset([group[0].node]))
+    return others(group, all(_shape(n, frozenset([n.node])) == first for n in group[1:]))
+
+
+MAX_GROUPS = 8
+"""Groups of nodes shown in the table and in "Why not" unless ``--all``."""
+
+
+def _shown(groups: list[list[NodeOutcome]], every_node: bool
+           ) -> tuple[list[list[NodeOutcome]], list[str]]:
+    """The groups to show, and the line that counts those left out (``--all`` shows them)."""
+    if every_node or len(groups) <= MAX_GROUPS:
+        return groups, []
+    rest = groups[MAX_GROUPS:]
+    count = sum(len(g) for g in rest)
+    return groups[:MAX_GROUPS], [f"… {len(rest):,} more groups of nodes ({count:,} nodes); "
+                                 "--all shows every node"]
 
 
 def _funnel_rows(groups: Sequence[Sequence[NodeOutcome]]) -> list[list[str]]:
@@ -135,16 +138,17 @@ def _finding_lines(request: RequestOutcome) -> list[str]:
     folded: dict[tuple[str, str], list[DeviceFinding]] = {}
     for finding in request.devices:
         selector = finding.selector["conjunct"] if finding.selector is not None else ""
-        folded.setdefault((_masked(finding.reason, finding.device), selector), []).append(finding)
+        key = (masked(finding.reason, frozenset([finding.device])), selector)
+        folded.setdefault(key, []).append(finding)
     lines = []
     for same in folded.values():
         finding = same[0]
         lines.append(_wrap(finding.reason, "    "))
         if len(same) > 1:
-            names = ", ".join(f.device for f in same[1:DEVICES_NAMED + 1]) + (
+            listed = ", ".join(f.device for f in same[1:DEVICES_NAMED + 1]) + (
                 ", …" if len(same) > DEVICES_NAMED + 1 else "")
             lines.append(_wrap(f"(the same for {len(same) - 1} more "
-                               f"{'device' if len(same) == 2 else 'devices'}: {names})",
+                               f"{'device' if len(same) == 2 else 'devices'}: {listed})",
                                "      "))
         if finding.selector is not None:  # not wrapped: it is CEL to copy
             lines.append(f"      selector of {finding.selector['source']}: "
@@ -209,8 +213,9 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
                                f"without ResourceSlices, {counts.excluded_by_pods} excluded by "
                                f"the pods' node selection ({counts.total} in total)"))
     if explanation.candidates:
-        groups = group_nodes(explanation.candidates, every_node=every_node)
-        lines += ["", table(_funnel_rows(groups))]
+        groups, left_out = _shown(group_nodes(explanation.candidates, every_node=every_node),
+                                  every_node)
+        lines += ["", table(_funnel_rows(groups)), *left_out]
         searches = [g for g in groups if _search_lines(g[0])]
         if searches:
             lines += ["", "Scheduler search:"]
@@ -228,7 +233,11 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
                     reasons[1:] = ["  error: the one in the Message above"]
                 if len(group) > 1:
                     reasons[0] = _wrap(f"{group[0].node} {_others(group)}:", "")
+                    held = holders_line(group)
+                    if held:
+                        reasons.insert(1, _wrap(held, "  "))
                 lines.extend(reasons)
+            lines.extend(left_out)
     return "\n".join(lines) + "\n"
 
 
@@ -236,13 +245,37 @@ def render_simulation(simulation: Simulation, *, every_node: bool = False) -> st
     """The table form of a simulation (``every_node`` as for :func:`render_explanation`)."""
     text = render_explanation(simulation.explanation, every_node=every_node)
     lines = ["", _field("Copies", simulation.message())]
-    if simulation.copies:
+    if simulation.copies and (every_node or len(simulation.copies) <= COPIES_LISTED):
         rows = [["COPY", "NODE", "DEVICES"]]
         rows += [[str(i + 1), node, ", ".join(f"{d['device']} ({d['request']})"
                                                for d in devices)]
                  for i, (node, devices) in enumerate(simulation.copies)]
         lines += ["", table(rows)]
+    elif simulation.copies:
+        lines += ["", table(_copy_rows(simulation))]
     return text + "\n".join(lines) + "\n"
+
+
+COPIES_LISTED = 10
+"""Copies listed one per row; more are grouped (:func:`_copy_rows`) unless ``--all``."""
+
+
+def _copy_rows(simulation: Simulation) -> list[list[str]]:
+    """The copies grouped: nodes that take the same number of copies on the same devices are
+    one row (``gpu-node-0000 (+999 more)``)."""
+    placed: dict[str, list[str]] = {}
+    for node, devices in simulation.copies:
+        placed.setdefault(node, []).append(", ".join(f"{d['device']} ({d['request']})"
+                                                     for d in devices))
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for node, copies in placed.items():
+        groups.setdefault(tuple(copies), []).append(node)
+    rows = [["NODES", "COPIES", "DEVICES"]]
+    for same, nodes in sorted(groups.items(), key=lambda g: (-len(g[1]), g[1][0])):
+        label = nodes[0] + (f" (+{len(nodes) - 1:,} more)" if len(nodes) > 1 else "")
+        rows.append([label, f"{len(same)} each" if len(nodes) > 1 else str(len(same)),
+                     "; ".join(same)])
+    return rows
 
 
 def _pod_reasons(node: PodNodeOutcome) -> list[str]:

@@ -27,6 +27,7 @@ from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.cel import CELCompileError, compile_selector
 from kubedra.explain.claims import explain_claim, result_devices
 from kubedra.explain.model import API_VERSION, MAX_COPIES, ClaimExplanation
+from kubedra.explain.shapes import NODES_NAMED, named
 from kubedra.explain.snapshot import ClusterSnapshot
 
 
@@ -113,7 +114,7 @@ class Simulation:
     def message(self) -> str:
         """One line: how many copies fit, and where."""
         count = len(self.copies)
-        where = ", ".join(f"{node}: {n}" for node, n in self.by_node().items())
+        where = _where(self.by_node())
         more = " (the limit; more fit)" if self.limit_reached else ""
         text = f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + (
             f"{more} ({where})" if where else "")
@@ -152,6 +153,19 @@ class Simulation:
                            "schedulerTimesOut": times_out,
                            "schedulerMayTimeOut": may_time_out},
                 "message": self.message()}
+
+
+def _where(by_node: dict[str, int]) -> str:
+    """``gpu-node-0000: 2, gpu-node-0001: 1``; where more than :data:`NODES_NAMED` nodes take
+    the same number of copies, ``1 on each of 1,000 nodes: gpu-node-0000, …``."""
+    counts: dict[int, list[str]] = {}
+    for node, count in by_node.items():
+        counts.setdefault(count, []).append(node)
+    if all(len(nodes) <= NODES_NAMED for nodes in counts.values()):
+        return ", ".join(f"{node}: {n}" for node, n in by_node.items())
+    return "; ".join(f"{n} on {nodes[0]}" if len(nodes) == 1 else
+                     f"{n} on each of {len(nodes):,} nodes: {named(nodes)}"
+                     for n, nodes in sorted(counts.items(), key=lambda c: -len(c[1])))
 
 
 def _nodes(names: list[str]) -> str:

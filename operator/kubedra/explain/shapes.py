@@ -1,0 +1,75 @@
+"""Nodes that fail (or fit) the same way but for names: one group, said truthfully.
+
+Two nodes have the same *shape* when their table rows and reasons read the same once the names
+of the node, of its devices and of the claims holding them are masked: ``gpu-0 on node-7 is
+allocated to claim train/job-7`` and ``gpu-0 on node-8 is allocated to claim train/job-8``
+(counts are never masked, so a node with 6 free GPUs is never grouped with one with 7). A
+group whose nodes read the same with only the node's name masked is "the same"; one whose
+devices or holding claims differ is "alike", and says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from kubedra.explain.model import NodeOutcome
+
+_WORD = re.compile(r"[\w.-]+")
+"""A run of the characters of a Kubernetes name: where a whole name may stand."""
+
+_CLAIM = re.compile(r"\bclaim ([\w.-]+/[\w.-]+)")
+"""How a holder names its claim (``claim train/job-7 (request gpu)``, ``gpu-0-mig-… of claim
+t/small (request gpu)``)."""
+
+NODES_NAMED = 5
+"""Names listed after a count (``train/job-0000, …``)."""
+
+
+def holders(node: NodeOutcome) -> list[str]:
+    """The claims (``namespace/name``) holding the node's failing devices, in order, once."""
+    found = (_CLAIM.search(label) for request in node.requests for finding in request.devices
+             for label in [*finding.held_by, *(h for c in finding.counters for h in c.held_by)])
+    return list(dict.fromkeys(m[1] for m in found if m))
+
+
+def names(node: NodeOutcome) -> frozenset[str]:
+    """The words the shape masks: the node's name, its devices' names, its holders' names."""
+    words = {node.node}
+    words.update(d["device"] for d in node.devices)
+    for request in node.requests:
+        words.update(f.device for f in request.devices)
+        words.update(d.rpartition("/")[2] for d in request.fitting_devices)
+    for claim in holders(node):
+        words.update(claim.split("/"))
+    return frozenset(words)
+
+
+def masked(text: str, words: frozenset[str]) -> str:
+    """``text`` with every whole occurrence of one of ``words`` replaced by ``\\0``."""
+    return _WORD.sub(lambda word: "\0" if word[0] in words else word[0], text)
+
+
+def others(group: Sequence[NodeOutcome], same: bool) -> str:
+    """``(the same on 2 more nodes: b, c)``, or for nodes alike but for the names of their
+    devices and claims, ``(alike on 2 more nodes, each with its own devices and claims: b,
+    c)``; naming at most :data:`NODES_NAMED` nodes."""
+    rest = [n.node for n in group[1:]]
+    noun = "more node" if len(rest) == 1 else "more nodes"
+    how = f"the same on {len(rest)} {noun}" if same else \
+        f"alike on {len(rest):,} {noun}, each with its own devices and claims"
+    return f"({how}: {named(rest)})"
+
+
+def named(items: Sequence[str]) -> str:
+    """At most :data:`NODES_NAMED` of ``items``, then ``…``."""
+    return ", ".join(items[:NODES_NAMED]) + (", …" if len(items) > NODES_NAMED else "")
+
+
+def holders_line(group: Iterable[NodeOutcome]) -> str | None:
+    """``held by 667 claims: train/job-0000, …`` when a group's nodes are held by more than
+    one claim in all, else None."""
+    claims = list(dict.fromkeys(c for node in group for c in holders(node)))
+    if len(claims) < 2:
+        return None
+    return f"held by {len(claims):,} claims: {named(claims)}"
