@@ -45,7 +45,11 @@ from kubedra.allocation.features import (
     UnsupportedFeaturesError,
 )
 from kubedra.allocation.funnel import FITS, STAGES, RequestDiagnosis, Stage
-from kubedra.allocation.node_selection import NodeInfo, compile_node_selector
+from kubedra.allocation.node_selection import (
+    CompiledNodeSelector,
+    NodeInfo,
+    compile_node_selector,
+)
 from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
 from kubedra.allocation.quantities import Number
 from kubedra.allocation.requests import claim_label
@@ -78,6 +82,7 @@ __all__ = [
     "AllocatorFeatures",
     "AttributeKey",
     "CapacityError",
+    "CompiledNodeSelector",
     "DeadEnd",
     "DeviceEntry",
     "DeviceID",

@@ -27,11 +27,14 @@ from kubedra.allocation import (
     AllocationError,
     AllocationFailed,
     Allocator,
+    CompiledNodeSelector,
     DeviceEntry,
     NodeInfo,
     NodePools,
     Pool,
     RequestDiagnosis,
+    claim_label,
+    compile_node_selector,
 )
 from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.explain.constraints import ConstraintConflict, cross_request_conflicts
@@ -381,16 +384,41 @@ def _no_candidates_message(counts: NodeCounts, pods: Sequence[PodPlacement]) -> 
     return "cannot be allocated: no node has devices for it (" + "; ".join(parts) + ")"
 
 
+def _holding_claims(snapshot: ClusterSnapshot, claim: ResourceClaim,
+                    pods: Sequence[PodPlacement]) -> dict[str, CompiledNodeSelector]:
+    """The pods' other claims that are allocated with a ``nodeSelector``, by label: the
+    scheduler runs a pod only where all its allocated claims' devices are reachable
+    (``dynamicresources.go``, Filter: an allocated claim's node selector must match the node),
+    so the claim is judged only there."""
+    wanted = {(p.namespace, name) for p in pods for name in p.claims} - {
+        (claim.metadata.namespace or "", claim.metadata.name or "")}
+    found: dict[str, CompiledNodeSelector] = {}
+    for other in snapshot.claims:
+        allocation = other.status.allocation
+        if ((other.metadata.namespace or "", other.metadata.name or "") in wanted
+                and allocation is not None and allocation.node_selector is not None):
+            try:
+                found[claim_label(other)] = compile_node_selector(allocation.node_selector)
+            except AllocationError:
+                continue
+    return dict(sorted(found.items()))
+
+
 def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[PodPlacement],
              nodes: Sequence[str] | None, explanation: ClaimExplanation) -> None:
     allocator = snapshot.allocator()
     counts = explanation.nodes
+    holding = _holding_claims(snapshot, claim, pods)
+    counts.holding_claims = list(holding)
     for node in snapshot.nodes:
         if nodes is not None and node.name not in nodes:
             continue
         counts.total += 1
         if not all(pod.allows(node) for pod in pods):
             counts.excluded_by_pods += 1
+            continue
+        if not all(selector.matches(node) for selector in holding.values()):
+            counts.excluded_by_claims += 1
             continue
         try:
             pools = snapshot.resources.node_pools(node)

@@ -294,11 +294,22 @@ class NodeCounts:
     evaluated: int = 0
     without_devices: int = 0
     excluded_by_pods: int = 0
+    excluded_by_claims: int = 0
+    """Nodes the pods' node selection allows but their other, allocated claims do not (an
+    allocated claim's ``nodeSelector`` holds its pods to its nodes)."""
+    holding_claims: list[str] = field(default_factory=list)
+    """Those allocated claims (``namespace/name``)."""
 
-    def to_json(self) -> dict[str, int]:
-        """The JSON form."""
-        return {"total": self.total, "evaluated": self.evaluated,
-                "withoutDevices": self.without_devices, "excludedByPods": self.excluded_by_pods}
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (``excludedByClaims`` and ``holdingClaims`` only when claims hold the
+        pods)."""
+        found: dict[str, Any] = {
+            "total": self.total, "evaluated": self.evaluated,
+            "withoutDevices": self.without_devices, "excludedByPods": self.excluded_by_pods}
+        if self.holding_claims:
+            found["excludedByClaims"] = self.excluded_by_claims
+            found["holdingClaims"] = self.holding_claims
+        return found
 
 
 @dataclass

@@ -17,7 +17,13 @@ import textwrap
 from collections.abc import Sequence
 
 from kubedra.explain.claims import request_notes
-from kubedra.explain.model import ClaimExplanation, DeviceFinding, NodeOutcome, RequestOutcome
+from kubedra.explain.model import (
+    ClaimExplanation,
+    DeviceFinding,
+    NodeCounts,
+    NodeOutcome,
+    RequestOutcome,
+)
 from kubedra.explain.pods import PodExplanation, PodNodeOutcome
 from kubedra.explain.shapes import holders_line, masked, names, others
 from kubedra.explain.simulate import Simulation
@@ -211,7 +217,8 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
     counts = explanation.nodes
     lines.append(_field("Nodes", f"{counts.evaluated} evaluated, {counts.without_devices} "
                                f"without ResourceSlices, {counts.excluded_by_pods} excluded by "
-                               f"the pods' node selection ({counts.total} in total)"))
+                               f"the pods' node selection{_held(counts)} ({counts.total} in "
+                               "total)"))
     if explanation.candidates:
         groups, left_out = _shown(group_nodes(explanation.candidates, every_node=every_node),
                                   every_node)
@@ -239,6 +246,13 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
                 lines.extend(reasons)
             lines.extend(left_out)
     return "\n".join(lines) + "\n"
+
+
+def _held(counts: NodeCounts) -> str:
+    if not counts.holding_claims:
+        return ""
+    return (f", {counts.excluded_by_claims} excluded by the pods' allocated claims "
+            f"{', '.join(counts.holding_claims)}")
 
 
 def render_simulation(simulation: Simulation, *, every_node: bool = False) -> str:

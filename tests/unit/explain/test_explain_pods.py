@@ -14,8 +14,9 @@ from kubedra.cli import main
 from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.explanations import explain_messages
 from kubedra.explain import ClusterSnapshot, PodPlacement
+from kubedra.explain.claims import explain_claim
 from kubedra.explain.pods import explain_pod
-from kubedra.explain.render import render_pod_explanation
+from kubedra.explain.render import render_explanation, render_pod_explanation
 from tests.support.explain_builders import (
     gpu_claim,
     h200_slices,
@@ -31,6 +32,9 @@ from tests.support.scenario_builders import (
     exact,
     gpus,
     resource_slice,
+)
+from tests.support.scenario_builders import (
+    GPU as GPU_DRIVER,
 )
 
 SLICES = [resource_slice("a-gpu", gpus(4), pool="a", node="a"),
@@ -192,3 +196,31 @@ demo-h200:
     request container-0-request-0: 0 of 1 matching devices are free (1 needed)
       gpu-0 on demo-h200 is allocated to claim demo/trainer (request gpu)
 """
+
+
+def test_a_claim_is_judged_where_its_pods_other_allocated_claims_hold_them() -> None:
+    """Issue 24: the pod's claim ``held`` is allocated on c-n1, so the pod runs only there;
+    ``want`` fits on c-n2 but not on c-n1, and explain resourceclaim says so (it said "fits
+    on c-n2")."""
+    slices = [resource_slice("n1", gpus(1), pool="c-n1", node="c-n1"),
+              resource_slice("n2", gpus(1), pool="c-n2", node="c-n2")]
+    held = {**claim("held", exact("gpu", "gpu")),
+            "status": {"allocation": on_node("c-n1", "c-n1", "gpu-0", driver=GPU_DRIVER)}}
+    want = claim("want", exact("gpu", "gpu"))
+    snapshot = ClusterSnapshot.from_api(slices, CLASSES, [], [held, want],
+                                        [node("c-n1"), node("c-n2")])
+    pod = PodPlacement("default", "p", claims=("held", "want"))
+    explanation = explain_claim(snapshot, ResourceClaim.from_api(want), [pod])
+    data = explanation.to_json()
+    assert (data["verdict"], data["message"]) == (
+        "Unschedulable", "cannot be allocated: c-n1: request gpu: 0 of 1 matching devices are "
+        "free (1 needed): gpu-0 on c-n1 is allocated to claim default/held (request gpu)")
+    assert data["nodes"] == {"total": 2, "evaluated": 1, "withoutDevices": 0,
+                             "excludedByPods": 0, "excludedByClaims": 1,
+                             "holdingClaims": ["default/held"]}
+    lines = render_explanation(explanation).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Nodes:"))
+    assert lines[at:at + 2] == [
+        "Nodes:          1 evaluated, 0 without ResourceSlices, 0 excluded by the pods' node "
+        "selection, 1",
+        "                excluded by the pods' allocated claims default/held (2 in total)"]
