@@ -23,6 +23,7 @@ from typing import Any
 
 from kubedra.api.resource import DeviceAttribute, DeviceCapacity
 
+from .library import accepts
 from .semver import SemverParseError, parse_semver
 
 Reads = tuple[tuple[str, str, str], ...]
@@ -101,10 +102,5 @@ def conversion_error(driver: str, attributes: Mapping[str, DeviceAttribute]) -> 
     return None
 
 
-@lru_cache(maxsize=4096)
-def _version_parses(text: str) -> bool:
-    try:
-        parse_semver(text)
-    except SemverParseError:
-        return False
-    return True
+_version_parses = lru_cache(maxsize=4096)(accepts(parse_semver, SemverParseError))
+"""Whether a version attribute's text parses (upstream's ``semver.Parse``), cached."""
