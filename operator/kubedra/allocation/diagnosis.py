@@ -33,6 +33,14 @@ def diagnose_request(search: SearchState, ci: int, data: RequestData) -> Request
     for name, generation in search.pools.obsolete.items():
         result.unusable_pools[name] = (f"being updated (its slices for the node are of "
                                        f"generation {generation}, a newer one is published)")
+    current = {(d.driver, d.slice.pool_name, d.name) for d in search.pools.devices}
+    for entry, pool_generation in search.pools.outdated:
+        matching = [d.name for d in entry.devices if (d.driver, entry.pool_name, d.name)
+                    not in current and class_only.outcome(d) is True
+                    and request_only.outcome(d) is True]
+        if matching:
+            result.outdated.append((f"{entry.driver}/{entry.pool_name}", entry.name,
+                                    entry.generation, pool_generation, matching))
     counts: dict[str, int] = dict.fromkeys(STAGES, 0)
     fitting = []
     for device, pool in zip(search.pools.devices, search.pools.device_pools, strict=True):

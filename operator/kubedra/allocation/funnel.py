@@ -47,6 +47,9 @@ class RequestDiagnosis:
         unusable_pools: pools the search skips, with why (``incomplete (1 of 2 slices
             published)``, ``invalid: ...``, ``being updated (...)``).
         errors: selector or node selector errors seen while checking.
+        outdated: devices that only an outdated slice of their pool has and that would pass
+            the class and the request's selectors: (``driver/pool``, slice, its generation, the
+            pool's generation, device names). The scheduler ignores them.
     """
 
     claim: str
@@ -58,6 +61,7 @@ class RequestDiagnosis:
     constraints: dict[str, int] = field(default_factory=dict)
     unusable_pools: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    outdated: list[tuple[str, str, int, int, list[str]]] = field(default_factory=list)
 
     @property
     def fitting(self) -> int:

@@ -192,6 +192,9 @@ class NodePools:
     obsolete: dict[str, int] = field(default_factory=dict)
     """Pools whose slices for the node are left out because a newer generation of the pool
     is being published (``driver/pool`` -> that generation); the search never sees them."""
+    outdated: list[tuple[SliceEntry, int]] = field(default_factory=list)
+    """Slices for the node at an older generation than their pool's newest, with that newest
+    generation: ``addSlice`` in ``pools_incubating.go`` drops them silently."""
 
     @property
     def has_invalid(self) -> bool:
@@ -306,6 +309,7 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         AllocationError: a slice's or device's node selector does not parse.
     """
     candidates: dict[tuple[str, str], list[SliceEntry]] = {}
+    dropped: list[SliceEntry] = []
     for entry in (*index.on_node.get(node.name, ()), *index.shared):
         if not features.partitionable_devices and (entry.per_device_set or entry.has_counters):
             continue
@@ -314,9 +318,12 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         key = (entry.driver, entry.pool_name)
         kept = candidates.get(key)
         if kept is None or entry.generation > kept[0].generation:
+            dropped.extend(kept or ())
             candidates[key] = [entry]
         elif entry.generation == kept[0].generation:
             kept.append(entry)
+        else:
+            dropped.append(entry)
 
     pools: list[Pool] = []
     pools_with_binding: list[Pool] = []
@@ -348,4 +355,5 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         for entry in pool.slices:
             devices.extend(entry.devices)
             device_pools.extend([pool] * len(entry.devices))
-    return NodePools(pools, devices, device_pools, obsolete)
+    outdated = [(e, candidates[(e.driver, e.pool_name)][0].generation) for e in dropped]
+    return NodePools(pools, devices, device_pools, obsolete, outdated)

@@ -125,7 +125,8 @@ def _request_outcome(ctx: FindingContext, spec: RequestSpec | None,
         all_devices=all_devices,
         fitting_devices=[key for key, verdict in diagnosis.verdicts.items() if verdict == FITS],
         constraints=sorted(diagnosis.constraints.items()),
-        unusable_pools=sorted(diagnosis.unusable_pools.items()), errors=list(diagnosis.errors))
+        unusable_pools=sorted(diagnosis.unusable_pools.items()), errors=list(diagnosis.errors),
+        outdated=list(diagnosis.outdated))
     if stage is not None:
         previous = counts.get(STAGES[STAGES.index(stage) - 1], 0) if stage != "devices" else 0
         phrase = _STAGE_PHRASES[stage].format(k=counts.get(stage, 0), p=previous,
@@ -182,7 +183,11 @@ def request_notes(request: RequestOutcome) -> list[str]:
     if request.failed_at is None:
         return []
     return [*request.compile_errors, *(f"pool {pool} is {why}: its devices were not considered"
-                                       for pool, why in request.unusable_pools)]
+                                       for pool, why in request.unusable_pools),
+            *(f"{', '.join(devices)} would have matched, but only slice {name} of pool {pool} "
+              f"has {'it' if len(devices) == 1 else 'them'}, at generation {generation}, and the "
+              f"pool is at generation {newest}: kube-scheduler ignores an outdated slice"
+              for pool, name, generation, newest, devices in request.outdated)]
 
 
 def _request_message(request: RequestOutcome) -> str:

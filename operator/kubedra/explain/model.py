@@ -158,6 +158,9 @@ class RequestOutcome:
     constraints: list[tuple[str, int]] = field(default_factory=list)
     unusable_pools: list[tuple[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    outdated: list[tuple[str, str, int, int, list[str]]] = field(default_factory=list)
+    """Devices only an outdated slice has that would have matched: (pool, slice, generation,
+    the pool's generation, devices); JSON ``outdatedSlices``, only when there are any."""
     all_devices: bool = False
     """``allocationMode: All`` (``needed`` is then the number of matching devices)."""
     fitting_devices: list[str] = field(default_factory=list)
@@ -171,13 +174,19 @@ class RequestOutcome:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"request": self.request, "deviceClass": self.device_class,
-                "needed": self.needed, "funnel": self.funnel, "failedAt": self.failed_at,
-                "message": self.message, "devices": [d.to_json() for d in self.devices],
-                "constraints": [{"constraint": c, "together": n} for c, n in self.constraints],
-                "unusablePools": [{"pool": p, "reason": r} for p, r in self.unusable_pools],
-                "errors": self.errors, "chosen": self.chosen,
-                "allocationMode": "All" if self.all_devices else "ExactCount"}
+        found = {"request": self.request, "deviceClass": self.device_class,
+                 "needed": self.needed, "funnel": self.funnel, "failedAt": self.failed_at,
+                 "message": self.message, "devices": [d.to_json() for d in self.devices],
+                 "constraints": [{"constraint": c, "together": n} for c, n in self.constraints],
+                 "unusablePools": [{"pool": p, "reason": r} for p, r in self.unusable_pools],
+                 "errors": self.errors, "chosen": self.chosen,
+                 "allocationMode": "All" if self.all_devices else "ExactCount"}
+        if self.outdated:
+            found["outdatedSlices"] = [
+                {"pool": pool, "slice": name, "generation": generation,
+                 "poolGeneration": newest, "devices": devices}
+                for pool, name, generation, newest, devices in self.outdated]
+        return found
 
 
 @dataclass
