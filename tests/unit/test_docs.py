@@ -136,4 +136,5 @@ def test_a_broken_link_and_an_unknown_flag_are_found(tmp_path: Path) -> None:
                                    "make demo KEEP=1"]
     command, chain = resolve(shlex.split(command_lines(page)[0]))
     assert command.name == "simulate"
-    assert "--from" in options(chain) and "--no-such-flag" not in options(chain)
+    assert "--from" in options(chain)
+    assert "--no-such-flag" not in options(chain)
