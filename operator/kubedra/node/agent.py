@@ -32,6 +32,7 @@ from kubedra.api.inventory import (
     InventoryDevice,
     agent_lease_name,
 )
+from kubedra.api.resource import CounterSet
 from kubedra.api.time import timestamp, utcnow
 from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
@@ -95,6 +96,14 @@ class Agent:
         for device in [*declared, *found]:
             devices.setdefault(device.name, device)
         return devices
+
+    def counter_sets(self) -> list[CounterSet]:
+        """The pool's shared counter sets: those the inventory declares (``spec.counterSets``,
+        first, as the operator merges them) and those of the last report. What the devices'
+        ``consumesCounters`` draw from (:mod:`kubedra.node.exclusivity`)."""
+        declared = self.inventory.spec.counter_sets or [] if self.inventory else []
+        found = self.discovered.counter_sets or [] if self.discovered else []
+        return [*declared, *found]
 
     def pool(self) -> str:
         """The node's pool name: the inventory's ``spec.pool``, else the node name
@@ -252,7 +261,7 @@ async def run_agent(settings: Settings) -> None:
         mig = NvmlMigPartitioner() if settings.backend == "nvml" else None
         plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.pool,
                                 devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig,
-                                health=agent.health)
+                                health=agent.health, counter_sets=agent.counter_sets)
         metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict)
                    if settings.metrics_port else None)
         loops = [asyncio.create_task(agent.run_discovery()),

@@ -2,8 +2,8 @@
 
 Prepare, per claim: read the claim (before taking the lock, like upstream's kubeletplugin
 helper), check it (:mod:`kubedra.node.claims`) and its opaque config (:mod:`kubedra.node.config`),
-refuse a device another claim still holds on this node (:meth:`ClaimPreparer._holder`; a
-request with ``adminAccess`` is exempt, KEP-5018), create MIG instances for MIG placement
+refuse a device another claim still holds on this node, or that shares counters with one
+beyond their value (:mod:`kubedra.node.exclusivity`), create MIG instances for MIG placement
 devices, write the claim's CDI spec (:mod:`kubedra.node.claimspec`) and each request's device
 metadata file with its CDI spec (:mod:`kubedra.node.metadata`, KEP-5304), apply the
 ``Prepared`` condition to the claim's ``status.devices`` entries of our driver (server-side
@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from kubedra import kube
 from kubedra.api.inventory import AGENT_FIELD_MANAGER, InventoryDevice
-from kubedra.api.resource import AllocatedDeviceStatus, Condition, ResourceClaim
+from kubedra.api.resource import AllocatedDeviceStatus, Condition, CounterSet, ResourceClaim
 from kubedra.api.time import timestamp, utcnow
 from kubedra.logging import get_logger
 from kubedra.node import cdi, metadata
@@ -70,6 +70,7 @@ from kubedra.node.edits import (
     mig_placement,
     resolve_device,
 )
+from kubedra.node.exclusivity import find_conflict, pool_counters
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import MigError, MigInstance, MigPartitioner
 from kubedra.settings import DEFAULT_BOOT_ID_PATH, DEFAULT_CDI_DIR
@@ -129,6 +130,8 @@ class ClaimPreparer:
         pool: returns this node's pool name (``spec.pool`` of its inventory, else the node
             name).
         devices: returns the node's current devices by name (declared and discovered).
+        counter_sets: returns the pool's shared counter sets (declared, then discovered),
+            what the devices' ``consumesCounters`` draw from.
         paths: data, CDI and boot ID locations.
         metrics: where to count.
         mig: creates MIG instances; ``None`` when the node has no MIG placement devices (a
@@ -137,12 +140,14 @@ class ClaimPreparer:
 
     def __init__(self, *, api: ApiClient, driver: str, node_name: str, pool: Callable[[], str],
                  devices: Callable[[], Mapping[str, InventoryDevice]], paths: PluginPaths,
-                 metrics: PluginMetrics, mig: MigPartitioner | None = None) -> None:
+                 metrics: PluginMetrics, mig: MigPartitioner | None = None,
+                 counter_sets: Callable[[], list[CounterSet]] = list) -> None:
         self._api = api
         self._driver = driver
         self._node = node_name
         self._pool = pool
         self._devices = devices
+        self._counter_sets = counter_sets
         self._paths = paths
         self._metrics = metrics
         self._mig = mig
@@ -283,13 +288,10 @@ class ClaimPreparer:
                 and known.boot_id == self._boot_id and path.exists()
                 and [_device_key(d) for d in known.devices] == [_device_key(d) for d in wanted]):
             return known.devices, False
-        for d in wanted:
-            holder = self._holder(ref.uid, d)
-            if holder is not None:
-                raise ClaimError("DeviceInUse", f"device {d.pool_name}/{d.device_name} of claim "
-                                 f"{claim_key(ref.namespace, ref.name)} is still prepared for "
-                                 f"claim {claim_key(holder.namespace, holder.name)} (UID "
-                                 f"{holder.uid}); it is prepared once that claim is unprepared")
+        conflict = find_conflict(ref.uid, wanted, self._checkpoint.claims, pool=self._pool(),
+                                 devices=devices, counters=pool_counters(self._counter_sets()))
+        if conflict is not None:
+            raise ClaimError("DeviceInUse", conflict.message(claim_key(ref.namespace, ref.name)))
 
         reusable = self._mig_instances(known)
         await self._destroy_mig([m for k, m in reusable.items()
@@ -328,26 +330,6 @@ class ClaimPreparer:
         log.info("claim prepared", claim=claim_key(ref.namespace, ref.name), uid=ref.uid,
                  devices=[d.device_name for d in record.devices])
         return record.devices, True
-
-    def _holder(self, uid: str, device: PreparedDevice) -> PreparedClaim | None:
-        """Another claim this node prepared (or began to prepare) with ``device``, unless both
-        hold it with a share ID (a device that allows multiple allocations), or either holds
-        it with admin access. The scheduler may allocate a device again as soon as a
-        force-deleted pod's claim is gone, while the kubelet has not yet unprepared it: the
-        node is the last line of defence against double use. Admin access (KEP-5018, GA) is
-        the exception by design: the scheduler allocates devices in use to such a request
-        and does not count its results as allocated (``foreachAllocatedDevice`` in
-        pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go), so neither
-        does this check."""
-        if device.admin_access:
-            return None
-        for claim in self._checkpoint.claims.values():
-            if claim.uid != uid and any(
-                    (d.pool_name, d.device_name) == (device.pool_name, device.device_name)
-                    and not d.admin_access
-                    and (d.share_id is None or device.share_id is None) for d in claim.devices):
-                return claim
-        return None
 
     def _write_metadata(self, claim: ResourceClaim, ref: ClaimRef,
                         allocated: list[AllocatedDevice], devices: list[PreparedDevice]) -> None:
