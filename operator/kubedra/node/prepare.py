@@ -80,6 +80,10 @@ log = get_logger(__name__)
 PREPARED_CONDITION = "Prepared"
 PREPARED_REASON = "DevicePrepared"
 LOCK_FILE = "serialize.lock"
+RESTORED_KINDS = ("claim", "metadata", "metadata-file")
+"""The files prepare writes for a claim, as ``kind`` of
+``kubedra_plugin_cdi_specs_restored_total``: the claim's CDI spec (``<driver>/claim``), each
+request's device metadata CDI spec (``<driver>/metadata``) and the metadata file it mounts."""
 
 
 @dataclass(frozen=True)
@@ -210,48 +214,77 @@ class ClaimPreparer:
             self._update_gauge()
         return results
 
-    async def restore_missing_specs(self) -> int:
-        """Write again the CDI spec of every claim prepared in this boot whose spec file is
-        gone (deleted by hand or by a tool that cleans the CDI directory), as a repeated
-        prepare would: the claim is read again and its edits computed anew, with the same CDI
-        device IDs and MIG instances. A claim unprepared meanwhile is left alone. Each claim
-        is counted in ``kubedra_plugin_cdi_specs_restored_total{result}`` (done or error).
+    async def restore_missing_files(self) -> int:
+        """Write again every file prepare wrote for a claim prepared in this boot that is gone
+        (deleted by hand or by a tool that cleans the CDI directory), each kind on its own
+        (:data:`RESTORED_KINDS`): the claim is read again and, when its CDI spec is gone (or
+        its allocation changed), prepared again as a repeated prepare would (its edits
+        computed anew, with the same CDI device IDs and MIG instances); otherwise only its
+        device metadata (files and CDI specs) is written again. A claim unprepared meanwhile
+        is left alone. Each file is counted in
+        ``kubedra_plugin_cdi_specs_restored_total{kind, result}`` (result done or error).
 
         Returns:
-            How many specs were written again.
+            How many files were written again.
         """
         async with self._serialized():
-            missing = [c for c in self._checkpoint.claims.values() if self._spec_missing(c.uid)]
+            missing = [c for c in self._checkpoint.claims.values() if self._missing_files(c.uid)]
         refs = [ClaimRef(c.namespace, c.name, c.uid) for c in missing]
         fetched = await asyncio.gather(*(self._fetch(ref) for ref in refs))
         restored = 0
         async with self._serialized():
             devices = self._devices()
             for ref, claim in zip(refs, fetched, strict=True):
-                if not self._spec_missing(ref.uid):
+                files = self._missing_files(ref.uid)
+                if not files:
                     continue  # unprepared, or prepared again, meanwhile
+                key = claim_key(ref.namespace, ref.name)
                 try:
                     if isinstance(claim, ClaimError):
                         raise claim
-                    await self._prepare_claim(ref, claim, devices)
+                    await self._restore(ref, claim, devices, files)
                 except Exception as err:  # one claim never stops the others
-                    self._metrics.cdi_specs_restored.labels("error").inc()
-                    log.warning("CDI spec of a prepared claim is missing and cannot be written "
-                                "again", claim=claim_key(ref.namespace, ref.name), uid=ref.uid,
-                                error=str(err))
+                    for kind, path in files:
+                        self._metrics.cdi_specs_restored.labels(kind, "error").inc()
+                        log.warning("a file of a prepared claim is missing and cannot be written "
+                                    "again", claim=key, uid=ref.uid, kind=kind, path=str(path),
+                                    error=str(err))
                     continue
-                restored += 1
-                self._metrics.cdi_specs_restored.labels("done").inc()
-                log.warning("CDI spec of a prepared claim was missing; written again",
-                            claim=claim_key(ref.namespace, ref.name), uid=ref.uid)
+                for kind, path in files:
+                    restored += 1
+                    self._metrics.cdi_specs_restored.labels(kind, "done").inc()
+                    log.warning("a file of a prepared claim was missing; written again",
+                                claim=key, uid=ref.uid, kind=kind, path=str(path))
         return restored
 
-    def _spec_missing(self, uid: str) -> bool:
-        """Whether claim ``uid`` is prepared in this boot but its CDI spec file is gone."""
+    def _missing_files(self, uid: str) -> list[tuple[str, Path]]:
+        """The files prepare wrote for claim ``uid``, prepared in this boot, that are gone, each
+        with its kind (:data:`RESTORED_KINDS`); empty for a claim not prepared in this boot."""
         known = self._checkpoint.claims.get(uid)
-        return (known is not None and known.state == "PrepareCompleted"
-                and known.boot_id == self._boot_id
-                and not spec_path(self._paths.cdi_dir, self._driver, uid).exists())
+        if (known is None or known.state != "PrepareCompleted"
+                or known.boot_id != self._boot_id):
+            return []
+        expected = [("claim", spec_path(self._paths.cdi_dir, self._driver, uid))]
+        target = metadata.MetadataClaim(known.namespace, known.name, uid)
+        for request in sorted({r for d in known.devices for r in d.request_names}):
+            expected += [
+                ("metadata", metadata.spec_path(self._paths.cdi_dir, self._driver, uid, request)),
+                ("metadata-file", metadata.host_file(self._paths.data_dir, target, request))]
+        return [(kind, path) for kind, path in expected if not path.exists()]
+
+    async def _restore(self, ref: ClaimRef, claim: ResourceClaim,
+                       devices: Mapping[str, InventoryDevice],
+                       files: list[tuple[str, Path]]) -> None:
+        """Write ``files`` of a prepared claim again (see :meth:`restore_missing_files`)."""
+        known = self._checkpoint.claims[ref.uid]
+        allocated = allocated_devices(claim, ref.uid, self._driver, self._pool(), devices)
+        same = ([(a.result.pool, a.result.device, a.result.share_id) for a in allocated]
+                == [_device_key(d) for d in known.devices])
+        if not same or any(kind == "claim" for kind, _ in files):
+            await self._prepare_claim(ref, claim, devices)
+        else:
+            self._write_metadata(claim, ref, allocated,
+                                 [d.model_copy(deep=True) for d in known.devices])
 
     # --- prepare ----------------------------------------------------------------------------
 
