@@ -476,7 +476,7 @@ async def _force_deleted_holder_keeps_what_it_shares(
         assert new_claim is not None
         new_uid, new_name = new_claim["metadata"]["uid"], new_claim["metadata"]["name"]
         assert (f"device {NODE}/{new_device} of claim {ns}/{new_name} shares counter {counter} "
-                f"of counter set gpu-0-counters (1 in all, 2 wanted) with device "
+                f"of counter set gpu-0-counters (7 in all, 10 wanted) with device "
                 f"{NODE}/{old_device}, still prepared for claim {ns}/{old_name} (UID "
                 f"{old_uid}); it is prepared once that claim is unprepared") in message
         assert list(node.checkpointed()) == [old_uid]
@@ -528,7 +528,7 @@ async def test_whole_gpu_after_a_force_deleted_partition_waits_for_its_unprepare
     async with _mig_partitions(node, admin_api):
         await _force_deleted_holder_keeps_what_it_shares(
             node, admin_api, ns, old=(MIG_CLASS, _placement("3g.71gb", 0), "gpu-0-mig-3g71gb-s0"),
-            new=(GPU_CLASS, None, "gpu-0"), counter="memory-slice-0", report=H200_REPORT)
+            new=(GPU_CLASS, None, "gpu-0"), counter="compute-slices", report=H200_REPORT)
 
 
 async def test_partition_after_a_force_deleted_whole_gpu_waits_for_its_unprepare(
@@ -539,7 +539,7 @@ async def test_partition_after_a_force_deleted_whole_gpu_waits_for_its_unprepare
         await _force_deleted_holder_keeps_what_it_shares(
             node, admin_api, ns, old=(GPU_CLASS, None, "gpu-0"),
             new=(MIG_CLASS, _placement("3g.71gb", 4), "gpu-0-mig-3g71gb-s4"),
-            counter="memory-slice-4", report=MIG_REPORT)
+            counter="compute-slices", report=MIG_REPORT)
 
 
 async def test_deleted_metadata_spec_is_written_again_and_the_restarted_container_starts(

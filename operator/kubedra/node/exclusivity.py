@@ -137,8 +137,8 @@ def _overdrawn(wanted: list[PreparedDevice], holders: list[tuple[PreparedClaim, 
                *, pool: str, devices: Mapping[str, InventoryDevice],
                counters: Mapping[CounterKey, Fraction]) -> Conflict | None:
     """The first wanted device whose counters, with the holders' and the claim's other devices,
-    exceed a counter's value that a holder consumes too. Each device consumes once (shares of
-    one device included)."""
+    exceed a counter's value that a holder consumes too (the first such counter by name). Each
+    device consumes once (shares of one device included)."""
     held_by: dict[str, tuple[PreparedClaim, PreparedDevice]] = {}
     for claim, held in holders:
         if held.pool_name == pool:
@@ -153,7 +153,7 @@ def _overdrawn(wanted: list[PreparedDevice], holders: list[tuple[PreparedClaim, 
         for key, amount in consumption(devices.get(name)).items():
             used[key] = used.get(key, Fraction(0)) + amount
     for name, device in mine.items():
-        for key in consumption(devices.get(name)):
+        for key in sorted(consumption(devices.get(name))):
             if used[key] <= counters.get(key, Fraction(0)):
                 continue
             for held_name, (claim, held) in held_by.items():

@@ -49,17 +49,17 @@ class Case:
 CASES = {
     "whole GPU while a partition is prepared": Case(
         [_device("gpu-0-mig-3g71gb-s0")], [_device("gpu-0")],
-        ("gpu-0", "gpu-0-mig-3g71gb-s0", (SET, "memory-slice-0"), 1, 2)),
+        ("gpu-0", "gpu-0-mig-3g71gb-s0", (SET, "compute-slices"), 7, 10)),
     "partition while the whole GPU is prepared": Case(
         [_device("gpu-0")], [_device("gpu-0-mig-1g18gb-s3")],
-        ("gpu-0-mig-1g18gb-s3", "gpu-0", (SET, "memory-slice-3"), 1, 2)),
+        ("gpu-0-mig-1g18gb-s3", "gpu-0", (SET, "compute-slices"), 7, 8)),
     "overlapping placements": Case(
         [_device("gpu-0-mig-3g71gb-s0")], [_device("gpu-0-mig-2g35gb-s2")],
         ("gpu-0-mig-2g35gb-s2", "gpu-0-mig-3g71gb-s0", (SET, "memory-slice-2"), 1, 2)),
     "overlap found by a later device of the claim": Case(
         [_device("gpu-0-mig-1g18gb-s5")],
-        [_device("gpu-0-mig-1g18gb-s4"), _device("gpu-0-mig-2g35gb-s4")],
-        ("gpu-0-mig-2g35gb-s4", "gpu-0-mig-1g18gb-s5", (SET, "memory-slice-5"), 1, 2)),
+        [_device("gpu-0-mig-1g18gb-s3"), _device("gpu-0-mig-1g35gb-s4")],
+        ("gpu-0-mig-1g35gb-s4", "gpu-0-mig-1g18gb-s5", (SET, "memory-slice-5"), 1, 2)),
     "disjoint placements": Case(
         [_device("gpu-0-mig-3g71gb-s0")], [_device("gpu-0-mig-3g71gb-s4")], None),
     "disjoint placements filling the GPU's compute slices": Case(
@@ -123,17 +123,17 @@ def test_the_first_holder_of_the_overdrawn_counter_is_named() -> None:
     found = find_conflict("uid-b", [_device("gpu-0")], {first.uid: first, second.uid: second},
                           pool=POOL, devices=DEVICES, counters=COUNTERS)
     assert found is not None
-    assert (found.holder.name, found.held.device_name, found.counter) == (
-        "a", "gpu-0-mig-1g18gb-s0", (SET, "memory-slice-0"))
+    assert (found.holder.name, found.held.device_name, found.counter, found.wanted) == (
+        "a", "gpu-0-mig-1g18gb-s0", (SET, "compute-slices"), 9)
 
 
 def test_refusal_messages_name_the_holder_its_device_and_what_they_share() -> None:
     holder = _claim("a", _device("gpu-0-mig-3g71gb-s0"))
-    shared = Conflict(_device("gpu-0"), holder, holder.devices[0], (SET, "memory-slice-0"),
-                      Fraction(1), Fraction(2))
+    shared = Conflict(_device("gpu-0"), holder, holder.devices[0], (SET, "compute-slices"),
+                      Fraction(7), Fraction(10))
     assert shared.message("ns/b") == (
-        "device node-1/gpu-0 of claim ns/b shares counter memory-slice-0 of counter set "
-        "gpu-0-counters (1 in all, 2 wanted) with device node-1/gpu-0-mig-3g71gb-s0, still "
+        "device node-1/gpu-0 of claim ns/b shares counter compute-slices of counter set "
+        "gpu-0-counters (7 in all, 10 wanted) with device node-1/gpu-0-mig-3g71gb-s0, still "
         "prepared for claim ns/a (UID uid-a); it is prepared once that claim is unprepared")
     same = Conflict(_device("gpu-0-mig-3g71gb-s0"), holder, holder.devices[0])
     assert same.message("ns/b") == (
