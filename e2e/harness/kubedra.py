@@ -193,8 +193,9 @@ class Kubedra:
         ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
         agent with a fake MIG partitioner); ``sysfs_root`` replaces ``/sys`` (a sysfs tree a
         test built for the ``pci`` backend); a non-zero ``metrics_port`` serves ``/metrics``
-        and ``/healthz`` there; ``mig`` is the ``discovery.mig`` of the inventory the agent
-        creates (``KUBEDRA_MIG``, as the kustomize component ``mig-partitions`` sets it).
+        and ``/healthz`` there, on loopback only; ``mig`` is the ``discovery.mig`` of the
+        inventory the agent creates (``KUBEDRA_MIG``, as the kustomize component
+        ``mig-partitions`` sets it).
         """
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=pod or f"kubedra-agent-{node}")
@@ -202,6 +203,7 @@ class Kubedra:
         settings = {"namespace": NAMESPACE, "node_name": node, "backend": backend,
                     "driver": driver, "lease_duration": str(lease_duration),
                     "rescan_interval": str(rescan_interval), "metrics_port": str(metrics_port),
+                    "metrics_address": "127.0.0.1",
                     "cdi_check_interval": str(cdi_check_interval),
                     "kubelet_registry_dir": str(host / "plugins_registry"),
                     "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}

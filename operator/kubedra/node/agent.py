@@ -7,8 +7,9 @@ server-side apply (field manager ``kubedra-agent``) only when the result changed
 Lease ``kubedra-agent-<node>`` in the operator's namespace so that the operator knows the pool is
 still backed by a live agent. On a clean stop (SIGTERM) it gives the Lease up, so that the
 operator withdraws the pool at once. While the kubelet plugin serves, it checks every
-``cdi_check_interval`` seconds (and at start) that each prepared claim's CDI spec is on disk,
-and writes missing ones again.
+``cdi_check_interval`` seconds (and at start) that the files prepare wrote for each prepared
+claim (its CDI spec, each request's device metadata CDI spec and file) are on disk, and writes
+missing ones again.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kubedra.api.inventory import (
     InventoryDevice,
     agent_lease_name,
 )
+from kubedra.api.resource import CounterSet
 from kubedra.api.time import timestamp, utcnow
 from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
@@ -95,6 +97,14 @@ class Agent:
         for device in [*declared, *found]:
             devices.setdefault(device.name, device)
         return devices
+
+    def counter_sets(self) -> list[CounterSet]:
+        """The pool's shared counter sets: those the inventory declares (``spec.counterSets``,
+        first, as the operator merges them) and those of the last report. What the devices'
+        ``consumesCounters`` draw from (:mod:`kubedra.node.exclusivity`)."""
+        declared = self.inventory.spec.counter_sets or [] if self.inventory else []
+        found = self.discovered.counter_sets or [] if self.discovered else []
+        return [*declared, *found]
 
     def pool(self) -> str:
         """The node's pool name: the inventory's ``spec.pool``, else the node name
@@ -225,13 +235,13 @@ class Agent:
 
 
 async def run_cdi_check(preparer: ClaimPreparer, interval: float) -> None:
-    """Write again the missing CDI specs of prepared claims now and every ``interval``
-    seconds, forever (:meth:`ClaimPreparer.restore_missing_specs`)."""
+    """Write again the missing files of prepared claims (CDI specs, device metadata) now and
+    every ``interval`` seconds, forever (:meth:`ClaimPreparer.restore_missing_files`)."""
     while True:
         try:
-            await preparer.restore_missing_specs()
+            await preparer.restore_missing_files()
         except OSError as err:
-            log.warning("checking the CDI specs of prepared claims failed; will retry",
+            log.warning("checking the files of prepared claims failed; will retry",
                         error=str(err))
         await asyncio.sleep(interval)
 
@@ -245,15 +255,16 @@ def _same(current: DiscoveredState, new: DiscoveredState) -> bool:
 async def run_agent(settings: Settings) -> None:
     """Run the agent until cancelled: discovery loop, Lease renewal, the kubelet DRA plugin
     (after the first scan, so that it knows the node's devices) and, unless
-    ``metrics_port`` is 0, ``/metrics`` and ``/healthz``."""
+    ``metrics_port`` is 0, ``/metrics`` and ``/healthz`` on ``metrics_address``."""
     api = await kube.make_api_client(settings.kubeconfig)
     async with api:
         agent = Agent(settings, api)
         mig = NvmlMigPartitioner() if settings.backend == "nvml" else None
         plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.pool,
                                 devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig,
-                                health=agent.health)
-        metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict)
+                                health=agent.health, counter_sets=agent.counter_sets)
+        metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict,
+                                              hosts=settings.metrics_hosts)
                    if settings.metrics_port else None)
         loops = [asyncio.create_task(agent.run_discovery()),
                  asyncio.create_task(agent.run_lease())]
