@@ -46,7 +46,7 @@ from kubedra.allocation.features import (
 )
 from kubedra.allocation.funnel import FITS, STAGES, RequestDiagnosis, Stage
 from kubedra.allocation.node_selection import NodeInfo, compile_node_selector
-from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
+from kubedra.allocation.pools import DeviceEntry, NodePools, Pool, SliceEntry
 from kubedra.allocation.quantities import Number
 from kubedra.allocation.requests import claim_label
 from kubedra.allocation.search_steps import (
@@ -89,6 +89,7 @@ __all__ = [
     "ResourceSnapshot",
     "SearchSteps",
     "SearchTime",
+    "SliceEntry",
     "Stage",
     "UnsupportedFeaturesError",
     "claim_label",
