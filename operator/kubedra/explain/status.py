@@ -32,7 +32,8 @@ differs by definition: its ``unavailableDevices`` counts every device with a
 allocated - unavailable`` (floored at 0) ignores shared counters (those appear only in its
 ``partitionSummary``). The two agree on ``totalDevices`` (= published of a usable pool) and
 ``allocatedDevices`` (= allocated); ``free`` here equals ``availableDevices`` only for a pool
-with no tainted allocated devices and no shared counters.
+with no tainted allocated devices and no shared counters. ``e2e/test_pool_status.py`` runs
+both on one v1.37.2 control plane with the gate on and asserts exactly that.
 
 The JSON form (``-o json``) is stable within ``apiVersion: kubedra.io/v1alpha1``::
 
