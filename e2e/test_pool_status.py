@@ -27,6 +27,7 @@ pytestmark = pytest.mark.cluster
 GATE = "--feature-gates=DRAResourcePoolStatus=true"
 NODE = "pool-status-node"
 DRIVER = "gpu.kubedra.io"
+GPU_CLASS = Path(__file__).resolve().parents[1] / "manifests" / "deviceclasses" / f"{DRIVER}.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +74,8 @@ def _allocate(plane: ControlPlane, name: str, device: str) -> None:
 
 
 async def test_status_and_resource_pool_status_request_agree_but_on_tainted_allocated_devices(
-        plane: ControlPlane, tmp_path: Path) -> None:
-    repo = Path(__file__).resolve().parents[1]
-    kubectl(plane, "apply", "-f", str(repo / "manifests" / "deviceclasses" / f"{DRIVER}.yaml"))
+        plane: ControlPlane) -> None:
+    kubectl(plane, "apply", "-f", str(GPU_CLASS))
     _apply(plane, {"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": NODE, "labels": {"kubernetes.io/hostname": NODE}}})
     # gpu-0 allocated, gpu-1 allocated and tainted, gpu-2 tainted, gpu-3 free
