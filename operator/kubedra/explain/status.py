@@ -61,7 +61,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedra.allocation import AllocationError, Allocator, DeviceEntry, Pool, SliceEntry
+from kubedra.allocation import (
+    AllocationError,
+    Allocator,
+    DeviceEntry,
+    Pool,
+    SliceEntry,
+    newest_slices,
+)
 from kubedra.explain.claims import explain_claim
 from kubedra.explain.model import API_VERSION, FUNNEL_NAMES, ClaimExplanation
 from kubedra.explain.snapshot import ClusterSnapshot
@@ -284,19 +291,6 @@ def pool_rows(snapshot: ClusterSnapshot, allocator: Allocator, pool: Pool) -> Ro
     return rows
 
 
-def _newest_slices(snapshot: ClusterSnapshot) -> dict[tuple[str, str], list[SliceEntry]]:
-    """Per pool, its slices of the newest generation (one pass over every slice)."""
-    found: dict[tuple[str, str], list[SliceEntry]] = {}
-    for entry in snapshot.resources.slices.all:
-        key = (entry.driver, entry.pool_name)
-        kept = found.get(key)
-        if kept is None or entry.generation > kept[0].generation:
-            found[key] = [entry]
-        elif entry.generation == kept[0].generation:
-            kept.append(entry)
-    return found
-
-
 def _published_rows(entries: Iterable[SliceEntry]) -> Rows:
     """Devices of the slices, counted as published only (none of them free)."""
     rows: Rows = {}
@@ -361,7 +355,7 @@ def fleet_status(snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]] = 
     left out.
     """
     allocator = snapshot.allocator()
-    newest = _newest_slices(snapshot)
+    newest = newest_slices(snapshot.resources.slices.all)
     seen: dict[tuple[str, str], PoolStatus] = {}
     with_devices = 0
     for node in snapshot.nodes:
