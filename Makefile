@@ -23,7 +23,7 @@ binaries:
 	hack/build-binaries.sh
 	hack/build-node-binaries.sh
 
-## promtool: Prometheus's rule checker, for the alerts' unit tests (hack/install-promtool.sh)
+## promtool: promtool and prometheus, for the alerts' tests and the dashboard's (hack/install-promtool.sh)
 promtool:
 	hack/install-promtool.sh
 

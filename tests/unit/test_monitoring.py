@@ -48,6 +48,9 @@ def test_the_component_is_not_in_the_default_install() -> None:
     component = yaml.safe_load((MONITORING / "kustomization.yaml").read_text())
     assert component["kind"] == "Component"
     assert component["resources"] == ["prometheusrule.yaml"]
+    [dashboard] = component["configMapGenerator"]
+    assert dashboard["files"] == ["dashboards/kubedra.json"]
+    assert (MONITORING / "dashboards" / "kubedra.json").is_file()
     default = yaml.safe_load((REPO / "manifests" / "kustomization.yaml").read_text())
     assert "monitoring" not in default.get("resources", [])
     assert "components" not in default
