@@ -52,6 +52,7 @@ def prometheus(kubedra: Kubedra) -> Iterator[Prometheus]:
         yield found
     finally:
         found.stop()
+        kubedra.stop_agent(NODE)
         kubedra.stop_operator()
         kubedra.start_operator(**options)
 

@@ -23,7 +23,7 @@ NEVER = 'device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("1000Gi")) 
 @pytest.fixture
 def metrics_port(kubedra: Kubedra) -> Iterator[int]:
     """The session's operator, restarted to serve /metrics on a free loopback port (and
-    restarted as it was afterwards)."""
+    restarted as it was afterwards; the test's agent is stopped then too)."""
     options = dict(kubedra.operator_options)
     port = free_port()
     kubedra.stop_operator()
@@ -31,6 +31,8 @@ def metrics_port(kubedra: Kubedra) -> Iterator[int]:
     try:
         yield port
     finally:
+        if NODE in kubedra.agents:
+            kubedra.stop_agent(NODE)
         kubedra.stop_operator()
         kubedra.start_operator(**options)
 

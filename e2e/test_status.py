@@ -4,6 +4,7 @@ replays the real capture), one pod holding the GPU and one too big for it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,10 +22,17 @@ FITS = 'device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("140Gi")) >=
 TOO_BIG = 'device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("141Gi")) >= 0'
 
 
-async def test_status_counts_the_demo_gpu_and_groups_the_pending_claim(
-        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+@pytest.fixture
+def agent(kubedra: Kubedra) -> Iterator[str]:
+    """An agent replaying the H200 capture for kwok node ``NODE`` (stopped after)."""
     kubedra.add_node(NODE, {"kubedra.io/gpu": "true"})
     kubedra.start_agent(NODE)
+    yield NODE
+    kubedra.stop_agent(NODE)
+
+
+async def test_status_counts_the_demo_gpu_and_groups_the_pending_claim(
+        kubedra: Kubedra, agent: str, admin_api: ApiClient, namespace: str) -> None:
     await create_gpu_pod(admin_api, namespace, "trainer", FITS, node=NODE)
     await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG, node=NODE)
     core = client.CoreV1Api(admin_api)
