@@ -16,12 +16,13 @@ import kopf
 
 from kubedra import kube
 from kubedra.controller.leadership import Leadership, LostLeadership
+from kubedra.controller.metrics import OperatorCollector
 from kubedra.controller.runtime import Runtime
 from kubedra.handlers import index_readiness
 from kubedra.handlers.operator import Memo, health
 from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging, get_logger
-from kubedra.metrics import start_metrics_server
+from kubedra.metrics import REGISTRY, start_metrics_server
 from kubedra.options import common_options
 from kubedra.settings import Settings, settings_from_flags
 
@@ -79,6 +80,8 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     def report() -> dict[str, object]:
         return {"ok": True, **leadership.report(),
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
+    collector = OperatorCollector(memo.runtime, lambda: leadership.leading)
+    REGISTRY.register(collector)
     server = await start_metrics_server(
         liveness_port or None, report,
         socket_path=health_socket) if liveness_port or health_socket else None
@@ -93,6 +96,7 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
         else:
             await lead()
     finally:
+        REGISTRY.unregister(collector)
         if server is not None:
             await server.cleanup()
 
