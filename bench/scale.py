@@ -161,24 +161,24 @@ def devices_per_node(discovered: Json) -> int:
 
 def api_footprint(plane: ControlPlane, node: str) -> Json:
     """What the API holds: kube-apiserver's and etcd's RSS (MiB), etcd's database size (bytes,
-    ``etcd_mvcc_db_total_size_in_use_in_bytes``), and per node the bytes of its inventory as
-    ``kubectl get dinv <name> -o json`` lists it (managedFields included) and of its slices
-    (each as ``kubectl get resourceslices -o json`` lists it, managedFields included)."""
+    ``etcd_mvcc_db_total_size_in_use_in_bytes``), and the bytes of ``node``'s inventory and of
+    its slices as the API server sends them (``kubectl get --raw``: ``managedFields``
+    included, no indentation, as a list or watch carries them)."""
     procs = {c.name: c.pid for c in plane.components if c.name in ("etcd", "kube-apiserver")}
     with urllib.request.urlopen(f"{plane.etcd_url}/metrics", timeout=30) as response:
         metrics = response.read().decode()
     in_use = next(float(line.split()[1]) for line in metrics.splitlines()
                   if line.startswith("etcd_mvcc_db_total_size_in_use_in_bytes "))
-    inventory = kubectl(plane, "get", "deviceinventory", f"{node}-{DRIVER}", "-o", "json")
-    slices = json.loads(kubectl(plane, "get", "resourceslices", "-o", "json",
-                                f"--field-selector=spec.driver={DRIVER}"))
-    node_slices = [s for s in slices["items"] if s["spec"].get("nodeName") == node]
+    inventory = kubectl(plane, "get", "--raw",
+                        f"/apis/kubedra.io/v1alpha1/deviceinventories/{node}-{DRIVER}")
+    slices = json.loads(kubectl(plane, "get", "--raw", "/apis/resource.k8s.io/v1/resourceslices"
+                                f"?fieldSelector=spec.nodeName%3D{node}"))
     return {"apiserver_rss_mib": round(rss_mib(procs["kube-apiserver"]), 1),
             "etcd_rss_mib": round(rss_mib(procs["etcd"]), 1),
             "etcd_db_in_use_bytes": int(in_use),
             "inventory_bytes": len(inventory.encode()),
-            "slice_bytes_per_node": sum(len(json.dumps(s, indent=4).encode())
-                                        for s in node_slices)}
+            "slice_bytes": sum(len(json.dumps(s, separators=(",", ":")).encode())
+                               for s in slices["items"] if s["spec"]["driver"] == DRIVER)}
 
 
 # --- the agents --------------------------------------------------------------------------------
