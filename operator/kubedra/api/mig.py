@@ -43,6 +43,7 @@ MIG node's inventory shrinks from 397 KB to a few (``bench/RESULTS.md``, round 5
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from kubedra.api.inventory import (
     MigProfile,
     Rejection,
 )
-from kubedra.api.quantity import BINARY_SI, Quantity
+from kubedra.api.quantity import BINARY_SI, DECIMAL_SI, Quantity
 from kubedra.api.resource import (
     Counter,
     CounterSet,
@@ -130,8 +131,15 @@ class MigPartitions:
     devices: list[InventoryDevice]
 
 
+@functools.lru_cache(maxsize=1024)
+def _quantity(value: int, fmt: str = DECIMAL_SI) -> Quantity:
+    """A quantity of ``value`` (quantities are immutable, so one serves every device: the
+    operator expands hundreds of partitions per node from a few distinct values)."""
+    return Quantity.from_value(value, fmt)
+
+
 def _counts(values: dict[str, int]) -> dict[str, Counter]:
-    return {name: Counter(value=Quantity.from_value(value)) for name, value in values.items()}
+    return {name: Counter(value=_quantity(value)) for name, value in values.items()}
 
 
 def _placed(profiles: Sequence[MigProfile]) -> list[MigProfile]:
@@ -161,12 +169,11 @@ def _consumption(profile: MigProfile, start: int, size: int) -> dict[str, int]:
 
 def _capacity(profile: MigProfile) -> dict[str, DeviceCapacity]:
     capacity = {
-        "memory": DeviceCapacity(
-            value=Quantity.from_value(profile.memory_size_mb * MIB, BINARY_SI)),
-        "multiprocessors": DeviceCapacity(value=Quantity.from_value(profile.multiprocessor_count)),
+        "memory": DeviceCapacity(value=_quantity(profile.memory_size_mb * MIB, BINARY_SI)),
+        "multiprocessors": DeviceCapacity(value=_quantity(profile.multiprocessor_count)),
     }
     for engine in ENGINES:
-        capacity[engine.capacity] = DeviceCapacity(value=Quantity.from_value(engine.count(profile)))
+        capacity[engine.capacity] = DeviceCapacity(value=_quantity(engine.count(profile)))
     return capacity
 
 
