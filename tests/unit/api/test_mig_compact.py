@@ -17,6 +17,7 @@ import pytest
 
 from bench.scale import h200_node, published_slices
 from kubedra.api.inventory import (
+    DeviceInventory,
     DiscoveredState,
     DiscoveryResult,
     DiscoverySettings,
@@ -25,6 +26,7 @@ from kubedra.api.inventory import (
 )
 from kubedra.api.mig import compact, expand, partition_names
 from kubedra.discovery import discover
+from kubedra.publishing.pool import build_pool
 
 H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 RECORDED = Path(__file__).resolve().parents[2] / "unit" / "data" / "h200-mig"
@@ -140,3 +142,16 @@ def test_partition_names_reads_the_json_as_expand_does(h200: DiscoveryResult) ->
     full = expand(DiscoveredState.from_api(report))
     assert sorted(n for listed in names.values() for n in listed) == sorted(
         d.name for d in full.devices if "-mig-" in d.name)
+
+
+def test_a_gpu_naming_no_model_is_in_the_pools_left_out(h200: DiscoveryResult) -> None:
+    report = compact(h200).model_copy(update={"mig_models": []})
+    inventory = DeviceInventory.from_api({
+        "metadata": {"name": "n-gpu.kubedra.io"},
+        "spec": {"driver": "gpu.kubedra.io", "nodeName": "n"},
+        "status": {"discovered": report.to_api()}})
+    pool = build_pool(inventory)
+    assert [d.name for d in pool.devices] == ["gpu-0"]
+    assert pool.left_out == [Rejection(name="gpu-0",
+                                       field="status.discovered.devices[gpu-0].migModel",
+                                       message="no migModels entry 'nvidia-h200'")]
