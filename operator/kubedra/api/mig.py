@@ -260,15 +260,16 @@ def expand(discovered: DiscoveredState) -> DiscoveryResult:
             continue
         field = f"status.discovered.devices[{reported.name}].migModel"
         model = models.get(reported.mig_model)
+        placements = sum(len(p.placements) for p in model.profiles) if model is not None else 0
+        if total + placements > MAX_DEVICES:  # counted before any is built
+            rejected.append(Rejection(name=reported.name, field=field, message=(
+                f"its {placements} partitions would take the pool past {MAX_DEVICES} devices")))
+            continue
         partitions = mig_partitions(gpu, model.profiles) if model is not None else None
         if partitions is None:
             why = (f"no migModels entry {reported.mig_model!r}" if model is None
                    else f"migModels[{reported.mig_model}] has no profile with placements")
             rejected.append(Rejection(name=reported.name, field=field, message=why))
-            continue
-        if total + len(partitions.devices) > MAX_DEVICES:
-            rejected.append(Rejection(name=reported.name, field=field, message=(
-                f"its partitions would take the pool past {MAX_DEVICES} devices")))
             continue
         total += len(partitions.devices)
         gpu.consumes_counters = [partitions.whole_gpu]

@@ -10,6 +10,7 @@ form): ``discovered-explicit.json`` is that agent's report of the capture with
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from bench.scale import h200_node, published_slices
 from kubedra.api.inventory import (
     DeviceInventory,
+    DiscoveredDevice,
     DiscoveredState,
     DiscoveryResult,
     DiscoverySettings,
@@ -155,3 +157,21 @@ def test_a_gpu_naming_no_model_is_in_the_pools_left_out(h200: DiscoveryResult) -
     assert pool.left_out == [Rejection(name="gpu-0",
                                        field="status.discovered.devices[gpu-0].migModel",
                                        message="no migModels entry 'nvidia-h200'")]
+
+
+def test_a_report_expanding_past_the_device_limit_is_cut_before_it_is_built(
+        h200: DiscoveryResult) -> None:
+    """A buggy or hostile agent: 4,000 GPUs naming a model of 32 profiles of 64 placements would
+    be 8 million partitions; the first GPU past the limit and every later one stay alone."""
+    wide = MigModel.model_validate({"name": "wide", "profiles": [
+        {**compact(h200).to_api()["migModels"][0]["profiles"][0], "name": f"MIG {i}g.1gb",
+         "placements": [{"start": s, "size": 1} for s in range(64)]} for i in range(32)]})
+    gpus = [DiscoveredDevice(name=f"gpu-{i}", mig_model="wide") for i in range(4000)]
+    started = time.process_time()
+    back = expand(DiscoveredState(devices=gpus, mig_models=[wide]))
+    assert time.process_time() - started < 10
+    assert len(back.devices) == 4000  # every GPU, no partition: 4000 + 2048 > 4096
+    assert len(back.rejected) == 4000
+    assert back.rejected[0] == Rejection(
+        name="gpu-0", field="status.discovered.devices[gpu-0].migModel",
+        message="its 2048 partitions would take the pool past 4096 devices")
