@@ -151,6 +151,11 @@ class Settings(BaseSettings):
     must outlast how far kube-scheduler's view of the slices can lag: a device taken out in
     one step can be allocated from a stale view while its counters look free (issue 13);
     0 takes it out at once."""
+    allocations_delay: Seconds = 1.0
+    """Seconds an inventory's ``status.allocations`` may lag its claims: a claim allocated
+    or released queues its inventory within this time, not at once, so a burst of claims on
+    one node costs one status write, not one each (counted from the first claim: a steady
+    stream of claims never holds the write back longer); 0: at once."""
 
 
 def settings_from_flags(**flags: Any) -> Settings:

@@ -222,7 +222,7 @@ async def on_claim(namespace: str | None, name: str, type: str | None, body: kop
         state.claim_queue.add((namespace, name))
     else:
         claim_pools.pop((namespace, name), None)
-    for driver, pool in touched:
+    for driver, pool in touched:  # status.allocations: one write for a burst of claims
         inventory = state.inventory_for_pool(driver, pool)
         if inventory:
-            state.inventory_queue.add(inventory)
+            state.inventory_queue.add_within(inventory, state.settings.allocations_delay)

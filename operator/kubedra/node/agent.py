@@ -33,6 +33,7 @@ from kubedra.api.inventory import (
     InventoryDevice,
     agent_lease_name,
 )
+from kubedra.api.mig import compact, expand
 from kubedra.api.resource import CounterSet
 from kubedra.api.time import timestamp, utcnow
 from kubedra.discovery import DiscoveryError, discover
@@ -62,7 +63,9 @@ class Agent:
     """The discovery loop and Lease renewal of one node agent.
 
     Attributes:
-        discovered: the last discovery result written (None before the first scan).
+        discovered: the last discovery result, in the full form (every MIG partition listed;
+            the report written is its compact form, :func:`kubedra.api.mig.compact`); None
+            before the first scan.
         health: every successful scan's device health, for the kubelet's health stream.
     """
 
@@ -148,24 +151,25 @@ class Agent:
         self.health.report(result.devices, time.time())
         current = inventory.status.discovered if inventory.status else None
         now = timestamp(utcnow())
-        devices = stamp_health_transitions(result.devices, current.devices if current else [],
-                                           now)
-        state = DiscoveredState(
-            devices=devices, counter_sets=result.counter_sets or None,
-            rejected=result.rejected or None,
-            backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
-            boot_id=self.boot_id(), observed_time=now)
-        if current is not None and _same(current, state):
-            self.discovered = current
+        devices = stamp_health_transitions(
+            result.devices, expand(current).devices if current else [], now)
+        found = result.model_copy(update={"devices": devices})
+        report = compact(found).model_copy(update={
+            "backend": self.settings.backend.split(":", 1)[0], "agent_version": __version__,
+            "boot_id": self.boot_id(), "observed_time": now})
+        # the kubelet plugin uses it even if the report fails
+        self.discovered = report.model_copy(update={
+            "devices": devices, "counter_sets": result.counter_sets or None, "mig_models": None})
+        if current is not None and _same(current, report):
             return False
-        self.discovered = state  # the kubelet plugin uses it even if the report fails
         self.scanned.set()
         for rejected in result.rejected:
             log.warning("left out of the report: the API server would refuse it",
                         device=rejected.name, field=rejected.field, error=rejected.message)
-        await kube.apply_discovered(self.api, self.name, state.to_api())
-        log.info("reported devices", inventory=self.name, devices=len(state.devices),
-                 counter_sets=len(state.counter_sets or []))
+        await kube.apply_discovered(self.api, self.name, report.to_api())
+        log.info("reported devices", inventory=self.name, devices=len(devices),
+                 counter_sets=len(result.counter_sets), listed=len(report.devices),
+                 mig_models=len(report.mig_models or []))
         return True
 
     async def run_discovery(self) -> None:
