@@ -134,6 +134,10 @@ class Leadership:
         self.identity = identity
         self.timing = timing or ElectionTiming()
         self._leading = threading.Event()
+        self.longest_stall_s = 0.0
+        """The longest time the election thread waited past a wake-up it asked for, in seconds
+        since start: how long something else held the interpreter lock (or the machine had no
+        CPU for the process) while the election had to run."""
 
     @property
     def leading(self) -> bool:
@@ -295,7 +299,8 @@ class _ElectionThread(threading.Thread):
             retry_period=timing.retry_period, onstarted_leading=started,
             onstopped_leading=stopped))
         tasks = [asyncio.create_task(election.run(), name="leader-election"),
-                 asyncio.create_task(self._fence(election, lost), name="leader-fence")]
+                 asyncio.create_task(self._fence(election, lost), name="leader-fence"),
+                 asyncio.create_task(self._measure_stalls(), name="leader-stalls")]
 
         def election_ended(task: asyncio.Task[None]) -> None:
             if not task.cancelled() and task.exception() and not lost.done():
@@ -315,6 +320,16 @@ class _ElectionThread(threading.Thread):
             raise
         finally:
             await _stop(tasks)
+
+    async def _measure_stalls(self, tick: float = 0.1) -> None:
+        """Record in ``longest_stall_s`` how late this thread's loop wakes up, every ``tick``
+        seconds."""
+        leadership = self.leadership
+        while True:
+            asked = time.monotonic() + tick
+            await asyncio.sleep(tick)
+            leadership.longest_stall_s = max(leadership.longest_stall_s,
+                                             time.monotonic() - asked)
 
     async def _fence(self, election: _Election, lost: asyncio.Future[None]) -> None:
         """Fail ``lost`` once the last successful renewal is ``renew_deadline`` old."""

@@ -15,7 +15,7 @@ import click
 import kopf
 
 from kubedra import kube
-from kubedra.controller.leadership import Leadership, LostLeadership
+from kubedra.controller.leadership import ElectionTiming, Leadership, LostLeadership
 from kubedra.controller.runtime import Runtime
 from kubedra.handlers import index_readiness
 from kubedra.handlers.operator import Memo, health
@@ -56,7 +56,8 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
 
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool,
                        health_socket: str | None = None) -> None:
-    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}`` and,
+    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...,
+    "electionStallSeconds": ...}`` (:attr:`Leadership.longest_stall_s`) and,
     on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
     put it) and run kopf while leading. A
     replica that loses its Lease exits at once (status 1): the kubelet restarts it as a
@@ -72,12 +73,16 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     identity = f"{settings.pod_name or socket.gethostname()}_{uuid.uuid4()}"
     # the election runs in a thread of its own, with its own API client
     leadership = Leadership(functools.partial(kube.make_api_client, settings.kubeconfig),
-                            settings.namespace, identity)
+                            settings.namespace, identity, ElectionTiming(
+                                lease_duration=settings.leader_lease_duration,
+                                renew_deadline=settings.leader_renew_deadline,
+                                retry_period=settings.leader_retry_period))
     if not leader_elect:
         leadership.assume_leading()
 
     def report() -> dict[str, object]:
         return {"ok": True, **leadership.report(),
+                "electionStallSeconds": round(leadership.longest_stall_s, 3),
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     server = await start_metrics_server(
         liveness_port or None, report,
