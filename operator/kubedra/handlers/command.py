@@ -94,7 +94,7 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     try:
         if leader_elect:
-            await leadership.run(lead, on_lost=_exit_fenced)
+            await leadership.run(lead, on_lost=functools.partial(_exit_fenced, leadership))
         else:
             await lead()
     finally:
@@ -102,8 +102,11 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
             await server.cleanup()
 
 
-def _exit_fenced(err: LostLeadership) -> None:
+def _exit_fenced(leadership: Leadership, err: LostLeadership) -> None:
     """Exit the process at once (status 1), from the election thread: no write after this
-    point, not even from cleanup, however busy the reconcilers' event loop is."""
-    log.error("leadership lost: exiting", error=str(err))
+    point, not even from cleanup, however busy the reconcilers' event loop is. The log says
+    how long the election thread ever waited for the interpreter: a long stall means the
+    operator starved it, a short one that the API server did not answer the renewals."""
+    log.error("leadership lost: exiting", error=str(err),
+              election_stall_s=round(leadership.longest_stall_s, 3))
     os._exit(1)
