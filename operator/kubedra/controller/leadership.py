@@ -138,6 +138,10 @@ class Leadership:
         """The longest time the election thread waited past a wake-up it asked for, in seconds
         since start: how long something else held the interpreter lock (or the machine had no
         CPU for the process) while the election had to run."""
+        self.longest_stall_cpu_s = 0.0
+        """The process's CPU seconds during that stall: close to ``longest_stall_s``, the
+        process was running (one unit of its work held the lock); far below, the machine did
+        not run it."""
 
     @property
     def leading(self) -> bool:
@@ -326,10 +330,12 @@ class _ElectionThread(threading.Thread):
         seconds."""
         leadership = self.leadership
         while True:
-            asked = time.monotonic() + tick
+            asked, cpu = time.monotonic() + tick, time.process_time()
             await asyncio.sleep(tick)
-            leadership.longest_stall_s = max(leadership.longest_stall_s,
-                                             time.monotonic() - asked)
+            stall = time.monotonic() - asked
+            if stall > leadership.longest_stall_s:
+                leadership.longest_stall_s = stall
+                leadership.longest_stall_cpu_s = time.process_time() - cpu
 
     async def _fence(self, election: _Election, lost: asyncio.Future[None]) -> None:
         """Fail ``lost`` once the last successful renewal is ``renew_deadline`` old."""

@@ -83,6 +83,7 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     def report() -> dict[str, object]:
         return {"ok": True, **leadership.report(),
                 "electionStallSeconds": round(leadership.longest_stall_s, 3),
+                "electionStallCpuSeconds": round(leadership.longest_stall_cpu_s, 3),
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     server = await start_metrics_server(
         liveness_port or None, report,
@@ -108,5 +109,6 @@ def _exit_fenced(leadership: Leadership, err: LostLeadership) -> None:
     how long the election thread ever waited for the interpreter: a long stall means the
     operator starved it, a short one that the API server did not answer the renewals."""
     log.error("leadership lost: exiting", error=str(err),
-              election_stall_s=round(leadership.longest_stall_s, 3))
+              election_stall_s=round(leadership.longest_stall_s, 3),
+              election_stall_cpu_s=round(leadership.longest_stall_cpu_s, 3))
     os._exit(1)
