@@ -1,6 +1,7 @@
 """The lean Node cache (:mod:`kubedra.controller.listwatch`, :mod:`kubedra.controller.nodes`)
 against the real API server: the streaming list, heartbeats that cost no change, labels and
-deletes reported once, and the server-side selector as the set of objects owned."""
+deletes reported once, the server-side selector as the set of objects owned, and the
+fallback to pages on a server without the streaming list."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
+from e2e.harness import ControlPlane
 from e2e.harness.wait import eventually
 from kubedra.controller.listwatch import ListWatch
 from kubedra.controller.nodes import NODES_PATH, node_record
+from kubedra.kube import make_api_client, serves_streaming_list
 
 pytestmark = pytest.mark.cluster
 
@@ -97,3 +100,31 @@ async def test_heartbeats_change_nothing_and_labels_and_deletes_are_reported_onc
         await asyncio.gather(task, return_exceptions=True)
     await client.CoreV1Api(admin_api).delete_node(other)
     await client.CoreV1Api(admin_api).delete_node(mine)
+
+
+async def test_without_the_streaming_list_the_cache_lists_in_pages(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A server with ``WatchList`` off (as v1.33 ships): the probe says so, and the cache
+    lists in pages (of 2 here: three pages for five Nodes) and is complete."""
+    plane = ControlPlane(tmp_path_factory.mktemp("no-watchlist-plane"),
+                         apiserver_args=["--feature-gates=WatchList=false"])
+    plane.start()
+    try:
+        api = await make_api_client(plane.admin_kubeconfig)
+        async with api:
+            assert await serves_streaming_list(api, NODES_PATH) is False
+            names = [f"paged-{i}" for i in range(5)]
+            for name in names:
+                await _create_node(api, name, {"listwatch-test": "paged"})
+            cache = ListWatch(api, NODES_PATH, node_record, lambda *_: None,
+                              selector="listwatch-test=paged", page_size=2)
+            task = asyncio.create_task(cache.run())
+            try:
+                await asyncio.wait_for(cache.synced.wait(), timeout=90)
+                assert cache.streaming is False
+                assert sorted(cache.records) == names
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+    finally:
+        plane.stop()
