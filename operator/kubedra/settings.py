@@ -156,6 +156,27 @@ class Settings(BaseSettings):
     or released queues its inventory within this time, not at once, so a burst of claims on
     one node costs one status write, not one each (counted from the first claim: a steady
     stream of claims never holds the write back longer); 0: at once."""
+    leader_lease_duration: Annotated[int, Field(ge=1, le=MAX_SECONDS)] = 15
+    """Seconds the operator's leader-election Lease stays valid without renewal (client-go's
+    default, as kube-controller-manager uses it)."""
+    leader_renew_deadline: Annotated[float, Field(ge=1, le=MAX_SECONDS, allow_inf_nan=False)] = 10.0
+    """Seconds the leader may go without a successful renewal before it stops (exits);
+    below ``leader_lease_duration``, at least 1 (kubernetes-asyncio's ``electionconfig``)."""
+    leader_retry_period: Annotated[float, Field(ge=1, le=MAX_SECONDS, allow_inf_nan=False)] = 2.0
+    """Seconds between two tries to take or renew the leader Lease; below
+    ``leader_renew_deadline``, at least 1."""
+
+    @model_validator(mode="after")
+    def _election_order(self) -> Settings:
+        """client-go's rule (``leaderelection.NewLeaderElector``): lease duration > renew
+        deadline > retry period (the library takes its jitter of 1.2 into account too)."""
+        if not self.leader_lease_duration > self.leader_renew_deadline \
+                > self.leader_retry_period * 1.2:
+            raise ValueError(
+                "leader election needs leader_lease_duration > leader_renew_deadline > "
+                f"1.2 * leader_retry_period (got {self.leader_lease_duration}, "
+                f"{self.leader_renew_deadline:g}, {self.leader_retry_period:g})")
+        return self
 
 
 def settings_from_flags(**flags: Any) -> Settings:
