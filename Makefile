@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries image install.yaml test test-unit faults fuzz lint cluster-up cluster-down demo demo-down clean
+.PHONY: venv binaries promtool image install.yaml test test-fleet test-unit faults fuzz lint cluster-up cluster-down demo demo-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ venv: $(STAMP)
 binaries:
 	hack/build-binaries.sh
 	hack/build-node-binaries.sh
+
+## promtool: promtool and prometheus, for the alerts' tests and the dashboard's (hack/install-promtool.sh)
+promtool:
+	hack/install-promtool.sh
 
 ## image: kubedra's image from the Dockerfile, without a registry (hack/build-image.sh; root)
 image:
@@ -39,7 +43,7 @@ lint: venv
 	PYTHONPATH=operator $(VENV)/bin/lint-imports
 
 ## test: everything CI runs: lint, unit, integration and end-to-end tests on a local control plane
-test: venv binaries lint
+test: venv binaries promtool lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## faults: the fault-injection suite at the issue's full counts (figures in docs/reliability.md)
@@ -54,7 +58,11 @@ fuzz: venv binaries
 	  e2e/test_fuzz_inventories.py e2e/test_fuzz_statuses.py e2e/test_fuzz_claims.py \
 	  e2e/test_fuzz_plugin.py $(PYTEST_ARGS)
 
-test-unit: venv
+## test-fleet: the fleet-size tests left out of `make test` (the starved-leader test, issue 23)
+test-fleet: venv binaries
+	KUBEDRA_FLEET_TESTS=1 $(PY) -m pytest e2e/test_leader_starvation.py $(PYTEST_ARGS)
+
+test-unit: venv promtool
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 ## cluster-up: a local control plane with kwok; REAL_NODES=N adds N real nodes (root)

@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +65,13 @@ from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
 from e2e.harness.kubedra import H200_CAPTURE, NAMESPACE, Kubedra, kubectl
 from e2e.harness.wait import eventually
 from kubedra import kube
-from kubedra.api.inventory import AGENT_LEASE_PREFIX, DeviceInventory, DiscoverySettings
+from kubedra.api.inventory import (
+    AGENT_LEASE_PREFIX,
+    DeviceInventory,
+    DiscoveredState,
+    DiscoverySettings,
+)
+from kubedra.api.mig import compact, expand
 from kubedra.api.resource import OwnerReference
 from kubedra.controller.leadership import LEASE_NAME as LEADER_LEASE
 from kubedra.discovery.backends import discover
@@ -97,30 +104,33 @@ def node_name(index: int) -> str:
     return f"scale-{index:05d}"
 
 
-def h200_node(index: int, mig: bool) -> Json:
+def h200_node(index: int, mig: bool, mig_form: str = "compact") -> Json:
     """``status.discovered`` of node ``index``: the capture's H200 as 8 GPUs (uuid, PCI bus ID and
-    minor number per GPU), with every MIG placement and one counter set per GPU if ``mig``."""
+    minor number per GPU), with every MIG placement and one counter set per GPU if ``mig``:
+    ``mig_form`` ``compact`` as the agent reports them (one ``migModels`` entry, each GPU naming
+    it), ``explicit`` as an agent of the previous version did (every partition listed)."""
     result = discover(f"snapshot:{H200_CAPTURE}",
                       DiscoverySettings(mig="partitions" if mig else "none"))
-    one = json.dumps({"devices": [d.model_dump(mode="json", by_alias=True, exclude_none=True)
-                                  for d in result.devices],
-                      "counterSets": [c.model_dump(mode="json", by_alias=True, exclude_none=True)
-                                      for c in result.counter_sets or []]})
+    report = compact(result) if mig_form == "compact" else DiscoveredState(
+        devices=result.devices, counter_sets=result.counter_sets or None)
+    one = report.to_api()
+    text = json.dumps({"devices": one["devices"], "counterSets": one.get("counterSets", [])})
     uuid = result.devices[0].attributes["uuid"].string_value
     assert uuid
     devices: list[Json] = []
     counter_sets: list[Json] = []
     for gpu in range(GPUS_PER_NODE):
-        text = (one.replace('"gpu-0', f'"gpu-{gpu}')
-                .replace(uuid, f"GPU-{index:08x}-0000-4000-8000-{gpu:012x}")
-                .replace('"0000:00:06.0"', f'"0000:{gpu + 1:02x}:00.0"')
-                .replace('"minor": {"int": 0}', f'"minor": {{"int": {gpu}}}'))
-        copy = json.loads(text)
+        copy = json.loads(text.replace('"gpu-0', f'"gpu-{gpu}')
+                          .replace(uuid, f"GPU-{index:08x}-0000-4000-8000-{gpu:012x}")
+                          .replace('"0000:00:06.0"', f'"0000:{gpu + 1:02x}:00.0"')
+                          .replace('"minor": {"int": 0}', f'"minor": {{"int": {gpu}}}'))
         devices += copy["devices"]
         counter_sets += copy["counterSets"]
     discovered: Json = {"devices": devices, "backend": "snapshot", "agentVersion": "bench"}
     if counter_sets:
         discovered["counterSets"] = counter_sets
+    if "migModels" in one:
+        discovered["migModels"] = one["migModels"]
     return discovered
 
 
@@ -142,6 +152,33 @@ def published_slices(node: str, discovered: Json) -> list[Json]:
     plan = plan_sync(node, owner, pool, split_pool(pool), [])
     specs = [w.body["spec"] for w in plan.writes if w.body is not None]
     return [{k: spec[k] for k in ("devices", "sharedCounters") if k in spec} for spec in specs]
+
+
+def devices_per_node(discovered: Json) -> int:
+    """Devices one node's pool publishes (the compact form written out)."""
+    return len(expand(DiscoveredState.from_api(discovered)).devices)
+
+
+def api_footprint(plane: ControlPlane, node: str) -> Json:
+    """What the API holds: kube-apiserver's and etcd's RSS (MiB), etcd's database size (bytes,
+    ``etcd_mvcc_db_total_size_in_use_in_bytes``), and the bytes of ``node``'s inventory and of
+    its slices as the API server sends them (``kubectl get --raw``: ``managedFields``
+    included, no indentation, as a list or watch carries them)."""
+    procs = {c.name: c.pid for c in plane.components if c.name in ("etcd", "kube-apiserver")}
+    with urllib.request.urlopen(f"{plane.etcd_url}/metrics", timeout=30) as response:
+        metrics = response.read().decode()
+    in_use = next(float(line.split()[1]) for line in metrics.splitlines()
+                  if line.startswith("etcd_mvcc_db_total_size_in_use_in_bytes "))
+    inventory = kubectl(plane, "get", "--raw",
+                        f"/apis/kubedra.io/v1alpha1/deviceinventories/{node}-{DRIVER}")
+    slices = json.loads(kubectl(plane, "get", "--raw", "/apis/resource.k8s.io/v1/resourceslices"
+                                f"?fieldSelector=spec.nodeName%3D{node}"))
+    return {"apiserver_rss_mib": round(rss_mib(procs["kube-apiserver"]), 1),
+            "etcd_rss_mib": round(rss_mib(procs["etcd"]), 1),
+            "etcd_db_in_use_bytes": int(in_use),
+            "inventory_bytes": len(inventory.encode()),
+            "slice_bytes": sum(len(json.dumps(s, separators=(",", ":")).encode())
+                               for s in slices["items"] if s["spec"]["driver"] == DRIVER)}
 
 
 # --- the agents --------------------------------------------------------------------------------
@@ -431,6 +468,8 @@ class Options:
 
     nodes: int
     mig: bool = False
+    mig_form: str = "compact"
+    """How the agents report MIG partitions: ``compact`` or ``explicit`` (:func:`h200_node`)."""
     phases: tuple[str, ...] = PHASES
     steady_s: float = 60.0
     churn_s: float = 120.0
@@ -465,11 +504,11 @@ class ScaleBench:
         self.kubedra.install()
         api = await make_api_client(self.plane.admin_kubeconfig)
         async with api:
-            discovered = h200_node(0, opts.mig)
+            discovered = h200_node(0, opts.mig, opts.mig_form)
             agents = Agents(api, [node_name(i) for i in range(opts.nodes)], discovered)
             self.expected = len(published_slices(agents.nodes[0], discovered)) * opts.nodes
-            self.results.update(devices=len(discovered["devices"]) * opts.nodes,
-                                slices=self.expected)
+            self.results.update(devices=devices_per_node(discovered) * opts.nodes,
+                                slices=self.expected, mig_form=opts.mig_form)
             start = time.monotonic()
             await agents.create_nodes()
             await agents.create_leases()
@@ -627,7 +666,8 @@ class ScaleBench:
                 "cpu_s": round(cpu_seconds(pid), 2), "rss_mib": round(peak_rss_mib(pid), 1),
                 "slice_writes": after.get("resourceslices", 0) - before.get("resourceslices", 0),
                 "status_writes": requests.get("patch deviceinventories/status", 0),
-                "operator_writes": writes(requests), "slices": watcher.count(DRIVER)}
+                "operator_writes": writes(requests), "slices": watcher.count(DRIVER),
+                "api": api_footprint(self.plane, agents.nodes[0])}
 
     async def restart(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
         """Stop the operator, start it again → every inventory reconciled, 0 writes (with
@@ -923,6 +963,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--mig", action="store_true")
+    parser.add_argument("--mig-form", choices=("compact", "explicit"), default="compact",
+                        help="how the agents report MIG partitions (explicit: as before 0.2)")
     parser.add_argument("--phases", default=",".join(PHASES))
     parser.add_argument("--steady", type=float, default=60.0, help="seconds")
     parser.add_argument("--churn", type=float, default=120.0, help="seconds")
@@ -939,7 +981,8 @@ def main() -> None:
     unknown = set(phases) - set(PHASES)
     if unknown:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
-    options = Options(nodes=args.nodes, mig=args.mig, phases=phases, steady_s=args.steady,
+    options = Options(nodes=args.nodes, mig=args.mig, mig_form=args.mig_form, phases=phases,
+                      steady_s=args.steady,
                       churn_s=args.churn, churn_percent=args.churn_percent,
                       claims=args.claims, claim_rate=args.claim_rate,
                       baseline=args.baseline and args.baseline.resolve(),

@@ -9,6 +9,8 @@ over the network.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -16,10 +18,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
+from e2e.harness.controlplane import free_port
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.realnode import RealNode, stand_in_devices
 from e2e.harness.wait import eventually
@@ -40,11 +44,18 @@ pytestmark = pytest.mark.cluster
 
 NODE = "real-h200"
 DRIVER = "gpu.kubedra.io"
+GPU_CLASS, MIG_CLASS = DRIVER, f"mig.{DRIVER}"
+"""The DeviceClasses of whole GPUs and of MIG placements."""
 INVENTORY = f"{NODE}-{DRIVER}"
 H200_UUID = "GPU-3f1c9a52-7d4e-4b8a-9c21-5e6f7a8b9c0d"
 H200_REPORT = (f"NVIDIA_VISIBLE_DEVICES={H200_UUID}\n"
                "/dev/nvidia-uvm\n/dev/nvidia-uvm-tools\n/dev/nvidia0\n/dev/nvidiactl\n")
 """What a container given the H200 reports (device nodes in the shell's glob order)."""
+MIG_REPORT = ("NVIDIA_VISIBLE_DEVICES=MIG-fake-1\n/dev/nvidia-uvm\n/dev/nvidia-uvm-tools\n"
+              "/dev/nvidia0\n/dev/nvidiactl\n/dev/nvidia-caps/nvidia-cap102\n"
+              "/dev/nvidia-caps/nvidia-cap103\n")
+"""What a container given the first MIG instance an agent with the fake partitioner creates
+reports."""
 TIMEOUT = 180.0
 """Seconds a pod gets to start or go away (the machine is shared and slow under load)."""
 
@@ -123,10 +134,13 @@ async def ns(node: Node, admin_api: ApiClient, namespace: str) -> str:
 
 
 async def _run(api: ApiClient, namespace: str, name: str, *, template: str | None = None,
-               claim: str | None = None) -> dict[str, Any]:
-    """Create a reporting pod and return it once its main container runs."""
+               claim: str | None = None, selector: str | None = None,
+               device_class: str = GPU_CLASS) -> dict[str, Any]:
+    """Create a reporting pod and return it once its main container runs; with ``template``
+    its claim comes from a new ResourceClaimTemplate of that name, asking for one device of
+    ``device_class`` matching ``selector``."""
     if template:
-        await create_claim_template(api, namespace, template)
+        await create_claim_template(api, namespace, template, selector, device_class)
     await create_reporting_pod(api, namespace, name, NODE, template=template, claim=claim)
     pod: dict[str, Any] = await eventually(lambda: running_report(api, namespace, name),
                                            timeout=TIMEOUT, what=f"pod {name} running")
@@ -147,11 +161,13 @@ async def _delete_pod(api: ApiClient, namespace: str, name: str, **options: Any)
     await eventually(gone, timeout=TIMEOUT, what=f"pod {name} deleted")
 
 
-async def _run_template_pod(api: ApiClient, namespace: str, name: str,
-                            template: str) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _run_template_pod(api: ApiClient, namespace: str, name: str, template: str, *,
+                            selector: str | None = None, device_class: str = GPU_CLASS
+                            ) -> tuple[dict[str, Any], dict[str, Any]]:
     """:func:`_run` with a claim from ResourceClaimTemplate ``template``; the pod and its
     claim."""
-    pod = await _run(api, namespace, name, template=template)
+    pod = await _run(api, namespace, name, template=template, selector=selector,
+                     device_class=device_class)
     claim = await pod_claim(api, namespace, name)
     assert claim is not None
     return pod, claim
@@ -370,12 +386,12 @@ async def test_sigterm_hands_over_to_a_second_agent_instance(
             f"kubedra-agent-{NODE}-b", "kubedra-system")
 
 
-async def test_mig_partition_reaches_the_container(
-        node: Node, admin_api: ApiClient, ns: str) -> None:
-    """With ``discovery.mig: partitions`` the agent publishes the H200's MIG placements; a
-    claim for a 1g.18gb partition is prepared by creating the instance (a fake partitioner:
-    no GPU here) and the container gets its CDI edits: the MIG device's UUID and the
-    capability nodes of its GPU and compute instance."""
+@contextlib.asynccontextmanager
+async def _mig_partitions(node: Node, admin_api: ApiClient) -> AsyncIterator[None]:
+    """The node's H200 published as MIG placements (``discovery.mig: partitions``, 26 devices:
+    the whole GPU and 25 placements sharing ``gpu-0-counters``), its agent with a fake MIG
+    partitioner (no GPU here) and the capability nodes it hands out; afterwards the whole GPU
+    alone again, with the module's agent."""
     kubedra, plane = node.kubedra, node.kubedra.plane
     custom = client.CustomObjectsApi(admin_api)
     caps = [f"/dev/nvidia-caps/nvidia-cap{minor}" for minor in range(100, 132)]
@@ -393,22 +409,7 @@ async def test_mig_partition_reaches_the_container(
         _content_type="application/merge-patch+json")
     try:
         await eventually(lambda: published(26), timeout=TIMEOUT, what="26 devices published")
-        await create_claim_template(
-            admin_api, ns, "slice", 'device.attributes["gpu.kubedra.io"].profile == "1g.18gb"',
-            device_class="mig.gpu.kubedra.io")
-        await create_reporting_pod(admin_api, ns, "slice", NODE, template="slice")
-        pod = await eventually(lambda: running_report(admin_api, ns, "slice"),
-                               timeout=TIMEOUT, what="pod slice running")
-        assert pod["report"] == (
-            "NVIDIA_VISIBLE_DEVICES=MIG-fake-1\n/dev/nvidia-uvm\n/dev/nvidia-uvm-tools\n"
-            "/dev/nvidia0\n/dev/nvidiactl\n/dev/nvidia-caps/nvidia-cap102\n"
-            "/dev/nvidia-caps/nvidia-cap103\n")
-        claim = await pod_claim(admin_api, ns, "slice")
-        assert claim is not None
-        [result] = claim["status"]["allocation"]["devices"]["results"]
-        assert result["device"].startswith("gpu-0-mig-1g18gb-")
-        await _delete_pod(admin_api, ns, "slice")
-        await node.unprepared(claim["metadata"]["uid"])
+        yield
     finally:
         await custom.patch_cluster_custom_object(
             "kubedra.io", "v1alpha1", "deviceinventories", INVENTORY,
@@ -416,3 +417,168 @@ async def test_mig_partition_reaches_the_container(
         plane.stop_component(kubedra.agents.pop(NODE))
         node.start_agent()
     await eventually(lambda: published(1), timeout=TIMEOUT, what="the whole GPU published")
+
+
+async def test_mig_partition_reaches_the_container(
+        node: Node, admin_api: ApiClient, ns: str) -> None:
+    """With ``discovery.mig: partitions`` the agent publishes the H200's MIG placements; a
+    claim for a 1g.18gb partition is prepared by creating the instance (a fake partitioner:
+    no GPU here) and the container gets its CDI edits: the MIG device's UUID and the
+    capability nodes of its GPU and compute instance."""
+    async with _mig_partitions(node, admin_api):
+        await create_claim_template(
+            admin_api, ns, "slice", 'device.attributes["gpu.kubedra.io"].profile == "1g.18gb"',
+            device_class=MIG_CLASS)
+        await create_reporting_pod(admin_api, ns, "slice", NODE, template="slice")
+        pod = await eventually(lambda: running_report(admin_api, ns, "slice"),
+                               timeout=TIMEOUT, what="pod slice running")
+        assert pod["report"] == MIG_REPORT
+        claim = await pod_claim(admin_api, ns, "slice")
+        assert claim is not None
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert result["device"].startswith("gpu-0-mig-1g18gb-")
+        await _delete_pod(admin_api, ns, "slice")
+        await node.unprepared(claim["metadata"]["uid"])
+
+
+def _placement(profile: str, start: int) -> str:
+    """A CEL selector for the MIG placement of ``profile`` at memory slice ``start``."""
+    return (f'device.attributes["{DRIVER}"].profile == "{profile}" && '
+            f'device.attributes["{DRIVER}"].placementStart == {start}')
+
+
+async def _force_deleted_holder_keeps_what_it_shares(
+        node: Node, admin_api: ApiClient, ns: str, *, old: tuple[str, str | None, str],
+        new: tuple[str, str | None, str], counter: str, report: str) -> None:
+    """Pod ``old`` runs on one device, its containers are frozen and it is force-deleted; pod
+    ``new`` asks for a device that shares ``counter`` of ``gpu-0-counters`` with it. Each of
+    ``old`` and ``new`` is (device class, CEL selector, the device it gets). The agent refuses
+    the new device, naming the old claim and its device, while the old claim is prepared; the
+    checkpoint never holds both claims, the agent unprepares the old claim before it prepares
+    the new one, and the new pod then runs, its container given ``report``."""
+    (old_class, old_selector, old_device), (new_class, new_selector, new_device) = old, new
+    old_pod, old_claim = await _run_template_pod(admin_api, ns, "old", "old",
+                                                 selector=old_selector, device_class=old_class)
+    old_uid, old_name = old_claim["metadata"]["uid"], old_claim["metadata"]["name"]
+    [result] = old_claim["status"]["allocation"]["devices"]["results"]
+    assert result["device"] == old_device
+    both: list[list[str]] = []
+    watching = asyncio.create_task(_record_checkpoints_with_two_claims(node, both))
+    node.real.freeze_pod(old_pod["metadata"]["uid"])
+    try:
+        kubectl(node.kubedra.plane, "delete", "pod", "old", "-n", ns, "--grace-period=0",
+                "--force")
+        await create_claim_template(admin_api, ns, "new", new_selector, device_class=new_class)
+        await create_reporting_pod(admin_api, ns, "new", NODE, template="new")
+        [message, *_] = await eventually(lambda: _refusals(admin_api, ns, "new"),
+                                         timeout=TIMEOUT, what="the agent refusing the device")
+        new_claim = await pod_claim(admin_api, ns, "new")
+        assert new_claim is not None
+        new_uid, new_name = new_claim["metadata"]["uid"], new_claim["metadata"]["name"]
+        assert (f"device {NODE}/{new_device} of claim {ns}/{new_name} shares counter {counter} "
+                f"of counter set gpu-0-counters (7 in all, 10 wanted) with device "
+                f"{NODE}/{old_device}, still prepared for claim {ns}/{old_name} (UID "
+                f"{old_uid}); it is prepared once that claim is unprepared") in message
+        assert list(node.checkpointed()) == [old_uid]
+        assert node.spec(old_uid).exists()
+        assert not node.spec(new_uid).exists()
+    finally:
+        node.real.freeze_pod(old_pod["metadata"]["uid"], frozen=False)
+    try:
+        pod = await eventually(lambda: running_report(admin_api, ns, "new"), timeout=TIMEOUT,
+                               what="pod new running")
+    finally:
+        watching.cancel()
+    assert pod["report"] == report
+    assert both == []
+    lines = node.agent_log.splitlines()
+    unprepared = next(i for i, line in enumerate(lines)
+                      if "claim unprepared" in line and old_uid in line)
+    prepared = next(i for i, line in enumerate(lines)
+                    if "claim prepared" in line and new_uid in line)
+    assert unprepared < prepared
+    assert list(node.checkpointed()) == [new_uid]
+    await _delete_pod(admin_api, ns, "new")
+    await node.unprepared(new_uid)
+
+
+async def _refusals(api: ApiClient, namespace: str, pod: str) -> list[str]:
+    """Messages of the pod's ``FailedPrepareDynamicResources`` Events that refuse a device in
+    use."""
+    listed = await client.CoreV1Api(api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={pod},"
+                                  "reason=FailedPrepareDynamicResources")
+    return [e.message for e in listed.items if "still prepared" in e.message]
+
+
+async def _record_checkpoints_with_two_claims(node: Node, seen: list[list[str]]) -> None:
+    """Append to ``seen`` every checkpoint read with more than one claim, until cancelled."""
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            claims = list(node.checkpointed())
+            if len(claims) > 1:
+                seen.append(claims)
+        await asyncio.sleep(0.05)
+
+
+async def test_whole_gpu_after_a_force_deleted_partition_waits_for_its_unprepare(
+        node: Node, admin_api: ApiClient, ns: str) -> None:
+    """Issue 22: pod A on MIG partition ``gpu-0-mig-3g71gb-s0``, frozen and force-deleted;
+    pod B's claim asks for the whole GPU, which the scheduler allocates at once."""
+    async with _mig_partitions(node, admin_api):
+        await _force_deleted_holder_keeps_what_it_shares(
+            node, admin_api, ns, old=(MIG_CLASS, _placement("3g.71gb", 0), "gpu-0-mig-3g71gb-s0"),
+            new=(GPU_CLASS, None, "gpu-0"), counter="compute-slices", report=H200_REPORT)
+
+
+async def test_partition_after_a_force_deleted_whole_gpu_waits_for_its_unprepare(
+        node: Node, admin_api: ApiClient, ns: str) -> None:
+    """Issue 22: pod A on the whole GPU, frozen and force-deleted; pod B's claim asks for MIG
+    partition ``gpu-0-mig-3g71gb-s4``."""
+    async with _mig_partitions(node, admin_api):
+        await _force_deleted_holder_keeps_what_it_shares(
+            node, admin_api, ns, old=(GPU_CLASS, None, "gpu-0"),
+            new=(MIG_CLASS, _placement("3g.71gb", 4), "gpu-0-mig-3g71gb-s4"),
+            counter="compute-slices", report=MIG_REPORT)
+
+
+async def test_deleted_metadata_spec_is_written_again_and_the_restarted_container_starts(
+        node: Node, admin_api: ApiClient, ns: str) -> None:
+    """Issue 22, item 3: with a claim prepared, only its device metadata CDI spec is deleted
+    and the container is killed. The agent (checking every 2 s here) writes the spec again,
+    the same, counts it by kind in ``/metrics`` (on loopback), leaves the claim's own spec
+    alone, and the kubelet starts the container again."""
+    kubedra, plane = node.kubedra, node.kubedra.plane
+    port = free_port()
+    plane.stop_component(kubedra.agents.pop(NODE))
+    kubedra.start_agent(NODE, device_root=node.real.device_root, boot_id_path=node.boot_id,
+                        cdi_check_interval=2.0, metrics_port=port)
+    try:
+        pod, claim = await _run_template_pod(admin_api, ns, "healed", "h200")
+        uid = claim["metadata"]["uid"]
+        before = _main_container(pod)
+        path = node.real.cdi_dir / f"{DRIVER}_metadata_{uid}_gpu.json"
+        written, claim_spec = path.read_text(), node.spec(uid).stat().st_ino
+
+        path.unlink()
+        node.real.kill_container(before["containerID"])
+
+        async def restarted() -> dict[str, Any] | None:
+            now = await running_report(admin_api, ns, "healed")
+            return now if now and _main_container(now)["restartCount"] >= 1 else None
+        after = _main_container(await eventually(restarted, timeout=TIMEOUT,
+                                                 what="the container started again"))
+        assert after["containerID"] != before["containerID"]
+        assert path.read_text() == written
+        assert node.spec(uid).stat().st_ino == claim_spec
+        async with (aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http,
+                    http.get("/metrics") as response):
+            metrics = (await response.text()).splitlines()
+        assert [line for line in metrics if line.startswith(
+            "kubedra_plugin_cdi_specs_restored_total{")] == [
+            'kubedra_plugin_cdi_specs_restored_total{kind="metadata",result="done"} 1.0']
+        await _delete_pod(admin_api, ns, "healed")
+        await node.unprepared(uid)
+    finally:
+        plane.stop_component(kubedra.agents.pop(NODE))
+        node.start_agent()

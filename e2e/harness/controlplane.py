@@ -127,13 +127,17 @@ class ControlPlane:
         detached: keep the processes running after this Python process exits (``cluster-up``);
             otherwise they get SIGTERM when it dies, even on SIGKILL.
         apiserver_args: more kube-apiserver flags (``bench/scale.py`` turns on an audit log).
+        kcm_args: more kube-controller-manager flags (``e2e/test_pool_status.py`` turns on an
+            alpha feature gate).
         workloads: run :data:`WORKLOAD_CONTROLLERS` too.
     """
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
-                 apiserver_args: Sequence[str] = (), workloads: bool = False):
+                 apiserver_args: Sequence[str] = (), kcm_args: Sequence[str] = (),
+                 workloads: bool = False):
         self.workdir = workdir.resolve()
         self.apiserver_args = list(apiserver_args)
+        self.kcm_args = list(kcm_args)
         self.controllers = CONTROLLERS + (WORKLOAD_CONTROLLERS if workloads else ())
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
         self.detached = detached
@@ -238,7 +242,7 @@ class ControlPlane:
             f"--service-account-private-key-file={sa_key}", f"--root-ca-file={ca.pair.cert}",
             "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
             "--cert-dir", str(self.pki / "kcm-generated"), "--profiling=false",
-            "--authentication-skip-lookup=true",
+            "--authentication-skip-lookup=true", *self.kcm_args,
         ])
         self._spawn("kube-scheduler", [
             f"--kubeconfig={sched_cfg}", f"--authentication-kubeconfig={sched_cfg}",

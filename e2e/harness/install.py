@@ -17,7 +17,9 @@ needs:
 - the operator's health port off (``--liveness-port=0``): its two replicas would bind the same
   host port. Each serves ``/healthz`` on a Unix socket in an ``emptyDir`` of its own pod
   instead (``--health-socket``, :data:`HEALTH_SOCKET`), and its liveness and readiness probes
-  ask it there (exec ``kubedra probe``). The agent's probes stay HTTP, on a free port.
+  ask it there (exec ``kubedra probe``). The agent's probes stay HTTP, on a free port of
+  loopback only (``--metrics-address=127.0.0.1``, which wins over the pod's address the
+  manifest adds).
 
 Every credential is the token the kubelet projects into the pod: nothing is minted by the
 tests for the operator or the agent.
@@ -129,7 +131,7 @@ def _agent_patch(plane: ControlPlane, node: RealNode, port: int) -> list[dict[st
         {"op": "replace", "path": f"{container}/imagePullPolicy", "value": "Never"},
         {"op": "replace", "path": f"{container}/args",
          "value": ["agent", "--log-format=json", f"--backend=snapshot:{H200_CAPTURE}",
-                   "--driver=gpu.kubedra.io"]},
+                   "--driver=gpu.kubedra.io", "--metrics-address=127.0.0.1"]},
         {"op": "replace", "path": f"{container}/ports",
          "value": [{"name": "metrics", "containerPort": port}]},
         # the probes as in the manifests, on the host network's loopback address (the node has

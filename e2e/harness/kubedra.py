@@ -23,6 +23,7 @@ from typing import Any
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, Component, ControlPlane
 from e2e.harness.images import TEST_IMAGE
 from e2e.harness.realnode import RealNode
+from kubedra.controller.leadership import ElectionTiming
 
 NAMESPACE = "kubedra-system"
 H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
@@ -79,24 +80,30 @@ class Kubedra:
                        health_hold_down: float = HEALTH_HOLD_DOWN,
                        drain_grace: float = DRAIN_GRACE,
                        attacher: str = "immediate", liveness_port: int = 0,
-                       source: Path | None = None, leader_elect: bool = True) -> Component:
+                       source: Path | None = None, leader_elect: bool = True,
+                       election: ElectionTiming | None = None) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, a ``drain_grace`` of
         seconds, and the ``attacher`` of devices with binding conditions); a non-zero
         ``liveness_port`` serves the operator's ``/healthz`` there. ``source``: another
         checkout's ``operator/`` directory to run instead of this one's (``bench/scale.py
-        --baseline``); ``leader_elect=False`` runs it with ``--no-leader-elect``."""
+        --baseline``); ``leader_elect=False`` runs it with ``--no-leader-elect``;
+        ``election``: leader-election durations other than the shipped ones."""
         self.operator_options = {"lease_check_interval": lease_check_interval,
                                  "explain_event_interval": explain_event_interval,
                                  "health_hold_down": health_hold_down,
                                  "drain_grace": drain_grace, "attacher": attacher,
                                  "liveness_port": liveness_port, "source": source,
-                                 "leader_elect": leader_elect}
+                                 "leader_elect": leader_elect, "election": election}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         env = self._env(namespace=NAMESPACE, lease_check_interval=str(lease_check_interval),
                         explain_event_interval=str(explain_event_interval),
                         health_hold_down=str(health_hold_down),
                         drain_grace=str(drain_grace), attacher=attacher)
+        if election is not None:
+            env.update(KUBEDRA_LEADER_LEASE_DURATION=str(election.lease_duration),
+                       KUBEDRA_LEADER_RENEW_DEADLINE=str(election.renew_deadline),
+                       KUBEDRA_LEADER_RETRY_PERIOD=str(election.retry_period))
         if source is not None:
             env["PYTHONPATH"] = str(source)
         self.operator = self.plane.spawn(
@@ -193,8 +200,9 @@ class Kubedra:
         ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
         agent with a fake MIG partitioner); ``sysfs_root`` replaces ``/sys`` (a sysfs tree a
         test built for the ``pci`` backend); a non-zero ``metrics_port`` serves ``/metrics``
-        and ``/healthz`` there; ``mig`` is the ``discovery.mig`` of the inventory the agent
-        creates (``KUBEDRA_MIG``, as the kustomize component ``mig-partitions`` sets it).
+        and ``/healthz`` there, on loopback only; ``mig`` is the ``discovery.mig`` of the
+        inventory the agent creates (``KUBEDRA_MIG``, as the kustomize component
+        ``mig-partitions`` sets it).
         """
         config = self.plane.kubeconfig_for_service_account(
             NAMESPACE, "kubedra-agent", bound_pod=pod or f"kubedra-agent-{node}")
@@ -202,6 +210,7 @@ class Kubedra:
         settings = {"namespace": NAMESPACE, "node_name": node, "backend": backend,
                     "driver": driver, "lease_duration": str(lease_duration),
                     "rescan_interval": str(rescan_interval), "metrics_port": str(metrics_port),
+                    "metrics_address": "127.0.0.1",
                     "cdi_check_interval": str(cdi_check_interval),
                     "kubelet_registry_dir": str(host / "plugins_registry"),
                     "kubelet_plugins_dir": str(host / "plugins"), "cdi_dir": str(host / "cdi")}

@@ -379,6 +379,28 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             raise RealNodeError(f"pod {pod_uid} has no freezer cgroup under {top}")
         (found[0] / "freezer.state").write_text("FROZEN" if frozen else "THAWED")
 
+    def kill_container(self, container_id: str) -> list[int]:
+        """SIGKILL every process of container ``container_id`` (``containerd://<id>``, as
+        ``status.containerStatuses[].containerID`` gives it, or the bare ID): the kubelet then
+        starts it again, as a container that crashed. Returns the PIDs killed.
+
+        Raises:
+            RealNodeError: the container has no process on this node.
+        """
+        name = container_id.rsplit("://", 1)[-1]
+        pids: set[int] = set()
+        for hierarchy in _hierarchies():
+            for procs in _find(hierarchy / self.cgroup_root.lstrip("/"), "cgroup.procs"):
+                if procs.parent.name == name:
+                    with contextlib.suppress(OSError):
+                        pids.update(int(p) for p in procs.read_text().split())
+        if not pids:
+            raise RealNodeError(f"container {name} has no process on node {self.name}")
+        for pid in sorted(pids):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return sorted(pids)
+
     def _thaw_all(self) -> None:
         """Thaw every frozen cgroup of the node (a frozen process ignores SIGKILL)."""
         top = CGROUP_FS / "freezer" / self.cgroup_root.lstrip("/")

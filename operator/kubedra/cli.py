@@ -57,6 +57,8 @@ _SIMULATE = ("kubedra.explain.command:simulate_command",
              "Where a claim would fit now, and how many copies fit.")
 _DUMP = ("kubedra.explain.command:dump_command",
          "Write what explain needs from the cluster to a file.")
+_STATUS = ("kubedra.explain.status_command:status_command",
+           "What is free where: devices and pending claims.")
 
 
 @click.group(cls=LazyGroup, context_settings=_HELP, lazy={
@@ -71,6 +73,7 @@ _DUMP = ("kubedra.explain.command:dump_command",
     "explain": _EXPLAIN,
     "simulate": _SIMULATE,
     "dump": _DUMP,
+    "status": _STATUS,
     "probe": ("kubedra.probe:probe_command",
               "Ask a kubedra process for /healthz over its Unix socket."),
 })
@@ -80,7 +83,8 @@ def main() -> None:
 
 
 @click.group("dra", cls=LazyGroup, context_settings=_HELP,
-             lazy={"explain": _EXPLAIN, "simulate": _SIMULATE, "dump": _DUMP})
+             lazy={"explain": _EXPLAIN, "simulate": _SIMULATE, "dump": _DUMP,
+                   "status": _STATUS})
 def kubectl_dra() -> None:
     """kubectl dra: why ResourceClaims are pending, and what would fit (kubedra).
 
@@ -95,6 +99,7 @@ def kubectl_dra() -> None:
       kubectl dra explain resourceclaim my-claim -o json
       kubectl dra simulate -f claim.yaml
       kubectl dra dump -o cluster.yaml
+      kubectl dra status --by node
     """
 
 

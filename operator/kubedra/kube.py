@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,100 @@ async def _raw(call: Awaitable[Any]) -> dict[str, Any]:
         raise err
     data: dict[str, Any] = json.loads(payload)
     return data
+
+
+# --- Streaming lists (operator) ---------------------------------------------------------------
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a streaming list's initial events (KEP-3157)."""
+_PROBE_SELECTOR = "kubedra.io/streaming-list-probe=none"
+"""A label selector no object matches: the probe streams no object, only the bookmark."""
+
+
+async def serves_streaming_list(api: ApiClient, path: str, timeout_s: int = 10) -> bool:
+    """Whether the API server serves the streaming list (KEP-3157, ``WatchList``: beta and on
+    by default in v1.34 to v1.37, off in v1.33) for the collection at ``path`` (e.g.
+    ``/apis/kubedra.io/v1alpha1/deviceinventories``): a watch with ``sendInitialEvents=true``
+    and ``resourceVersionMatch=NotOlderThan`` that ends its initial events with a bookmark
+    annotated ``k8s.io/initial-events-end: "true"`` within ``timeout_s`` seconds.
+
+    A server without it refuses the parameters (``sendInitialEvents is forbidden for watch
+    unless the WatchList feature is enabled``, k8s.io/apiserver
+    pkg/apis/meta/internalversion/validation) or drops them, and then sends no such bookmark;
+    either answers False. The probe selects no object, so it costs the server one watch.
+
+    Raises:
+        OSError, TimeoutError: the API server could not be reached.
+    """
+    try:
+        async for event in watch_events(api, path, {"labelSelector": _PROBE_SELECTOR},
+                                        timeout_s=timeout_s, initial_events=True):
+            if ends_initial_events(event):
+                return True
+    except ApiException:
+        return False
+    return False
+
+
+def ends_initial_events(event: dict[str, Any]) -> bool:
+    """Whether a watch event is the bookmark that ends a streaming list's initial events."""
+    if event.get("type") != "BOOKMARK":
+        return False
+    meta = (event.get("object") or {}).get("metadata") or {}
+    return (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true"
+
+
+async def list_page(api: ApiClient, path: str, query: dict[str, str]) -> dict[str, Any]:
+    """GET one page of the collection at ``path`` (``query``: ``limit``, ``continue``,
+    selectors), decoded: a List with ``items`` and ``metadata.continue``/``resourceVersion``.
+
+    Raises:
+        ApiException: the server answered with an HTTP error (410 for an expired
+            ``continue`` token).
+    """
+    return await _raw(api.call_api(path, "GET", query_params=list(query.items()),
+                                   auth_settings=["BearerToken"], _preload_content=False))
+
+
+async def watch_events(api: ApiClient, path: str, query: dict[str, str], *,
+                       timeout_s: int, resource_version: str | None = None,
+                       initial_events: bool = False) -> AsyncIterator[dict[str, Any]]:
+    """Watch the collection at ``path``: each event decoded alone (``{"type": ..., "object":
+    ...}``; one object is at most the API server's request limit), with bookmarks, ending
+    after ``timeout_s`` seconds (the server closes the stream). ``initial_events``: a
+    streaming list (KEP-3157) first, ``sendInitialEvents=true`` with
+    ``resourceVersionMatch=NotOlderThan``, from ``resource_version`` or, without one, a
+    consistent read; otherwise the changes after ``resource_version``.
+
+    An ``ERROR`` event (410 Gone: the resourceVersion is too old) is yielded as it is.
+
+    Raises:
+        ApiException: the server refused the watch (its status and Status body).
+    """
+    params = {**query, "watch": "true", "allowWatchBookmarks": "true",
+              "timeoutSeconds": str(timeout_s)}
+    if resource_version:
+        params["resourceVersion"] = resource_version
+    if initial_events:
+        params.update(sendInitialEvents="true", resourceVersionMatch="NotOlderThan")
+    response = await api.call_api(path, "GET", query_params=list(params.items()),
+                                  auth_settings=["BearerToken"], _preload_content=False,
+                                  _request_timeout=timeout_s + 30)
+    try:
+        if response.status >= 400:
+            err = ApiException(status=response.status, reason=response.reason)
+            err.body = (await response.read()).decode(errors="replace")
+            raise err
+        buffer = b""
+        async for chunk in response.content.iter_any():
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    event: dict[str, Any] = json.loads(line)
+                    yield event
+    finally:
+        response.release()
 
 
 # --- ResourceSlices (operator) ------------------------------------------------------------------

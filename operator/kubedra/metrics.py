@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -25,13 +25,14 @@ REGISTRY = CollectorRegistry()
 
 
 async def start_metrics_server(port: int | None, health: Callable[[], Mapping[str, Any]], *,
-                               host: str = "0.0.0.0",  # scraped from other hosts
+                               hosts: Sequence[str] = ("0.0.0.0",),
                                registry: CollectorRegistry = REGISTRY,
                                socket_path: str | None = None) -> web.AppRunner:
-    """Serve ``/metrics`` and ``/healthz`` on ``host:port`` (port 0 = any free port; None =
-    no TCP port) and, with ``socket_path``, on that Unix socket too (an exec probe asks it:
-    ``kubedra probe``, :mod:`kubedra.probe`); returns the runner, to be stopped with
-    ``await runner.cleanup()``.
+    """Serve ``/metrics`` and ``/healthz`` on ``port`` of each address in ``hosts`` (port 0 =
+    any free port; None = no TCP port; the default, every interface, suits a pod with a
+    network of its own: the operator) and, with ``socket_path``, on that Unix socket too (an
+    exec probe asks it: ``kubedra probe``, :mod:`kubedra.probe`); returns the runner, to be
+    stopped with ``await runner.cleanup()``.
 
     Raises:
         OSError: the port or the socket cannot be bound.
@@ -51,7 +52,8 @@ async def start_metrics_server(port: int | None, health: Callable[[], Mapping[st
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     if port is not None:
-        await web.TCPSite(runner, host, port).start()
+        for host in hosts:
+            await web.TCPSite(runner, host, port).start()
     if socket_path is not None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)  # left by a predecessor in the same pod

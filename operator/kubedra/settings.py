@@ -7,6 +7,7 @@ Every setting comes from a command-line flag, else the environment (``KUBEDRA_<N
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,9 +68,16 @@ class Settings(BaseSettings):
     that and gives it up on a clean stop; after a crash the operator withdraws the node's pool
     between 2/3 of it and it plus ``lease_check_interval`` later."""
     cdi_check_interval: Interval = 30.0
-    """Seconds between checks that every prepared claim's CDI spec is still on disk."""
+    """Seconds between checks that the files prepare wrote for every prepared claim (its CDI
+    spec, each request's device metadata CDI spec and file) are still on disk."""
     metrics_port: Port = 8080
     """Port of ``/metrics`` and ``/healthz``; 0 disables the endpoint."""
+    metrics_address: str = "127.0.0.1"
+    """The IP addresses ``/metrics`` and ``/healthz`` listen on, comma-separated (empty
+    entries are skipped). Loopback by default, as the kubelet's and kube-proxy's health and
+    metrics ports: an agent started by hand or in a host-network pod exposes nothing to other
+    hosts. The shipped DaemonSet adds the pod's own address (``status.podIP``), where its
+    probes and Prometheus reach it; ``0.0.0.0`` is every interface."""
     kubelet_registry_dir: Path = DEFAULT_REGISTRY_DIR
     """The kubelet's plugin registration directory: the registration socket goes here."""
     kubelet_plugins_dir: Path = DEFAULT_PLUGINS_DIR
@@ -100,6 +108,23 @@ class Settings(BaseSettings):
         from its own working directory, so a relative path would mean nothing to it."""
         return path.absolute()
 
+    @field_validator("metrics_address")
+    @classmethod
+    def _ip_addresses(cls, value: str) -> str:
+        """Each entry an IP address, written as :mod:`ipaddress` writes it; at least one."""
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        if not entries:
+            raise ValueError("at least one IP address is needed")
+        try:
+            return ",".join(str(ipaddress.ip_address(entry)) for entry in entries)
+        except ValueError as err:
+            raise ValueError(f"{err} (give IP addresses, comma-separated)") from None
+
+    @property
+    def metrics_hosts(self) -> list[str]:
+        """:attr:`metrics_address` as a list."""
+        return self.metrics_address.split(",")
+
     @model_validator(mode="after")
     def _driver_for_backend(self) -> Settings:
         if not self.driver:
@@ -126,6 +151,32 @@ class Settings(BaseSettings):
     must outlast how far kube-scheduler's view of the slices can lag: a device taken out in
     one step can be allocated from a stale view while its counters look free (issue 13);
     0 takes it out at once."""
+    allocations_delay: Seconds = 1.0
+    """Seconds an inventory's ``status.allocations`` may lag its claims: a claim allocated
+    or released queues its inventory within this time, not at once, so a burst of claims on
+    one node costs one status write, not one each (counted from the first claim: a steady
+    stream of claims never holds the write back longer); 0: at once."""
+    leader_lease_duration: Annotated[int, Field(ge=1, le=MAX_SECONDS)] = 15
+    """Seconds the operator's leader-election Lease stays valid without renewal (client-go's
+    default, as kube-controller-manager uses it)."""
+    leader_renew_deadline: Annotated[float, Field(ge=1, le=MAX_SECONDS, allow_inf_nan=False)] = 10.0
+    """Seconds the leader may go without a successful renewal before it stops (exits);
+    below ``leader_lease_duration``, at least 1 (kubernetes-asyncio's ``electionconfig``)."""
+    leader_retry_period: Annotated[float, Field(ge=1, le=MAX_SECONDS, allow_inf_nan=False)] = 2.0
+    """Seconds between two tries to take or renew the leader Lease; below
+    ``leader_renew_deadline``, at least 1."""
+
+    @model_validator(mode="after")
+    def _election_order(self) -> Settings:
+        """client-go's rule (``leaderelection.NewLeaderElector``): lease duration > renew
+        deadline > retry period (the library takes its jitter of 1.2 into account too)."""
+        if not self.leader_lease_duration > self.leader_renew_deadline \
+                > self.leader_retry_period * 1.2:
+            raise ValueError(
+                "leader election needs leader_lease_duration > leader_renew_deadline > "
+                f"1.2 * leader_retry_period (got {self.leader_lease_duration}, "
+                f"{self.leader_renew_deadline:g}, {self.leader_retry_period:g})")
+        return self
 
 
 def settings_from_flags(**flags: Any) -> Settings:

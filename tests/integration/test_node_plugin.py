@@ -573,23 +573,60 @@ async def test_a_deleted_cdi_spec_of_a_prepared_claim_is_written_again(
     assert [a.error for a in answer.values()] == ["", ""]
     path = spec_file(node, kept["metadata"]["uid"])
     written = path.read_text()
-    assert await plugin.preparer.restore_missing_specs() == 0
+    assert await plugin.preparer.restore_missing_files() == 0
     path.unlink()
-    assert await plugin.preparer.restore_missing_specs() == 1
+    assert await plugin.preparer.restore_missing_files() == 1
     assert path.read_text() == written
-    assert node.metric("kubedra_plugin_cdi_specs_restored_total", result="done") == 1
+    assert node.metric("kubedra_plugin_cdi_specs_restored_total", kind="claim",
+                       result="done") == 1
 
     await agent.stop()
     path.unlink()
     plugin = await agent.start()
-    assert await plugin.preparer.restore_missing_specs() == 1
+    assert await plugin.preparer.restore_missing_files() == 1
     assert json.loads(path.read_text()) == expected_spec(node, kept, "gpu")
 
     dropped_uid = dropped["metadata"]["uid"]
     assert await agent.unprepare(ref(dropped)) == {dropped_uid: ""}
-    assert await plugin.preparer.restore_missing_specs() == 0
+    assert await plugin.preparer.restore_missing_files() == 0
     assert not spec_file(node, dropped_uid).exists()
     assert await agent.unprepare(ref(kept)) == {kept["metadata"]["uid"]: ""}
+
+
+async def test_each_deleted_file_of_a_prepared_claim_is_written_again_on_its_own(
+        cluster: Cluster, agent: Agent, node: PluginNode, namespace: str) -> None:
+    """Issue 22, item 3: the device metadata CDI spec and the metadata file it mounts are
+    rechecked too, each written again alone (the claim's CDI spec untouched), counted by kind;
+    a claim without any file left gets all three back."""
+    claim = (await create_claims(cluster.admin, namespace, [
+        claim_body("healed", selector=by_uuid("GPU-8"))]))["healed"]
+    uid = claim["metadata"]["uid"]
+    plugin = await agent.start()
+    assert (await agent.prepare(ref(claim)))[uid].error == ""
+    claim_spec = spec_file(node, uid)
+    [metadata_spec] = [node.cdi_dir / n for n in metadata_spec_names(uid, "gpu")]
+    metadata_file = (node.data_dir / "dra-device-metadata" / f"{namespace}_healed" / "gpu"
+                     / "metadata.json")
+    written = {p: p.read_text() for p in (claim_spec, metadata_spec, metadata_file)}
+    claim_inode = claim_spec.stat().st_ino
+
+    metadata_spec.unlink()
+    assert await plugin.preparer.restore_missing_files() == 1
+    assert metadata_spec.read_text() == written[metadata_spec]
+    assert claim_spec.stat().st_ino == claim_inode
+    metadata_file.unlink()
+    assert await plugin.preparer.restore_missing_files() == 1
+    assert metadata_file.read_text() == written[metadata_file]
+    assert claim_spec.stat().st_ino == claim_inode
+    for path in written:
+        path.unlink()
+    assert await plugin.preparer.restore_missing_files() == 3
+    assert {p: p.read_text() for p in written} == written
+    assert await plugin.preparer.restore_missing_files() == 0
+    assert [node.metric("kubedra_plugin_cdi_specs_restored_total", kind=kind, result="done")
+            for kind in ("claim", "metadata", "metadata-file")] == [1, 2, 2]
+    assert await agent.unprepare(ref(claim)) == {uid: ""}
+    assert not any(p.exists() for p in written)
 
 
 async def test_corrupt_checkpoint_is_reported_and_rebuilt(cluster: Cluster, agent: Agent,

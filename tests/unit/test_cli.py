@@ -38,6 +38,7 @@ def test_help_lists_every_command_in_one_line_each() -> None:
   operator  Run the operator (publish slices, reconcile claims).
   probe     Ask a kubedra process for /healthz over its Unix socket.
   simulate  Where a claim would fit now, and how many copies fit.
+  status    What is free where: devices and pending claims.
 """
 
 

@@ -19,7 +19,7 @@ async def test_metrics_and_health() -> None:
     registry = CollectorRegistry()
     Counter("kubedra_test_things", "Things.", registry=registry).inc(3)
     state: dict[str, Any] = {"ok": True, "serving": True}
-    runner = await start_metrics_server(0, lambda: state, host="127.0.0.1", registry=registry)
+    runner = await start_metrics_server(0, lambda: state, hosts=["127.0.0.1"], registry=registry)
     try:
         port = runner.addresses[0][1]
         async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
@@ -32,6 +32,15 @@ async def test_metrics_and_health() -> None:
             async with http.get("/healthz") as response:
                 assert (response.status, await response.json()) == (
                     503, {"ok": False, "serving": True})
+    finally:
+        await runner.cleanup()
+
+
+async def test_metrics_listen_on_each_address_given_and_nowhere_else() -> None:
+    runner = await start_metrics_server(0, lambda: {"ok": True}, hosts=["127.0.0.1", "127.0.0.2"],
+                                        registry=CollectorRegistry())
+    try:
+        assert sorted(host for host, _port in runner.addresses) == ["127.0.0.1", "127.0.0.2"]
     finally:
         await runner.cleanup()
 

@@ -62,3 +62,23 @@ def test_a_duration_or_port_out_of_range_is_refused_naming_the_variable(
         settings_from_flags()
     assert refused.value.message == f"invalid {variable}={value!r}: {error}"
 
+
+
+@pytest.mark.parametrize(("value", "hosts"), [
+    (None, ["127.0.0.1"]), ("0.0.0.0", ["0.0.0.0"]),
+    ("127.0.0.1,10.1.2.3", ["127.0.0.1", "10.1.2.3"]),
+    ("127.0.0.1,", ["127.0.0.1"]), (" ::1 , 127.0.0.1", ["::1", "127.0.0.1"])],
+    ids=["loopback by default", "every interface", "loopback and the pod's address",
+         "the pod's address not known yet", "IPv6 and spaces"])
+def test_metrics_listen_where_the_setting_says(value: str | None, hosts: list[str]) -> None:
+    assert settings_from_flags(metrics_address=value).metrics_hosts == hosts
+
+
+@pytest.mark.parametrize(("value", "error"), [
+    ("", "invalid --metrics-address='': Value error, at least one IP address is needed"),
+    ("localhost", "invalid --metrics-address='localhost': Value error, 'localhost' does not "
+     "appear to be an IPv4 or IPv6 address (give IP addresses, comma-separated)")])
+def test_metrics_address_must_be_ip_addresses(value: str, error: str) -> None:
+    with pytest.raises(click.ClickException) as raised:
+        settings_from_flags(metrics_address=value)
+    assert raised.value.message == error

@@ -50,7 +50,7 @@ from kubedra.allocation.node_selection import (
     NodeInfo,
     compile_node_selector,
 )
-from kubedra.allocation.pools import DeviceEntry, NodePools, Pool
+from kubedra.allocation.pools import DeviceEntry, NodePools, Pool, SliceEntry, newest_slices
 from kubedra.allocation.quantities import Number
 from kubedra.allocation.requests import claim_label
 from kubedra.allocation.search_steps import (
@@ -94,11 +94,13 @@ __all__ = [
     "ResourceSnapshot",
     "SearchSteps",
     "SearchTime",
+    "SliceEntry",
     "Stage",
     "UnsupportedFeaturesError",
     "claim_label",
     "compile_node_selector",
     "lookup_attribute",
+    "newest_slices",
     "scheduler_search_time",
     "static_consumption",
     "tolerated",

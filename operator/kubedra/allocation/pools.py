@@ -302,28 +302,31 @@ def _slices_of_generation(index: SliceIndex, key: tuple[str, str],
     return found
 
 
+def newest_slices(entries: Iterable[SliceEntry]) -> dict[tuple[str, str], list[SliceEntry]]:
+    """Per pool (driver, pool name), the given slices of its highest generation among them,
+    in the order given."""
+    found: dict[tuple[str, str], list[SliceEntry]] = {}
+    for entry in entries:
+        key = (entry.driver, entry.pool_name)
+        kept = found.get(key)
+        if kept is None or entry.generation > kept[0].generation:
+            found[key] = [entry]
+        elif entry.generation == kept[0].generation:
+            kept.append(entry)
+    return found
+
+
 def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures) -> NodePools:
     """The pools of a node in search order (``GatherPools``).
 
     Raises:
         AllocationError: a slice's or device's node selector does not parse.
     """
-    candidates: dict[tuple[str, str], list[SliceEntry]] = {}
-    dropped: list[SliceEntry] = []
-    for entry in (*index.on_node.get(node.name, ()), *index.shared):
-        if not features.partitionable_devices and (entry.per_device_set or entry.has_counters):
-            continue
-        if not _is_relevant(entry, node):
-            continue
-        key = (entry.driver, entry.pool_name)
-        kept = candidates.get(key)
-        if kept is None or entry.generation > kept[0].generation:
-            dropped.extend(kept or ())
-            candidates[key] = [entry]
-        elif entry.generation == kept[0].generation:
-            kept.append(entry)
-        else:
-            dropped.append(entry)
+    relevant = [
+        entry for entry in (*index.on_node.get(node.name, ()), *index.shared)
+        if (features.partitionable_devices or not (entry.per_device_set or entry.has_counters))
+        and _is_relevant(entry, node)]
+    candidates = newest_slices(relevant)
 
     pools: list[Pool] = []
     pools_with_binding: list[Pool] = []
@@ -355,5 +358,7 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         for entry in pool.slices:
             devices.extend(entry.devices)
             device_pools.extend([pool] * len(entry.devices))
-    outdated = [(e, candidates[(e.driver, e.pool_name)][0].generation) for e in dropped]
+    outdated = [(e, candidates[key][0].generation) for e in relevant
+                if (key := (e.driver, e.pool_name)) in candidates
+                and e.generation < candidates[key][0].generation]
     return NodePools(pools, devices, device_pools, obsolete, outdated)

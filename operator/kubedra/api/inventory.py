@@ -10,9 +10,9 @@ respect to be publishable.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
 
 from kubedra.api.base import KubeModel
@@ -111,6 +111,47 @@ class InventoryDevice(KubeModel):
         "after it.")
 
 
+class DiscoveredDevice(InventoryDevice):
+    """A device of the agent's report: an :class:`InventoryDevice`, or a MIG-capable GPU in
+    the compact form, naming the ``migModels`` entry its partitions come from."""
+
+    mig_model: DNSLabel | None = Field(default=None, description=(
+        "MIG-capable GPUs: the status.discovered.migModels entry whose profiles the operator "
+        "expands into this GPU's partitions and counter set (<gpu>-counters), and into what "
+        "the whole GPU consumes from it (kubedra.api.mig). Unset: the report lists them."))
+
+
+class MigPlacement(KubeModel):
+    """Where a GPU instance of a profile can sit, in memory slices (NVML's placement)."""
+
+    start: int = Field(ge=0, le=64)
+    size: int = Field(ge=1, le=64)
+
+
+class MigProfile(KubeModel):
+    """A MIG GPU-instance profile as NVML reports it (``nvmlGpuInstanceProfileInfo_v2_t``) and
+    its possible placements: what every GPU of one model shares."""
+
+    id: int = Field(ge=0, description="NVML's profile id (19 for 1g.18gb on the H200).")
+    name: str = Field(max_length=64, description="NVML's name, e.g. MIG 1g.18gb.")
+    slice_count: int = Field(ge=0, description="Compute slices.")
+    multiprocessor_count: int = Field(ge=0)
+    copy_engine_count: int = Field(ge=0)
+    decoder_count: int = Field(ge=0)
+    encoder_count: int = Field(ge=0)
+    jpeg_count: int = Field(ge=0)
+    ofa_count: int = Field(ge=0)
+    memory_size_mb: int = Field(ge=0, alias="memorySizeMB", description="Memory in MiB.")
+    placements: list[MigPlacement] = Field(default_factory=list, max_length=64)
+
+
+class MigModel(KubeModel):
+    """The MIG profiles every GPU of one model shares, named for the GPUs that refer to it."""
+
+    name: DNSLabel = Field(description="e.g. nvidia-h200 (from the product name).")
+    profiles: list[MigProfile] = Field(max_length=32)
+
+
 class PCIDiscovery(KubeModel):
     """Which PCI functions the ``pci`` backend reports."""
 
@@ -187,10 +228,26 @@ class Rejection(KubeModel):
 class DiscoveredState(KubeModel):
     """What the node agent last found (field manager ``kubedra-agent``)."""
 
-    devices: list[InventoryDevice] = Field(
+    devices: list[DiscoveredDevice] = Field(
         default_factory=list, max_length=MAX_DEVICES, json_schema_extra=_LIST_BY_NAME)
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _full_form(cls, devices: Any) -> Any:
+        """Devices as the backends return them (:class:`InventoryDevice`) are taken as they
+        are: the full form."""
+        if isinstance(devices, list):
+            return [DiscoveredDevice(**{f: getattr(d, f) for f in InventoryDevice.model_fields})
+                    if type(d) is InventoryDevice else d for d in devices]
+        return devices
+
     counter_sets: list[CounterSet] | None = Field(
         default=None, max_length=MAX_COUNTER_SETS, json_schema_extra=_LIST_BY_NAME)
+    mig_models: list[MigModel] | None = Field(default=None, max_length=MAX_COUNTER_SETS,
+                                              description=(
+        "MIG profiles shared by the GPUs whose migModel names them: the compact form of their "
+        "partitions. An agent of an earlier version lists every partition in devices instead, "
+        "which the operator publishes the same."))
     rejected: list[Rejection] | None = Field(default=None, max_length=MAX_DEVICES, description=(
         "Devices and counter sets the backend found but left out of this report, each with the "
         "value the API server would refuse (the other devices are reported)."))
@@ -270,11 +327,14 @@ class DeviceInventory(KubeModel):
 
 class DiscoveryResult(KubeModel):
     """What a discovery backend returns: devices and the counter sets they consume, and what
-    it left out because the API server would refuse it."""
+    it left out because the API server would refuse it; ``mig_profiles`` maps each GPU whose
+    partitions are among the devices to the profiles they were built from (the agent reports
+    those GPUs in the compact form, :func:`kubedra.api.mig.compact`)."""
 
     devices: list[InventoryDevice] = Field(default_factory=list)
     counter_sets: list[CounterSet] = Field(default_factory=list)
     rejected: list[Rejection] = Field(default_factory=list)
+    mig_profiles: dict[str, list[MigProfile]] = Field(default_factory=dict, exclude=True)
 
 
 AGENT_LEASE_PREFIX = "kubedra-agent-"

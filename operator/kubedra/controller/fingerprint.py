@@ -38,6 +38,7 @@ from typing import Any
 
 from kubedra import __version__
 from kubedra.api.inventory import DeviceAllocation, PublishedFrom
+from kubedra.api.mig import partition_names
 from kubedra.controller.inventories import InventoryDecision, status_allocations
 from kubedra.controller.leases import LeaseState
 from kubedra.controller.state import ClaimUse
@@ -132,9 +133,11 @@ def unchanged_pool(raw: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], 
                         for d in (s.get("spec") or {}).get("devices") or [])
     if any(u.device not in devices for u in uses):
         return None
-    listed = [*((raw.get("spec") or {}).get("devices") or []),
-              *((status.get("discovered") or {}).get("devices") or [])]
+    discovered = status.get("discovered") or {}
+    listed = [*((raw.get("spec") or {}).get("devices") or []), *(discovered.get("devices") or [])]
     health = {d["name"]: (d.get("health") or "Healthy", d.get("healthMessage")) for d in listed}
+    for gpu, names in partition_names(discovered).items():
+        health.update(dict.fromkeys(names, health[gpu]))
     allocations = status_allocations(uses)
     written = status.get("allocations") or []
     same = [a.to_api() for a in allocations] == list(written)

@@ -77,6 +77,7 @@ from kubedra.publishing.pool import (
     RECOVERED_TAINT_VALUE,
     DesiredPool,
     build_pool,
+    discovered_devices,
     drain_deadlines,
     keep_dropped_devices,
     pool_name,
@@ -212,7 +213,7 @@ def validation_field(err: ValidationError) -> str:
 
 def inventory_devices(inventory: DeviceInventory) -> list[InventoryDevice]:
     """Declared and discovered devices of an inventory, overrides not applied."""
-    discovered = inventory.status.discovered if inventory.status else None
+    discovered = discovered_devices(inventory)
     return [*(inventory.spec.devices or []), *(discovered.devices if discovered else [])]
 
 

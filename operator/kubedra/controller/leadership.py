@@ -134,6 +134,14 @@ class Leadership:
         self.identity = identity
         self.timing = timing or ElectionTiming()
         self._leading = threading.Event()
+        self.longest_stall_s = 0.0
+        """The longest time the election thread waited past a wake-up it asked for, in seconds
+        since start: how long something else held the interpreter lock (or the machine had no
+        CPU for the process) while the election had to run."""
+        self.longest_stall_cpu_s = 0.0
+        """The process's CPU seconds during that stall: close to ``longest_stall_s``, the
+        process was running (one unit of its work held the lock); far below, the machine did
+        not run it."""
 
     @property
     def leading(self) -> bool:
@@ -295,7 +303,8 @@ class _ElectionThread(threading.Thread):
             retry_period=timing.retry_period, onstarted_leading=started,
             onstopped_leading=stopped))
         tasks = [asyncio.create_task(election.run(), name="leader-election"),
-                 asyncio.create_task(self._fence(election, lost), name="leader-fence")]
+                 asyncio.create_task(self._fence(election, lost), name="leader-fence"),
+                 asyncio.create_task(self._measure_stalls(), name="leader-stalls")]
 
         def election_ended(task: asyncio.Task[None]) -> None:
             if not task.cancelled() and task.exception() and not lost.done():
@@ -315,6 +324,18 @@ class _ElectionThread(threading.Thread):
             raise
         finally:
             await _stop(tasks)
+
+    async def _measure_stalls(self, tick: float = 0.1) -> None:
+        """Record in ``longest_stall_s`` how late this thread's loop wakes up, every ``tick``
+        seconds."""
+        leadership = self.leadership
+        while True:
+            asked, cpu = time.monotonic() + tick, time.process_time()
+            await asyncio.sleep(tick)
+            stall = time.monotonic() - asked
+            if stall > leadership.longest_stall_s:
+                leadership.longest_stall_s = stall
+                leadership.longest_stall_cpu_s = time.process_time() - cpu
 
     async def _fence(self, election: _Election, lost: asyncio.Future[None]) -> None:
         """Fail ``lost`` once the last successful renewal is ``renew_deadline`` old."""

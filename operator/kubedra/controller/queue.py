@@ -26,12 +26,15 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._failures: dict[K, int] = {}
         self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._soon: dict[K, asyncio.TimerHandle] = {}
         self.base_delay = base_delay
         self.max_delay = max_delay
 
     def add(self, key: K) -> None:
         """Queue ``key`` unless it is already queued; if it is being processed, queue it again
-        once that finishes."""
+        once that finishes. A pending :meth:`add_within` for it is dropped: this covers it."""
+        if timer := self._soon.pop(key, None):
+            timer.cancel()
         if key in self._active:
             self._dirty.add(key)
         elif key not in self._queued:
@@ -48,6 +51,19 @@ class WorkQueue(Generic[K]):
             self.add(key)
 
         self._timers[key] = asyncio.get_running_loop().call_later(delay, fire)
+
+    def add_within(self, key: K, delay: float) -> None:
+        """Queue ``key`` at most ``delay`` seconds from now, so that what else comes for it
+        meanwhile is handled by the same pass: a pending one is kept (its deadline is not
+        pushed back, so a steady stream of calls still queues the key every ``delay``
+        seconds), and a key already queued needs none. ``delay`` ≤ 0 queues it now."""
+        if delay <= 0:
+            self.add(key)
+        elif key not in self._soon and key not in self._queued:
+            def fire() -> None:
+                self._soon.pop(key, None)
+                self.add(key)
+            self._soon[key] = asyncio.get_running_loop().call_later(delay, fire)
 
     async def get(self) -> K:
         """Wait for the next key and mark it active; call :meth:`done` when finished."""
@@ -74,8 +90,9 @@ class WorkQueue(Generic[K]):
         return self._failures.get(key, 0)
 
     def busy(self) -> int:
-        """Keys queued or being processed (retries waiting for their back-off excluded)."""
-        return len(self._queued | self._active)
+        """Keys queued, due within a short delay (:meth:`add_within`) or being processed
+        (retries waiting for their back-off excluded)."""
+        return len(self._queued | self._active | self._soon.keys())
 
     def __len__(self) -> int:
         return self._queue.qsize()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,6 +22,8 @@ from kubedra.controller.executor import reconcile_claim, reconcile_inventory
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.explanations import explain_pod
 from kubedra.controller.leases import LeaseCache
+from kubedra.controller.listwatch import Index, ListWatch
+from kubedra.controller.nodes import NODES_PATH, node_record
 from kubedra.controller.queue import WorkQueue
 from kubedra.controller.state import ClusterView, OperatorState
 from kubedra.logging import get_logger
@@ -53,6 +56,8 @@ class Runtime:
     settings: Settings
     api: Any = None
     leases: LeaseCache | None = None
+    nodes: ListWatch[dict[str, Any]] | None = None
+    """Nodes by name: UID and labels (:mod:`kubedra.controller.nodes`)."""
     state: OperatorState | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     claim_pools: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
@@ -64,17 +69,27 @@ class Runtime:
         Raises:
             RuntimeError: called before :func:`run` created the Lease cache.
         """
-        if self.leases is None:
-            raise RuntimeError("the Lease cache is created before the first event")
+        if self.leases is None or self.nodes is None:
+            raise RuntimeError("the Lease and Node caches are created before the first event")
+        view.nodes = Index(self.nodes)
         self.state = OperatorState(
             api=self.api, settings=self.settings, view=view, leases=self.leases,
             explain=ExplainState(event_interval=self.settings.explain_event_interval),
             attacher=load_attacher(self.settings.attacher))
+        # what is cached now lives long: the cyclic collector need not walk it again (a full
+        # collection of the millions of objects a large fleet's caches hold is seconds of CPU
+        # under the interpreter lock, the election thread's too); freed objects are still
+        # freed by their reference counts
+        gc.freeze()
         self.ready.set()
         return self.state
 
     def start(self) -> None:
-        """Start :func:`run` as a background task (its crash is logged)."""
+        """Create the Node cache and start :func:`run` as a background task (its crash is
+        logged)."""
+        self.nodes = ListWatch(self.api, NODES_PATH, node_record,
+                               lambda name, before, after: node_changed(self, name, before,
+                                                                        after))
         task = asyncio.create_task(run(self))
         task.add_done_callback(_report_crash)
         self.tasks.append(task)
@@ -103,9 +118,12 @@ async def run(runtime: Runtime) -> None:
             check_lease(runtime.state, node, utcnow())
 
     runtime.leases = LeaseCache(runtime.api, runtime.settings.namespace, lease_changed)
+    assert runtime.nodes is not None  # created by start()
     lease_task = asyncio.create_task(runtime.leases.run())
+    node_task = asyncio.create_task(runtime.nodes.run())
     await runtime.ready.wait()
     await runtime.leases.synced.wait()  # no pool is judged by a Lease not read yet
+    await runtime.nodes.synced.wait()  # nor by a Node not read yet
     state = runtime.state
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")
@@ -113,7 +131,7 @@ async def run(runtime: Runtime) -> None:
     try:
         await tick(state)
     finally:
-        for task in [lease_task, *workers]:
+        for task in [lease_task, node_task, *workers]:
             task.cancel()
 
 
@@ -170,6 +188,26 @@ async def work(queue: WorkQueue[K], step: Step[K]) -> None:
             queue.done(key, failed=True)
         else:
             queue.done(key)
+
+
+def node_changed(runtime: Runtime, name: str, before: dict[str, Any] | None,
+                 after: dict[str, Any] | None) -> None:
+    """What kubedra reads of Node ``name`` changed (the cache reports nothing else): its
+    inventories are reconciled when it came, went or is another Node (UID:
+    ``NodeNotFound``), and pending pods explained again when its labels changed."""
+    state = runtime.state
+    if state is None:
+        return
+    if _uid(before) != _uid(after):
+        for inventory in state.view.inventories_on_node(name):
+            state.inventory_queue.add(inventory)
+    labels = None if after is None else after["metadata"]["labels"]
+    if state.explain.node_changed(name, labels):
+        state.explain_again()
+
+
+def _uid(node: dict[str, Any] | None) -> str | None:
+    return None if node is None else str(node["metadata"]["uid"])
 
 
 def check_lease(state: OperatorState, node: str, now: datetime.datetime) -> None:

@@ -316,6 +316,11 @@ class OperatorState:
     """Of those, the ones that found the pool as ``status.publishedFrom`` recorded it
     (:mod:`kubedra.controller.fingerprint`)."""
 
+    def explain_again(self) -> None:
+        """Queue every unschedulable pod (pods whose inputs did not change are skipped)."""
+        for key in list(self.view.unschedulable_pods):
+            self.explain_queue.add(key)
+
     def inventory_for_pool(self, driver: str, pool: str) -> str | None:
         """The inventory that publishes pool ``(driver, pool)``: of those naming it (an index
         lookup, not a scan), the one with a published pool — losers of a PoolConflict have none;

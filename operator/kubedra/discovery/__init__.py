@@ -6,8 +6,8 @@ and reports the result in ``status.discovered``. Backends and their sources:
 :mod:`kubedra.discovery.backends`; PCI: :mod:`~kubedra.discovery.sysfs`,
 :mod:`~kubedra.discovery.pci`; NVIDIA: :mod:`~kubedra.discovery.nvml`,
 :mod:`~kubedra.discovery.nvml_live`, :mod:`~kubedra.discovery.recorded`,
-:mod:`~kubedra.discovery.nvidia`, :mod:`~kubedra.discovery.mig`; captures and the live check:
-:mod:`~kubedra.discovery.capture`; the ``kubedra discover`` command:
+:mod:`~kubedra.discovery.nvidia`, :mod:`~kubedra.api.mig` (MIG partitions); captures and
+the live check: :mod:`~kubedra.discovery.capture`; the ``kubedra discover`` command:
 :mod:`~kubedra.discovery.command`.
 """
 

@@ -125,7 +125,7 @@ def screen(result: DiscoveryResult) -> DiscoveryResult:
         if not errors:
             devices[device.name] = device
     return DiscoveryResult(devices=list(devices.values()), counter_sets=list(sets.values()),
-                           rejected=rejected[:MAX_DEVICES])
+                           rejected=rejected[:MAX_DEVICES], mig_profiles=result.mig_profiles)
 
 
 def _path(where: str, field: str) -> str:

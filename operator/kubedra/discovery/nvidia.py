@@ -6,7 +6,7 @@ both end in :func:`nvidia_discovery`; only their sources differ.
 A GPU is the device ``gpu-<NVML index>`` (driver ``gpu.kubedra.io``). Attributes, each only
 when NVML answers:
 
-- ``type`` = ``gpu`` (MIG partitions say ``mig``; see :mod:`kubedra.discovery.mig`);
+- ``type`` = ``gpu`` (MIG partitions say ``mig``; see :mod:`kubedra.api.mig`);
 - ``productName`` (``NVIDIA H200``), ``uuid``;
 - ``architecture``: the ``nvmlDeviceArchitecture_t`` enum by nvidia-smi's names (9 →
   ``Hopper``);
@@ -39,14 +39,19 @@ import re
 
 from pydantic import ValidationError
 
-from kubedra.api.inventory import DiscoveryResult, Health, InventoryDevice, MigMode
+from kubedra.api.inventory import (
+    DiscoveryResult,
+    Health,
+    InventoryDevice,
+    MigMode,
+    MigProfile,
+)
+from kubedra.api.mig import TYPE, WHOLE_GPU, mig_partitions
 from kubedra.api.quantity import BINARY_SI, Quantity
 from kubedra.api.resource import DeviceAttribute, DeviceCapacity
 from kubedra.api.validation import model_rejections
-from kubedra.discovery.mig import TYPE, WHOLE_GPU, mig_partitions
 from kubedra.discovery.nvml import NvmlDevice, NvmlDocument, NvmlSource, ok, parse_nvml
 from kubedra.discovery.sysfs import (
-    PCI_BUS_ID,
     PciFunction,
     PciSource,
     parse_pci_functions,
@@ -201,7 +206,7 @@ def nvidia_inventory(document: NvmlDocument, functions: list[PciFunction],
         functions: the machine's PCI functions (for pcieRoot and numaNode).
         mig: ``none`` publishes whole GPUs only; ``partitions`` adds, for each MIG-capable GPU
             with profile placements, its partitions and counter set, and makes the whole GPU
-            consume the full set (:mod:`kubedra.discovery.mig`).
+            consume the full set (:mod:`kubedra.api.mig`).
 
     Returns:
         Per GPU in NVML index order: the whole GPU, then its partitions; counter sets in the
@@ -223,6 +228,7 @@ def nvidia_inventory(document: NvmlDocument, functions: list[PciFunction],
             continue
         result.devices += found.devices
         result.counter_sets += found.counter_sets
+        result.mig_profiles.update(found.mig_profiles)
     return result
 
 
@@ -249,17 +255,17 @@ def _gpu_devices(device: NvmlDevice, by_address: dict[str, PciFunction],
     result = DiscoveryResult(devices=[gpu])
     if mig == "none" or ok(device.mig_mode) is None:
         return result
-    inherited = {**model, **{key: value for key, value in topology.items()
-                             if key != PCI_BUS_ID}}
-    if uuid is not None:
-        inherited["parentUUID"] = DeviceAttribute(string_value=uuid)
-    partitions = mig_partitions(name, device.profiles(), inherited, health, health_message)
+    profiles = [MigProfile.model_validate(profile.model_dump(by_alias=True))
+                for profile in device.profiles()
+                if isinstance(profile.placements, list) and profile.placements]
+    partitions = mig_partitions(gpu, profiles)
     if partitions is None:
         log.warning("MIG-capable GPU without profile placements; no partitions", gpu=name)
         return result
     gpu.consumes_counters = [partitions.whole_gpu]
     result.devices.extend(partitions.devices)
     result.counter_sets.append(partitions.counter_set)
+    result.mig_profiles[name] = profiles
     return result
 
 

@@ -15,13 +15,14 @@ import click
 import kopf
 
 from kubedra import kube
-from kubedra.controller.leadership import Leadership, LostLeadership
+from kubedra.controller.leadership import ElectionTiming, Leadership, LostLeadership
+from kubedra.controller.metrics import OperatorCollector
 from kubedra.controller.runtime import Runtime
 from kubedra.handlers import index_readiness
 from kubedra.handlers.operator import Memo, health
 from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging, get_logger
-from kubedra.metrics import start_metrics_server
+from kubedra.metrics import REGISTRY, start_metrics_server
 from kubedra.options import common_options
 from kubedra.settings import Settings, settings_from_flags
 
@@ -56,7 +57,8 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
 
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool,
                        health_socket: str | None = None) -> None:
-    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...}`` and,
+    """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...,
+    "electionStallSeconds": ...}`` (:attr:`Leadership.longest_stall_s`) and,
     on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
     put it) and run kopf while leading. A
     replica that loses its Lease exits at once (status 1): the kubelet restarts it as a
@@ -72,13 +74,20 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     identity = f"{settings.pod_name or socket.gethostname()}_{uuid.uuid4()}"
     # the election runs in a thread of its own, with its own API client
     leadership = Leadership(functools.partial(kube.make_api_client, settings.kubeconfig),
-                            settings.namespace, identity)
+                            settings.namespace, identity, ElectionTiming(
+                                lease_duration=settings.leader_lease_duration,
+                                renew_deadline=settings.leader_renew_deadline,
+                                retry_period=settings.leader_retry_period))
     if not leader_elect:
         leadership.assume_leading()
 
     def report() -> dict[str, object]:
         return {"ok": True, **leadership.report(),
+                "electionStallSeconds": round(leadership.longest_stall_s, 3),
+                "electionStallCpuSeconds": round(leadership.longest_stall_cpu_s, 3),
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
+    collector = OperatorCollector(memo.runtime, lambda: leadership.leading)
+    REGISTRY.register(collector)
     server = await start_metrics_server(
         liveness_port or None, report,
         socket_path=health_socket) if liveness_port or health_socket else None
@@ -89,16 +98,21 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     try:
         if leader_elect:
-            await leadership.run(lead, on_lost=_exit_fenced)
+            await leadership.run(lead, on_lost=functools.partial(_exit_fenced, leadership))
         else:
             await lead()
     finally:
+        REGISTRY.unregister(collector)
         if server is not None:
             await server.cleanup()
 
 
-def _exit_fenced(err: LostLeadership) -> None:
+def _exit_fenced(leadership: Leadership, err: LostLeadership) -> None:
     """Exit the process at once (status 1), from the election thread: no write after this
-    point, not even from cleanup, however busy the reconcilers' event loop is."""
-    log.error("leadership lost: exiting", error=str(err))
+    point, not even from cleanup, however busy the reconcilers' event loop is. The log says
+    how long the election thread ever waited for the interpreter: a long stall means the
+    operator starved it, a short one that the API server did not answer the renewals."""
+    log.error("leadership lost: exiting", error=str(err),
+              election_stall_s=round(leadership.longest_stall_s, 3),
+              election_stall_cpu_s=round(leadership.longest_stall_cpu_s, 3))
     os._exit(1)

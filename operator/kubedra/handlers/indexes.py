@@ -1,4 +1,5 @@
-"""The operator's caches: kopf indexes of the objects it reads, by the keys it looks them up by.
+"""The operator's caches: kopf indexes of the objects it reads, by the keys it looks them up by
+(Nodes are in a lean cache of the operator's own, :mod:`kubedra.controller.nodes`).
 
 kopf fills every index before any event handler runs and passes them to handlers as keyword
 arguments named after the index functions; :func:`cluster_view` gives them meaning
@@ -103,12 +104,6 @@ async def taint_rules(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[st
     return {name: resources.plain(body)}
 
 
-@kopf.index(*resources.NODES, registry=resources.registry)
-async def nodes(name: str, labels: kopf.Labels, **_: Any) -> dict[str, dict[str, Any]]:
-    """Node name → its name and labels (all an explanation reads of a node)."""
-    return {name: {"metadata": {"name": name, "labels": dict(labels)}}}
-
-
 @kopf.index(*resources.PODS, registry=resources.registry)
 async def unschedulable_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any
                              ) -> dict[tuple[str, str], dict[str, Any]]:
@@ -142,6 +137,6 @@ def cluster_view(indexes: Mapping[str, Any]) -> ClusterView:
         node_inventories=indexes["node_inventories"], slices=indexes["slices"],
         claims=indexes["claims"], claim_uses=PoolUses(indexes["claim_uses"]),
         all_slices=indexes["all_slices"], device_classes=indexes["device_classes"],
-        taint_rules=indexes["taint_rules"], nodes=indexes["nodes"],
+        taint_rules=indexes["taint_rules"],
         pending_claims=indexes["pending_claims"],
         unschedulable_pods=indexes["unschedulable_pods"], slice_pools=indexes["slice_pools"])

@@ -20,16 +20,21 @@ from kubedra.controller.runtime import Runtime
 from kubedra.controller.state import OperatorState, allocation_results, pool_key
 from kubedra.handlers import resources
 from kubedra.handlers.indexes import cluster_view
+from kubedra.logging import get_logger
 from kubedra.publishing.sync import INVENTORY_LABEL, MANAGED_BY
+
+log = get_logger(__name__)
 
 KOPF_WATCH_LOGGER = "kopf._cogs.clients.watching"
 """kopf's logger of watch-stream starts, stops and restarts (``Restarting the watch-stream for
 <resource>`` after 410 Gone)."""
 
-LIST_CHUNK = 500
-"""Objects per page of kopf's initial lists (client-go's reflector pages by 500 too): unpaged,
-the whole list of 5,000 inventories (about 15 KB of JSON each with 8 H200 and managedFields)
-is held as bytes and as text while it is decoded."""
+LIST_CHUNK = 50
+"""Objects per page of kopf's lists where the API server has no streaming list (and of its
+lists of CRDs and namespaces). kopf decodes a page in one ``json.loads``, which holds the
+interpreter lock, the election thread's too, for the whole page: 500 MIG inventories of 397 KB
+are a 79 MB page, 3 to 4 s of CPU, and such a page fenced the leader (``bench/RESULTS.md``, round
+4); 50 are at most 20 MB."""
 
 
 class Memo(kopf.Memo):
@@ -87,9 +92,16 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.persistence.diffbase_storage = NoDiffBaseStorage()
     settings.watching.server_timeout = 300
     settings.watching.chunk_size = LIST_CHUNK
+    runtime.api = await kube.make_api_client(runtime.settings.kubeconfig)
+    # the streaming list sends each object as a watch event of its own, decoded alone (one
+    # object: at most the API server's request limit, ~1.5 MB, milliseconds), where a page
+    # is decoded whole; without it kopf lists in pages of LIST_CHUNK
+    settings.watching.initial_streaming = await kube.serves_streaming_list(
+        runtime.api, resources.url(resources.INVENTORIES))
+    log.info("initial lists", streaming=settings.watching.initial_streaming,
+             page=None if settings.watching.initial_streaming else LIST_CHUNK)
     settings.networking.error_backoffs = [1, 2, 5, 10]
     settings.watching.field_selectors[resources.PODS] = PENDING_POD_SELECTOR
-    runtime.api = await kube.make_api_client(runtime.settings.kubeconfig)
     runtime.start()
 
 
@@ -103,7 +115,8 @@ def health(runtime: Runtime) -> dict[str, Any]:
     """What the leader's ``/healthz`` shows about its work (served by
     :func:`kubedra.handlers.command.run_operator`): caches filled, Leases synced, queue lengths,
     keys queued or in progress (``…Busy``), inventories reconciled (and of those found
-    unchanged) and slice writes since start."""
+    unchanged) and slice writes since start, Node watch events and of those the ones that
+    changed what kubedra reads of a Node (``nodeChanges``; a heartbeat changes nothing)."""
     state = runtime.state
     return {
         "cachesReady": runtime.ready.is_set(),
@@ -115,6 +128,8 @@ def health(runtime: Runtime) -> dict[str, Any]:
         "inventoriesReconciled": state.inventories_reconciled if state else 0,
         "inventoriesUnchanged": state.inventories_unchanged if state else 0,
         "sliceWrites": state.slice_writes if state else 0,
+        "nodeEvents": runtime.nodes.counters.events if runtime.nodes else 0,
+        "nodeChanges": runtime.nodes.counters.changes if runtime.nodes else 0,
     }
 
 
@@ -172,19 +187,6 @@ def _inventory_changed(state: OperatorState) -> None:
     _explain_again(state)
 
 
-@kopf.on.event(*resources.NODES, registry=resources.registry)
-async def on_node(name: str, type: str | None, labels: kopf.Labels, memo: Any,
-                  **kwargs: Any) -> None:
-    """A node changed: explanations change only when its labels did (heartbeats do not); its
-    inventories are reconciled when it comes or goes (``NodeNotFound``)."""
-    state = _state(memo, kwargs)
-    if type in (None, "ADDED", "DELETED"):
-        for inventory in state.view.inventories_on_node(name):
-            state.inventory_queue.add(inventory)
-    if state.explain.node_changed(name, None if type == "DELETED" else labels):
-        _explain_again(state)
-
-
 @kopf.on.event(*resources.PODS, registry=resources.registry)
 async def on_pod(namespace: str | None, name: str, type: str | None, body: kopf.Body,
                  memo: Any, **kwargs: Any) -> None:
@@ -198,9 +200,7 @@ async def on_pod(namespace: str | None, name: str, type: str | None, body: kopf.
 
 
 def _explain_again(state: OperatorState) -> None:
-    """Queue every unschedulable pod (pods whose inputs did not change are skipped)."""
-    for key in list(state.view.unschedulable_pods):
-        state.explain_queue.add(key)
+    state.explain_again()
 
 
 @kopf.on.event(*resources.CLAIMS, registry=resources.registry)
@@ -222,7 +222,7 @@ async def on_claim(namespace: str | None, name: str, type: str | None, body: kop
         state.claim_queue.add((namespace, name))
     else:
         claim_pools.pop((namespace, name), None)
-    for driver, pool in touched:
+    for driver, pool in touched:  # status.allocations: one write for a burst of claims
         inventory = state.inventory_for_pool(driver, pool)
         if inventory:
-            state.inventory_queue.add(inventory)
+            state.inventory_queue.add_within(inventory, state.settings.allocations_delay)

@@ -18,7 +18,14 @@ CLAIMS = ("resource.k8s.io", "v1", "resourceclaims")
 CLASSES = ("resource.k8s.io", "v1", "deviceclasses")
 TAINT_RULES = ("resource.k8s.io", "v1", "devicetaintrules")
 PODS = ("v1", "pods")
-NODES = ("v1", "nodes")
+
+
+def url(resource: tuple[str, ...]) -> str:
+    """The API path of a resource's cluster-wide collection (``/api/v1/nodes``,
+    ``/apis/resource.k8s.io/v1/resourceslices``)."""
+    *group_version, plural = resource
+    prefix = "/api" if len(group_version) == 1 else "/apis"
+    return "/".join([prefix, *group_version, plural])
 
 
 _compactor = Compactor()

@@ -7,8 +7,9 @@ server-side apply (field manager ``kubedra-agent``) only when the result changed
 Lease ``kubedra-agent-<node>`` in the operator's namespace so that the operator knows the pool is
 still backed by a live agent. On a clean stop (SIGTERM) it gives the Lease up, so that the
 operator withdraws the pool at once. While the kubelet plugin serves, it checks every
-``cdi_check_interval`` seconds (and at start) that each prepared claim's CDI spec is on disk,
-and writes missing ones again.
+``cdi_check_interval`` seconds (and at start) that the files prepare wrote for each prepared
+claim (its CDI spec, each request's device metadata CDI spec and file) are on disk, and writes
+missing ones again.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from kubedra.api.inventory import (
     InventoryDevice,
     agent_lease_name,
 )
+from kubedra.api.mig import compact, expand
+from kubedra.api.resource import CounterSet
 from kubedra.api.time import timestamp, utcnow
 from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
@@ -60,7 +63,9 @@ class Agent:
     """The discovery loop and Lease renewal of one node agent.
 
     Attributes:
-        discovered: the last discovery result written (None before the first scan).
+        discovered: the last discovery result, in the full form (every MIG partition listed;
+            the report written is its compact form, :func:`kubedra.api.mig.compact`); None
+            before the first scan.
         health: every successful scan's device health, for the kubelet's health stream.
     """
 
@@ -95,6 +100,14 @@ class Agent:
         for device in [*declared, *found]:
             devices.setdefault(device.name, device)
         return devices
+
+    def counter_sets(self) -> list[CounterSet]:
+        """The pool's shared counter sets: those the inventory declares (``spec.counterSets``,
+        first, as the operator merges them) and those of the last report. What the devices'
+        ``consumesCounters`` draw from (:mod:`kubedra.node.exclusivity`)."""
+        declared = self.inventory.spec.counter_sets or [] if self.inventory else []
+        found = self.discovered.counter_sets or [] if self.discovered else []
+        return [*declared, *found]
 
     def pool(self) -> str:
         """The node's pool name: the inventory's ``spec.pool``, else the node name
@@ -138,24 +151,25 @@ class Agent:
         self.health.report(result.devices, time.time())
         current = inventory.status.discovered if inventory.status else None
         now = timestamp(utcnow())
-        devices = stamp_health_transitions(result.devices, current.devices if current else [],
-                                           now)
-        state = DiscoveredState(
-            devices=devices, counter_sets=result.counter_sets or None,
-            rejected=result.rejected or None,
-            backend=self.settings.backend.split(":", 1)[0], agent_version=__version__,
-            boot_id=self.boot_id(), observed_time=now)
-        if current is not None and _same(current, state):
-            self.discovered = current
+        devices = stamp_health_transitions(
+            result.devices, expand(current).devices if current else [], now)
+        found = result.model_copy(update={"devices": devices})
+        report = compact(found).model_copy(update={
+            "backend": self.settings.backend.split(":", 1)[0], "agent_version": __version__,
+            "boot_id": self.boot_id(), "observed_time": now})
+        # the kubelet plugin uses it even if the report fails
+        self.discovered = report.model_copy(update={
+            "devices": devices, "counter_sets": result.counter_sets or None, "mig_models": None})
+        if current is not None and _same(current, report):
             return False
-        self.discovered = state  # the kubelet plugin uses it even if the report fails
         self.scanned.set()
         for rejected in result.rejected:
             log.warning("left out of the report: the API server would refuse it",
                         device=rejected.name, field=rejected.field, error=rejected.message)
-        await kube.apply_discovered(self.api, self.name, state.to_api())
-        log.info("reported devices", inventory=self.name, devices=len(state.devices),
-                 counter_sets=len(state.counter_sets or []))
+        await kube.apply_discovered(self.api, self.name, report.to_api())
+        log.info("reported devices", inventory=self.name, devices=len(devices),
+                 counter_sets=len(result.counter_sets), listed=len(report.devices),
+                 mig_models=len(report.mig_models or []))
         return True
 
     async def run_discovery(self) -> None:
@@ -225,13 +239,13 @@ class Agent:
 
 
 async def run_cdi_check(preparer: ClaimPreparer, interval: float) -> None:
-    """Write again the missing CDI specs of prepared claims now and every ``interval``
-    seconds, forever (:meth:`ClaimPreparer.restore_missing_specs`)."""
+    """Write again the missing files of prepared claims (CDI specs, device metadata) now and
+    every ``interval`` seconds, forever (:meth:`ClaimPreparer.restore_missing_files`)."""
     while True:
         try:
-            await preparer.restore_missing_specs()
+            await preparer.restore_missing_files()
         except OSError as err:
-            log.warning("checking the CDI specs of prepared claims failed; will retry",
+            log.warning("checking the files of prepared claims failed; will retry",
                         error=str(err))
         await asyncio.sleep(interval)
 
@@ -245,15 +259,16 @@ def _same(current: DiscoveredState, new: DiscoveredState) -> bool:
 async def run_agent(settings: Settings) -> None:
     """Run the agent until cancelled: discovery loop, Lease renewal, the kubelet DRA plugin
     (after the first scan, so that it knows the node's devices) and, unless
-    ``metrics_port`` is 0, ``/metrics`` and ``/healthz``."""
+    ``metrics_port`` is 0, ``/metrics`` and ``/healthz`` on ``metrics_address``."""
     api = await kube.make_api_client(settings.kubeconfig)
     async with api:
         agent = Agent(settings, api)
         mig = NvmlMigPartitioner() if settings.backend == "nvml" else None
         plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.pool,
                                 devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig,
-                                health=agent.health)
-        metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict)
+                                health=agent.health, counter_sets=agent.counter_sets)
+        metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict,
+                                              hosts=settings.metrics_hosts)
                    if settings.metrics_port else None)
         loops = [asyncio.create_task(agent.run_discovery()),
                  asyncio.create_task(agent.run_lease())]

@@ -32,11 +32,15 @@ from kubedra.settings import settings_from_flags
                    "2/3 of it to it plus the operator's lease check interval later "
                    "[env KUBEDRA_LEASE_DURATION; default 40]")
 @click.option("--cdi-check-interval", type=float, default=None,
-              help="Seconds between checks that prepared claims' CDI specs exist (missing "
-                   "ones are written again) [env KUBEDRA_CDI_CHECK_INTERVAL; default 30]")
+              help="Seconds between checks that prepared claims' CDI specs and device "
+                   "metadata exist (missing ones are written again) "
+                   "[env KUBEDRA_CDI_CHECK_INTERVAL; default 30]")
 @click.option("--metrics-port", type=int, default=None,
               help="Port of /metrics and /healthz, 0 = none [env KUBEDRA_METRICS_PORT; "
                    "default 8080]")
+@click.option("--metrics-address", default=None,
+              help="IP addresses /metrics and /healthz listen on, comma-separated; 0.0.0.0 = "
+                   "every interface [env KUBEDRA_METRICS_ADDRESS; default 127.0.0.1]")
 @click.option("--kubelet-registry-dir", type=click.Path(path_type=Path), default=None,
               help="Where the kubelet looks for plugin registration sockets "
                    "[env KUBEDRA_KUBELET_REGISTRY_DIR; default /var/lib/kubelet/plugins_registry]")

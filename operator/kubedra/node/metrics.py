@@ -14,9 +14,11 @@
 - ``kubedra_plugin_status_writes_skipped_total`` (counter): ``status.devices`` writes the API
   server refuses for every JSON client (a claim whose opaque config is stored as non-canonical
   JSON; see docs/node-plugin.md); the claim is prepared without the ``Prepared`` condition.
-- ``kubedra_plugin_cdi_specs_restored_total{result}`` (counter): CDI specs of prepared claims
-  found missing (at start and every ``--cdi-check-interval`` seconds) and written again
-  (``done``) or not (``error``, e.g. the claim is gone).
+- ``kubedra_plugin_cdi_specs_restored_total{kind, result}`` (counter): files of prepared
+  claims found missing (at start and every ``--cdi-check-interval`` seconds) and written again
+  (``done``) or not (``error``, e.g. the claim is gone); ``kind`` ``claim`` (the claim's CDI
+  spec), ``metadata`` (a request's device metadata CDI spec) or ``metadata-file`` (the
+  metadata file that spec mounts).
 - ``kubedra_plugin_registered`` (gauge): 1 after the kubelet confirmed the registration, 0
   after it reported a failure.
 """
@@ -58,8 +60,8 @@ class PluginMetrics:
             registry=registry)
         self.cdi_specs_restored = Counter(
             "kubedra_plugin_cdi_specs_restored",
-            "CDI specs of prepared claims found missing, by whether they were written again.",
-            ["result"], registry=registry)
+            "Files of prepared claims found missing, by kind and whether they were written "
+            "again.", ["kind", "result"], registry=registry)
         self.registered = Gauge(
             "kubedra_plugin_registered", "1 once the kubelet confirmed the registration.",
             registry=registry)

@@ -38,6 +38,7 @@ import grpc
 from kubernetes_asyncio.client import ApiClient
 
 from kubedra.api.inventory import InventoryDevice
+from kubedra.api.resource import CounterSet
 from kubedra.logging import get_logger
 from kubedra.node.health import HEALTH_SERVICES, HealthFeed, HealthService, health_timeout
 from kubedra.node.metrics import PluginMetrics
@@ -253,7 +254,8 @@ class KubeletPlugin:
 def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str,
                    pool: Callable[[], str], devices: Callable[[], Mapping[str, InventoryDevice]],
                    metrics: PluginMetrics, mig: MigPartitioner | None = None,
-                   health: HealthFeed | None = None) -> KubeletPlugin:
+                   health: HealthFeed | None = None,
+                   counter_sets: Callable[[], list[CounterSet]] = list) -> KubeletPlugin:
     """The agent's plugin as ``settings`` place it: driver, kubelet registry and plugins
     directories, CDI directory, boot ID file and (rolling updates) the pod UID.
 
@@ -269,6 +271,8 @@ def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str,
             inventory publishes MIG placements (``discovery.mig: partitions``).
         health: the feed discovery reports device health to (:class:`HealthFeed`); a new,
             empty one if None (the stream then waits for a first report).
+        counter_sets: returns the pool's shared counter sets (declared, then discovered),
+            for the prepare-time exclusivity rule (:mod:`kubedra.node.exclusivity`).
     """
     preparer = ClaimPreparer(
         api=api, driver=settings.driver, node_name=node_name, pool=pool, devices=devices,
@@ -276,7 +280,7 @@ def kubelet_plugin(settings: Settings, api: ApiClient, *, node_name: str,
                                                    settings.driver),
                           cdi_dir=settings.cdi_dir, boot_id=settings.boot_id_path,
                           device_root=settings.device_root),
-        metrics=metrics, mig=mig)
+        metrics=metrics, mig=mig, counter_sets=counter_sets)
     return KubeletPlugin(preparer, driver=settings.driver,
                          registry_dir=settings.kubelet_registry_dir,
                          plugins_dir=settings.kubelet_plugins_dir, metrics=metrics,

@@ -2,8 +2,8 @@
 
 Prepare, per claim: read the claim (before taking the lock, like upstream's kubeletplugin
 helper), check it (:mod:`kubedra.node.claims`) and its opaque config (:mod:`kubedra.node.config`),
-refuse a device another claim still holds on this node (:meth:`ClaimPreparer._holder`; a
-request with ``adminAccess`` is exempt, KEP-5018), create MIG instances for MIG placement
+refuse a device another claim still holds on this node, or that shares counters with one
+beyond their value (:mod:`kubedra.node.exclusivity`), create MIG instances for MIG placement
 devices, write the claim's CDI spec (:mod:`kubedra.node.claimspec`) and each request's device
 metadata file with its CDI spec (:mod:`kubedra.node.metadata`, KEP-5304), apply the
 ``Prepared`` condition to the claim's ``status.devices`` entries of our driver (server-side
@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from kubedra import kube
 from kubedra.api.inventory import AGENT_FIELD_MANAGER, InventoryDevice
-from kubedra.api.resource import AllocatedDeviceStatus, Condition, ResourceClaim
+from kubedra.api.resource import AllocatedDeviceStatus, Condition, CounterSet, ResourceClaim
 from kubedra.api.time import timestamp, utcnow
 from kubedra.logging import get_logger
 from kubedra.node import cdi, metadata
@@ -70,6 +70,7 @@ from kubedra.node.edits import (
     mig_placement,
     resolve_device,
 )
+from kubedra.node.exclusivity import find_conflict, pool_counters
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import MigError, MigInstance, MigPartitioner
 from kubedra.settings import DEFAULT_BOOT_ID_PATH, DEFAULT_CDI_DIR
@@ -79,6 +80,10 @@ log = get_logger(__name__)
 PREPARED_CONDITION = "Prepared"
 PREPARED_REASON = "DevicePrepared"
 LOCK_FILE = "serialize.lock"
+RESTORED_KINDS = ("claim", "metadata", "metadata-file")
+"""The files prepare writes for a claim, as ``kind`` of
+``kubedra_plugin_cdi_specs_restored_total``: the claim's CDI spec (``<driver>/claim``), each
+request's device metadata CDI spec (``<driver>/metadata``) and the metadata file it mounts."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,8 @@ class ClaimPreparer:
         pool: returns this node's pool name (``spec.pool`` of its inventory, else the node
             name).
         devices: returns the node's current devices by name (declared and discovered).
+        counter_sets: returns the pool's shared counter sets (declared, then discovered),
+            what the devices' ``consumesCounters`` draw from.
         paths: data, CDI and boot ID locations.
         metrics: where to count.
         mig: creates MIG instances; ``None`` when the node has no MIG placement devices (a
@@ -137,12 +144,14 @@ class ClaimPreparer:
 
     def __init__(self, *, api: ApiClient, driver: str, node_name: str, pool: Callable[[], str],
                  devices: Callable[[], Mapping[str, InventoryDevice]], paths: PluginPaths,
-                 metrics: PluginMetrics, mig: MigPartitioner | None = None) -> None:
+                 metrics: PluginMetrics, mig: MigPartitioner | None = None,
+                 counter_sets: Callable[[], list[CounterSet]] = list) -> None:
         self._api = api
         self._driver = driver
         self._node = node_name
         self._pool = pool
         self._devices = devices
+        self._counter_sets = counter_sets
         self._paths = paths
         self._metrics = metrics
         self._mig = mig
@@ -205,48 +214,77 @@ class ClaimPreparer:
             self._update_gauge()
         return results
 
-    async def restore_missing_specs(self) -> int:
-        """Write again the CDI spec of every claim prepared in this boot whose spec file is
-        gone (deleted by hand or by a tool that cleans the CDI directory), as a repeated
-        prepare would: the claim is read again and its edits computed anew, with the same CDI
-        device IDs and MIG instances. A claim unprepared meanwhile is left alone. Each claim
-        is counted in ``kubedra_plugin_cdi_specs_restored_total{result}`` (done or error).
+    async def restore_missing_files(self) -> int:
+        """Write again every file prepare wrote for a claim prepared in this boot that is gone
+        (deleted by hand or by a tool that cleans the CDI directory), each kind on its own
+        (:data:`RESTORED_KINDS`): the claim is read again and, when its CDI spec is gone (or
+        its allocation changed), prepared again as a repeated prepare would (its edits
+        computed anew, with the same CDI device IDs and MIG instances); otherwise only its
+        device metadata (files and CDI specs) is written again. A claim unprepared meanwhile
+        is left alone. Each file is counted in
+        ``kubedra_plugin_cdi_specs_restored_total{kind, result}`` (result done or error).
 
         Returns:
-            How many specs were written again.
+            How many files were written again.
         """
         async with self._serialized():
-            missing = [c for c in self._checkpoint.claims.values() if self._spec_missing(c.uid)]
+            missing = [c for c in self._checkpoint.claims.values() if self._missing_files(c.uid)]
         refs = [ClaimRef(c.namespace, c.name, c.uid) for c in missing]
         fetched = await asyncio.gather(*(self._fetch(ref) for ref in refs))
         restored = 0
         async with self._serialized():
             devices = self._devices()
             for ref, claim in zip(refs, fetched, strict=True):
-                if not self._spec_missing(ref.uid):
+                files = self._missing_files(ref.uid)
+                if not files:
                     continue  # unprepared, or prepared again, meanwhile
+                key = claim_key(ref.namespace, ref.name)
                 try:
                     if isinstance(claim, ClaimError):
                         raise claim
-                    await self._prepare_claim(ref, claim, devices)
+                    await self._restore(ref, claim, devices, files)
                 except Exception as err:  # one claim never stops the others
-                    self._metrics.cdi_specs_restored.labels("error").inc()
-                    log.warning("CDI spec of a prepared claim is missing and cannot be written "
-                                "again", claim=claim_key(ref.namespace, ref.name), uid=ref.uid,
-                                error=str(err))
+                    for kind, path in files:
+                        self._metrics.cdi_specs_restored.labels(kind, "error").inc()
+                        log.warning("a file of a prepared claim is missing and cannot be written "
+                                    "again", claim=key, uid=ref.uid, kind=kind, path=str(path),
+                                    error=str(err))
                     continue
-                restored += 1
-                self._metrics.cdi_specs_restored.labels("done").inc()
-                log.warning("CDI spec of a prepared claim was missing; written again",
-                            claim=claim_key(ref.namespace, ref.name), uid=ref.uid)
+                for kind, path in files:
+                    restored += 1
+                    self._metrics.cdi_specs_restored.labels(kind, "done").inc()
+                    log.warning("a file of a prepared claim was missing; written again",
+                                claim=key, uid=ref.uid, kind=kind, path=str(path))
         return restored
 
-    def _spec_missing(self, uid: str) -> bool:
-        """Whether claim ``uid`` is prepared in this boot but its CDI spec file is gone."""
+    def _missing_files(self, uid: str) -> list[tuple[str, Path]]:
+        """The files prepare wrote for claim ``uid``, prepared in this boot, that are gone, each
+        with its kind (:data:`RESTORED_KINDS`); empty for a claim not prepared in this boot."""
         known = self._checkpoint.claims.get(uid)
-        return (known is not None and known.state == "PrepareCompleted"
-                and known.boot_id == self._boot_id
-                and not spec_path(self._paths.cdi_dir, self._driver, uid).exists())
+        if (known is None or known.state != "PrepareCompleted"
+                or known.boot_id != self._boot_id):
+            return []
+        expected = [("claim", spec_path(self._paths.cdi_dir, self._driver, uid))]
+        target = metadata.MetadataClaim(known.namespace, known.name, uid)
+        for request in sorted({r for d in known.devices for r in d.request_names}):
+            expected += [
+                ("metadata", metadata.spec_path(self._paths.cdi_dir, self._driver, uid, request)),
+                ("metadata-file", metadata.host_file(self._paths.data_dir, target, request))]
+        return [(kind, path) for kind, path in expected if not path.exists()]
+
+    async def _restore(self, ref: ClaimRef, claim: ResourceClaim,
+                       devices: Mapping[str, InventoryDevice],
+                       files: list[tuple[str, Path]]) -> None:
+        """Write ``files`` of a prepared claim again (see :meth:`restore_missing_files`)."""
+        known = self._checkpoint.claims[ref.uid]
+        allocated = allocated_devices(claim, ref.uid, self._driver, self._pool(), devices)
+        same = ([(a.result.pool, a.result.device, a.result.share_id) for a in allocated]
+                == [_device_key(d) for d in known.devices])
+        if not same or any(kind == "claim" for kind, _ in files):
+            await self._prepare_claim(ref, claim, devices)
+        else:
+            self._write_metadata(claim, ref, allocated,
+                                 [d.model_copy(deep=True) for d in known.devices])
 
     # --- prepare ----------------------------------------------------------------------------
 
@@ -283,13 +321,10 @@ class ClaimPreparer:
                 and known.boot_id == self._boot_id and path.exists()
                 and [_device_key(d) for d in known.devices] == [_device_key(d) for d in wanted]):
             return known.devices, False
-        for d in wanted:
-            holder = self._holder(ref.uid, d)
-            if holder is not None:
-                raise ClaimError("DeviceInUse", f"device {d.pool_name}/{d.device_name} of claim "
-                                 f"{claim_key(ref.namespace, ref.name)} is still prepared for "
-                                 f"claim {claim_key(holder.namespace, holder.name)} (UID "
-                                 f"{holder.uid}); it is prepared once that claim is unprepared")
+        conflict = find_conflict(ref.uid, wanted, self._checkpoint.claims, pool=self._pool(),
+                                 devices=devices, counters=pool_counters(self._counter_sets()))
+        if conflict is not None:
+            raise ClaimError("DeviceInUse", conflict.message(claim_key(ref.namespace, ref.name)))
 
         reusable = self._mig_instances(known)
         await self._destroy_mig([m for k, m in reusable.items()
@@ -328,26 +363,6 @@ class ClaimPreparer:
         log.info("claim prepared", claim=claim_key(ref.namespace, ref.name), uid=ref.uid,
                  devices=[d.device_name for d in record.devices])
         return record.devices, True
-
-    def _holder(self, uid: str, device: PreparedDevice) -> PreparedClaim | None:
-        """Another claim this node prepared (or began to prepare) with ``device``, unless both
-        hold it with a share ID (a device that allows multiple allocations), or either holds
-        it with admin access. The scheduler may allocate a device again as soon as a
-        force-deleted pod's claim is gone, while the kubelet has not yet unprepared it: the
-        node is the last line of defence against double use. Admin access (KEP-5018, GA) is
-        the exception by design: the scheduler allocates devices in use to such a request
-        and does not count its results as allocated (``foreachAllocatedDevice`` in
-        pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go), so neither
-        does this check."""
-        if device.admin_access:
-            return None
-        for claim in self._checkpoint.claims.values():
-            if claim.uid != uid and any(
-                    (d.pool_name, d.device_name) == (device.pool_name, device.device_name)
-                    and not d.admin_access
-                    and (d.share_id is None or device.share_id is None) for d in claim.devices):
-                return claim
-        return None
 
     def _write_metadata(self, claim: ResourceClaim, ref: ClaimRef,
                         allocated: list[AllocatedDevice], devices: list[PreparedDevice]) -> None:

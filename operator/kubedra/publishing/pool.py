@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from kubedra.api.inventory import DeviceInventory, InventoryDevice, Rejection
+from kubedra.api.inventory import DeviceInventory, DiscoveryResult, InventoryDevice, Rejection
+from kubedra.api.mig import expand
 from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
 from kubedra.api.time import parse_timestamp
 from kubedra.api.validation import (
@@ -106,6 +107,13 @@ def binding_errors(device: InventoryDevice, node_name: str | None) -> list[Field
     return errors
 
 
+def discovered_devices(inventory: DeviceInventory) -> DiscoveryResult | None:
+    """What the agent reported, in the full form (:func:`kubedra.api.mig.expand`), or None
+    before its first report."""
+    discovered = inventory.status.discovered if inventory.status else None
+    return expand(discovered) if discovered is not None else None
+
+
 def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
                hold_down: float = 0.0) -> DesiredPool:
     """Merge declared and discovered devices, apply overrides, and leave out what cannot be
@@ -123,10 +131,12 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
     :func:`~kubedra.api.validation.device_errors`, that consumes a counter set or counter the
     pool lacks (or more than it holds), or whose override taint is not a valid taint. Each is
     in ``left_out`` with the field (``spec.devices[1].attributes[model].string``) and why,
-    after what the agent left out of its report (``status.discovered.rejected``).
+    after what the agent left out of its report (``status.discovered.rejected``). The
+    agent's report is read in the full form (:func:`discovered_devices`): a GPU in the compact
+    form publishes the same devices as one listing its partitions.
     """
     spec = inventory.spec
-    discovered = inventory.status.discovered if inventory.status else None
+    discovered = discovered_devices(inventory)
     sources: list[tuple[str, InventoryDevice]] = [
         (f"spec.devices[{i}]", d) for i, d in enumerate(spec.devices or [])]
     if discovered:
@@ -135,8 +145,8 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
     counter_sources = [(f"spec.counterSets[{i}]", c) for i, c in enumerate(spec.counter_sets or [])]
     if discovered:
         counter_sources += [(f"status.discovered.counterSets[{i}]", c)
-                            for i, c in enumerate(discovered.counter_sets or [])]
-    left_out = list(discovered.rejected or []) if discovered else []
+                            for i, c in enumerate(discovered.counter_sets)]
+    left_out = list(discovered.rejected) if discovered else []
 
     counter_sets: dict[str, CounterSet] = {}
     for path, counter_set in counter_sources:

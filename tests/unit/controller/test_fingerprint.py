@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bench.scale import h200_node
 from kubedra.api.resource import OwnerReference, ResourceSlice
 from kubedra.controller.fingerprint import Unchanged, inputs_digest, record, unchanged_pool
 from kubedra.controller.inventories import (
@@ -202,3 +203,15 @@ def test_a_draining_pool_records_nothing() -> None:
     assert taints == {"gpu-0": [], "gpu-1": [], "gpu-2": ["kubedra.io/draining"]}
     assert "publishedFrom" not in published["status"]
     assert check(published, slices) is None
+
+
+def test_a_compact_mig_inventory_is_verified_with_every_partitions_health() -> None:
+    """The partitions of a GPU in the compact form are not listed in the raw report; a claim's
+    device missing from ``health`` would read as ``Missing``."""
+    raw = raw_inventory(0)
+    raw["status"]["discovered"] = h200_node(0, True, "compact")
+    published, slices = publish(raw)
+    found = check(published, slices)
+    assert found is not None
+    assert len(found.devices) == 208
+    assert found.health == dict.fromkeys(found.devices, ("Healthy", None))

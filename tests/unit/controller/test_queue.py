@@ -41,3 +41,32 @@ async def test_failures_retry_after_a_doubling_delay_and_success_resets_them() -
         assert loop.time() - started >= delay * 0.9
     queue.done(key)
     assert queue.failures("a") == 0
+
+
+async def test_keys_added_within_a_delay_come_once_and_no_later_than_the_first_deadline() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    queue.add_within("a", 0.2)
+    assert (len(queue), queue.busy()) == (0, 1)  # due soon: the operator is not idle
+    await asyncio.sleep(0.1)
+    queue.add_within("a", 0.2)  # the burst goes on: the first deadline holds
+    queue.add_within("b", 0.05)
+    assert await asyncio.wait_for(queue.get(), timeout=5) == "b"
+    assert await asyncio.wait_for(queue.get(), timeout=5) == "a"
+    assert 0.18 <= loop.time() - started < 0.29
+    assert len(queue) == 0
+    await asyncio.sleep(0.25)
+    assert len(queue) == 0  # the second call came within the first delay: nothing more
+
+
+async def test_adding_a_key_now_covers_its_pending_delayed_add() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_within("a", 0.05)
+    queue.add("a")
+    assert await queue.get() == "a"
+    queue.done("a")
+    await asyncio.sleep(0.1)
+    assert (len(queue), queue.busy()) == (0, 0)
+    queue.add_within("a", 0)  # no delay: at once
+    assert len(queue) == 1

@@ -11,11 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from kubedra.api.inventory import DiscoveryResult, DiscoverySettings, InventoryDevice, Rejection
+from kubedra.api.inventory import (
+    DiscoveryResult,
+    DiscoverySettings,
+    InventoryDevice,
+    MigProfile,
+    Rejection,
+)
+from kubedra.api.mig import mig_partitions, partition_name
 from kubedra.discovery import discover
 from kubedra.discovery.backends import screen
-from kubedra.discovery.mig import mig_partitions, partition_name
-from kubedra.discovery.nvml import GpuInstanceProfile
 
 H200 = Path(__file__).resolve().parents[3] / "hardware" / "nvidia-h200"
 
@@ -202,21 +207,23 @@ def test_partition_names_are_dns_labels(profile: str, start: int, name: str) -> 
     assert partition_name("gpu-0", profile, start) == name
 
 
-def _profile(name: str, placements: list[dict[str, int]] | None) -> GpuInstanceProfile:
-    return GpuInstanceProfile.model_validate({
+GPU = InventoryDevice(name="gpu-0")
+
+
+def _profile(name: str, placements: list[dict[str, int]]) -> MigProfile:
+    return MigProfile.model_validate({
         "id": 1, "name": name, "sliceCount": 1, "multiprocessorCount": 16,
         "copyEngineCount": 1, "decoderCount": 0, "encoderCount": 0, "jpegCount": 0,
         "ofaCount": 0, "memorySizeMB": 1024, "placements": placements})
 
 
 def test_profiles_without_placements_give_no_partitions() -> None:
-    assert mig_partitions("gpu-0", [_profile("MIG 1g.1gb", None)], {}, "Healthy", None) is None
-    assert mig_partitions("gpu-0", [_profile("MIG 1g.1gb", [])], {}, "Healthy", None) is None
+    assert mig_partitions(GPU, []) is None
+    assert mig_partitions(GPU, [_profile("MIG 1g.1gb", [])]) is None
 
 
 def test_more_than_32_counters_is_refused() -> None:
-    wide = mig_partitions("gpu-0", [_profile("MIG 1g.1gb", [{"start": 0, "size": 31}])], {},
-                          "Healthy", None)
+    wide = mig_partitions(GPU, [_profile("MIG 1g.1gb", [{"start": 0, "size": 31}])])
     assert wide is not None
     assert len(wide.counter_set.counters) == 33
     result = screen(DiscoveryResult(devices=wide.devices, counter_sets=[wide.counter_set]))
@@ -229,7 +236,7 @@ def test_more_than_32_counters_is_refused() -> None:
 def test_clashing_partition_names_are_refused() -> None:
     profiles = [_profile("MIG 1g.1gb", [{"start": 0, "size": 1}]),
                 _profile("MIG 1g1gb", [{"start": 0, "size": 1}])]
-    clash = mig_partitions("gpu-0", profiles, {}, "Healthy", None)
+    clash = mig_partitions(GPU, profiles)
     assert clash is not None
     assert [device.name for device in clash.devices] == ["gpu-0-mig-1g1gb-s0"] * 2
     result = screen(DiscoveryResult(devices=clash.devices, counter_sets=[clash.counter_set]))

@@ -60,7 +60,7 @@ async def test_cdi_check_runs_at_start_and_every_interval_and_survives_failures(
     calls: list[str] = []
 
     class Preparer:
-        async def restore_missing_specs(self) -> int:
+        async def restore_missing_files(self) -> int:
             calls.append("check")
             if len(calls) == 1:
                 raise OSError("No space left on device")

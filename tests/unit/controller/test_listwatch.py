@@ -1,0 +1,62 @@
+"""ListWatch's bookkeeping without a server: a relist replaces the cache and reports exactly
+what differs (deletes included, as client-go's ``Replace``); a watch event that leaves the
+record equal reports nothing and keeps the cached object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubedra.controller.listwatch import Index, ListWatch
+from kubedra.controller.nodes import node_record
+
+
+def _node(name: str, uid: str = "u1", heartbeat: str = "t0", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": uid, "labels": labels, "resourceVersion": "1"},
+            "status": {"conditions": [{"type": "Ready", "lastHeartbeatTime": heartbeat}]}}
+
+
+def _cache() -> tuple[ListWatch[dict[str, Any]], list[tuple[str, Any, Any]]]:
+    changes: list[tuple[str, Any, Any]] = []
+    cache = ListWatch(None, "/api/v1/nodes", node_record,  # type: ignore[arg-type]
+                      lambda *change: changes.append(change))
+    return cache, changes
+
+
+def test_a_relist_reports_added_changed_and_deleted_records_once() -> None:
+    cache, changes = _cache()
+    fresh: dict[str, Any] = {}
+    for node in (_node("a"), _node("b")):
+        cache._take(fresh, node)
+    cache._replace(fresh)
+    assert [c[0] for c in sorted(changes)] == ["a", "b"]
+    assert cache.synced.is_set()
+    kept = cache.get("a")
+    changes.clear()
+
+    fresh = {}
+    for node in (_node("a", heartbeat="t9"), _node("c")):
+        cache._take(fresh, node)
+    cache._replace(fresh)
+    assert sorted((name, after is None) for name, _, after in changes) == [
+        ("b", True), ("c", False)]
+    assert cache.get("a") is kept  # equal record: the cached object stays
+    assert dict(Index(cache)) == {"a": (kept,), "c": (cache.get("c"),)}
+
+
+def test_an_event_that_changes_nothing_read_reports_nothing() -> None:
+    cache, changes = _cache()
+    cache._apply(_node("a"), deleted=False)
+    record = cache.get("a")
+    changes.clear()
+    for beat in range(5):
+        cache._apply(_node("a", heartbeat=f"t{beat}"), deleted=False)
+    assert changes == []
+    assert cache.get("a") is record
+    cache._apply(_node("a", zone="z"), deleted=False)
+    cache._apply(_node("a", uid="u2", zone="z"), deleted=False)  # another Node, same name
+    cache._apply(_node("a", uid="u2", zone="z"), deleted=True)
+    assert [(before and before["metadata"]["uid"], after and after["metadata"]["labels"])
+            for _, before, after in changes] == [
+        ("u1", {"zone": "z"}), ("u1", {"zone": "z"}), ("u2", None)]
+    assert cache.records == {}
+    assert cache.counters.changes == 4
