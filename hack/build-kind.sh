@@ -3,7 +3,9 @@
 # into .cache/kubernetes/<module>-<stamp>/ (git-ignored), linked into .cache/bin:
 #   kind                          sigs.k8s.io/kind v0.33.0 (hack/kind)
 #   kubeadm, kubectl, kube-proxy  k8s.io/kubernetes v1.37.2 (hack/node-tools)
+#   ptp, host-local, portmap      github.com/containernetworking/plugins (hack/cni-plugins)
 #   coredns                       github.com/coredns/coredns (hack/coredns)
+#   local-path-provisioner        github.com/rancher/local-path-provisioner (hack/local-path)
 #   pause                         kubernetes' build/pause/linux/pause.c of the same module,
 #                                 compiled static with the host's gcc
 # Each is rebuilt only when its module or build settings change (hack/go-build.sh).
@@ -36,11 +38,19 @@ LDFLAGS="-s -w \
   build "kubeadm, kubectl, kube-proxy $K8S_VERSION" node-tools k8s.io/kubernetes/cmd/kubeadm \
   k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kube-proxy
 
-if [[ -f "$root/hack/coredns/go.mod" ]]; then
-  v=$(version coredns github.com/coredns/coredns)
-  LDFLAGS="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$v" \
-    build "coredns $v" coredns github.com/coredns/coredns
-fi
+v=$(version cni-plugins github.com/containernetworking/plugins)
+LDFLAGS="-s -w" build "CNI plugins ptp, host-local, portmap $v" cni-plugins \
+  github.com/containernetworking/plugins/plugins/main/ptp \
+  github.com/containernetworking/plugins/plugins/ipam/host-local \
+  github.com/containernetworking/plugins/plugins/meta/portmap
+
+v=$(version coredns github.com/coredns/coredns)
+LDFLAGS="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$v" \
+  build "coredns $v" coredns github.com/coredns/coredns
+
+v=$(version local-path github.com/rancher/local-path-provisioner)
+LDFLAGS="-s -w -X main.VERSION=$v" \
+  build "local-path-provisioner $v" local-path github.com/rancher/local-path-provisioner
 
 # pause: PID 1 of every pod sandbox (the image kubeadm names registry.k8s.io/pause)
 k8s_dir=$(cd "$root/hack/node-tools" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
