@@ -13,6 +13,8 @@
 #          directory, remove the containers' cgroups and the netns; prints what it removed
 #          and fails if anything is left behind
 #   env    print `export DOCKER_HOST=...` for the engine's socket
+#   forward PORT  forward a free loopback port of this machine to 127.0.0.1:PORT in the
+#          namespace (hack/kind/forward.py; kind publishes the API server there); prints it
 #   exec   run a command in the namespace (e.g. `hack/kind/engine.sh exec kubectl get nodes`)
 # Installs docker.io with apt-get when missing (needs root). Everything is stopped by PID.
 set -euo pipefail
@@ -64,8 +66,31 @@ wait_gone() {
   while kill -0 "$1" 2>/dev/null; do (( SECONDS < deadline )) || return 1; sleep 0.2; done
 }
 
+forward() {
+  local target=$1 port
+  if [[ -f "$dir/forward.pid" ]] && kill -0 "$(cat "$dir/forward.pid")" 2>/dev/null \
+     && [[ $(cat "$dir/forward.target") == "$target" ]]; then
+    cat "$dir/forward.port"; return
+  fi
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  setsid python3 "$root/hack/kind/forward.py" "/run/netns/$netns" "$port" "$target" \
+    > "$dir/forward.log" 2>&1 < /dev/null &
+  echo $! > "$dir/forward.pid"; echo "$target" > "$dir/forward.target"; echo "$port" > "$dir/forward.port"
+  local deadline=$((SECONDS + 10))
+  until python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$port" 2>/dev/null; do
+    (( SECONDS < deadline )) || die "the forwarder did not listen on 127.0.0.1:$port: $(cat "$dir/forward.log")"
+    sleep 0.2
+  done
+  echo "$port"
+}
+
 down() {
   local left=()
+  if [[ -f "$dir/forward.pid" ]]; then
+    local fpid; fpid=$(cat "$dir/forward.pid")
+    if kill -0 "$fpid" 2>/dev/null; then log "stopping the forwarder (pid $fpid)"; kill -TERM "$fpid"; wait_gone "$fpid" || left+=("process $fpid"); fi
+    rm -f "$dir/forward.pid" "$dir/forward.target" "$dir/forward.port"
+  fi
   if running; then
     local ids
     ids=$(DOCKER_HOST="unix://$sock" docker ps -aq 2>/dev/null || true)
@@ -109,6 +134,7 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   env) echo "export DOCKER_HOST=unix://$sock" ;;
+  forward) forward "${2:?forward needs the port in the namespace}" ;;
   exec) shift; in_ns "$@" ;;
-  *) echo "usage: $0 up|down|env|exec COMMAND..." >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|forward PORT|exec COMMAND..." >&2; exit 2 ;;
 esac

@@ -10,6 +10,7 @@ engine's ``down`` stops it by PID).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import socket
@@ -28,10 +29,8 @@ def pipe(source: socket.socket, sink: socket.socket) -> None:
     except OSError:
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
 
 def serve(client: socket.socket, port: int) -> None:
