@@ -125,7 +125,7 @@ images_stamp=$(stamp "$0" kube-apiserver kube-controller-manager kube-scheduler 
                coredns local-path-provisioner pause "$os_stamp" \
                $(for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd \
                           coredns local-path-provisioner pause; do echo "$bin/$b"; done) \
-               /bin/busybox "$kindnetd_image" "$provisioner_image" "$helper_image")
+               /bin/busybox "$root/hack/kind/kindnetd" "$root/hack/kind/qualify-archive.py" "$kindnetd_image" "$provisioner_image" "$helper_image")
 tarball="$work/kubernetes-server-$K8S_VERSION-$images_stamp.tar.gz"
 if [[ ! -f $tarball ]]; then
   log "release tarball: $K8S_VERSION binaries and images..."
@@ -134,46 +134,49 @@ if [[ ! -f $tarball ]]; then
   rm -rf "$stage" && mkdir -p "$stage/kubernetes/server/bin"
   echo "$K8S_VERSION" > "$stage/kubernetes/version"
   for b in kubeadm kubelet kubectl; do cp -L "$bin/$b" "$stage/kubernetes/server/bin/"; done
-  # image <name> <entrypoint JSON> <files...>: an image of static binaries under /usr/local/bin
-  image() {
-    local name=$1 entry=$2; shift 2
+  # kind counts as built only the tags of the first image of each archive (GetArchiveTags
+  # reads manifest.json's first entry), so each archive holds one image with several tags:
+  # one image per archive, with the binaries of all its tags (their pods name the command,
+  # except the one whose entrypoint it is).
+  # archive <file> <entrypoint> <tags> <files...>: an image of static binaries in
+  # /usr/local/bin (and busybox's sh, rm, mkdir in /bin, for local-path-helper), saved to file
+  archive() {
+    local file=$1 entry=$2 tags=$3; shift 3
     local r; r=$(mktemp -d "$work/rootfs.XXXX")
-    mkdir -p "$r/usr/local/bin" "$r/tmp" "$r/etc"
+    mkdir -p "$r/usr/local/bin" "$r/bin" "$r/tmp" "$r/etc"
     local f; for f in "$@"; do cp -L "$f" "$r/usr/local/bin/"; done
-    tar -C "$r" -c . | docker import --change "ENTRYPOINT $entry" \
-      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$name" >/dev/null
+    cp /bin/busybox "$r/bin/"; for f in sh rm mkdir ls; do ln -s busybox "$r/bin/$f"; done
+    local first=${tags%% *} t
+    tar -C "$r" -c . | docker import --change "ENTRYPOINT [\"/usr/local/bin/$entry\"]" \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$first" >/dev/null
     rm -rf "$r"
+    for t in $tags; do docker tag "$first" "$t"; done
+    # shellcheck disable=SC2086
+    docker save -o "$file" $tags
   }
   registry=registry.k8s.io
-  image "$registry/kube-apiserver:$K8S_VERSION" '["/usr/local/bin/kube-apiserver"]' "$bin/kube-apiserver"
-  image "$registry/kube-controller-manager:$K8S_VERSION" '["/usr/local/bin/kube-controller-manager"]' "$bin/kube-controller-manager"
-  image "$registry/kube-scheduler:$K8S_VERSION" '["/usr/local/bin/kube-scheduler"]' "$bin/kube-scheduler"
-  # the other images kubeadm names for this version (pause: the one containerd is set to)
+  out="$stage/kubernetes/server/bin"
+  # the other images kubeadm names for this version (pause: the one kind's containerd uses)
   mapfile -t wanted < <("$bin/kubeadm" config images list --kubernetes-version "$K8S_VERSION" 2>/dev/null)
   etcd_image=$(printf '%s\n' "${wanted[@]}" | grep /etcd:)
   coredns_image=$(printf '%s\n' "${wanted[@]}" | grep /coredns:)
-  image "$etcd_image" '["/usr/local/bin/etcd"]' "$bin/etcd"
-  image "$coredns_image" '["/usr/local/bin/coredns"]' "$bin/coredns"
-  image "$sandbox_image" '["/usr/local/bin/pause"]' "$bin/pause"
-  image "$provisioner_image" '["/usr/local/bin/local-path-provisioner"]' "$bin/local-path-provisioner"
-  # local-path-helper: a shell with rm and mkdir (busybox)
-  r=$(mktemp -d "$work/rootfs.XXXX"); mkdir -p "$r/bin"; cp /bin/busybox "$r/bin/"
-  for a in sh rm mkdir ls; do ln -s busybox "$r/bin/$a"; done
-  tar -C "$r" -c . | docker import --change 'ENV PATH=/bin' - "$helper_image" >/dev/null; rm -rf "$r"
+  archive "$out/kube-apiserver.tar" kube-apiserver \
+    "$registry/kube-apiserver:$K8S_VERSION $etcd_image $provisioner_image $helper_image" \
+    "$bin/kube-apiserver" "$bin/etcd" "$bin/local-path-provisioner"
+  archive "$out/kube-controller-manager.tar" pause \
+    "$registry/kube-controller-manager:$K8S_VERSION $sandbox_image" \
+    "$bin/kube-controller-manager" "$bin/pause"
+  archive "$out/kube-scheduler.tar" coredns "$registry/kube-scheduler:$K8S_VERSION $coredns_image" \
+    "$bin/kube-scheduler" "$bin/coredns"
   # kube-proxy and kindnetd need iptables, nft, ip: the base OS of step 1
-  printf 'FROM %s\nCOPY kube-proxy kindnetd /usr/local/bin/\n' "$os_image" > "$work/Dockerfile.proxy"
   r=$(mktemp -d "$work/ctx.XXXX"); cp -L "$bin/kube-proxy" "$r/"; cp "$root/hack/kind/kindnetd" "$r/"
-  docker build --quiet -t "$registry/kube-proxy:$K8S_VERSION" -f "$work/Dockerfile.proxy" "$r" >/dev/null
-  printf 'FROM %s\nENTRYPOINT ["/usr/local/bin/kindnetd"]\n' "$registry/kube-proxy:$K8S_VERSION" \
-    | docker build --quiet -t "$kindnetd_image" - >/dev/null
-  rm -rf "$r" "$work/Dockerfile.proxy"
-  out="$stage/kubernetes/server/bin"
-  docker save -o "$out/kube-apiserver.tar" "$registry/kube-apiserver:$K8S_VERSION" \
-    "$etcd_image" "$coredns_image" "$sandbox_image"
-  docker save -o "$out/kube-controller-manager.tar" "$registry/kube-controller-manager:$K8S_VERSION"
-  docker save -o "$out/kube-scheduler.tar" "$registry/kube-scheduler:$K8S_VERSION" \
-    "$provisioner_image" "$helper_image"
+  printf 'FROM %s\nCOPY kube-proxy kindnetd /usr/local/bin/\nENTRYPOINT ["/usr/local/bin/kindnetd"]\n' \
+    "$os_image" > "$r/Dockerfile"
+  docker build --quiet -t "$registry/kube-proxy:$K8S_VERSION" "$r" >/dev/null
+  rm -rf "$r"
+  docker tag "$registry/kube-proxy:$K8S_VERSION" "$kindnetd_image"
   docker save -o "$out/kube-proxy.tar" "$registry/kube-proxy:$K8S_VERSION" "$kindnetd_image"
+  for f in "$out"/*.tar; do python3 "$root/hack/kind/qualify-archive.py" "$f"; done
   find "$work" -maxdepth 1 -name 'kubernetes-server-*.tar.gz' -exec rm -f {} +
   tar -C "$stage" -c kubernetes | pigz -1 > "$tarball.part" 2>/dev/null \
     || tar -C "$stage" -cz kubernetes > "$tarball.part"
