@@ -1,7 +1,7 @@
 """The demo's checks on the kind cluster of ``make kind-demo`` (``make test-kind``).
 
 Runs only with ``KUBEDRA_KUBECONFIG`` naming that cluster (``.cache/kind/kubeconfig``), where
-kubedra is installed from ``manifests/kind`` and its agent on ``kubedra-worker`` replays the
+kubedra is installed from ``hack/kind`` and its agent on ``kubedra-worker`` replays the
 NVIDIA H200 capture: the trainer's container gets the H200 (its CDI environment and device
 node), too-big is explained, and legacy gets the GPU through its extended resource. Also checks
 that the host's addresses and routes are those recorded before the cluster was created: the

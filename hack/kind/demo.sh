@@ -2,7 +2,7 @@
 # `make kind-demo`: kubedra's demo on a kind cluster (hack/kind/cluster.yaml) in the engine of
 # hack/kind/engine.sh, with the node image of hack/kind/node-image.sh:
 #   kind create cluster; kind load image-archive of `make image`'s image and of the demo pods'
-#   image; kubectl apply -k manifests/kind; then the demo's pods and checks (python -m e2e.demo
+#   image; kubectl apply -k hack/kind; then the demo's pods and checks (python -m e2e.demo
 #   --kubeconfig ... --node kubedra-worker): the trainer prints NVIDIA_VISIBLE_DEVICES=GPU-3f1c…
 # The cluster keeps running: KUBECONFIG=.cache/kind/kubeconfig (API server forwarded to this
 # machine's loopback). `make kind-down` removes it, and everything the engine started.
@@ -55,8 +55,8 @@ write_node_images(Path(sys.argv[1]))' "$work/demo-images.tar"
 "$bin/kind" load image-archive --name "$name" "$archive"
 "$bin/kind" load image-archive --name "$name" "$work/demo-images.tar"
 
-step "installing kubedra: kubectl apply -k manifests/kind"
-"${kubectl[@]}" apply --server-side -k manifests/kind >/dev/null
+step "installing kubedra: kubectl apply -k hack/kind"
+"${kubectl[@]}" apply --server-side -k hack/kind >/dev/null
 "${kubectl[@]}" -n kubedra-system rollout status deployment/kubedra-operator --timeout=5m
 "${kubectl[@]}" -n kubedra-system rollout status daemonset/kubedra-agent --timeout=5m
 "${kubectl[@]}" get nodes -o wide
