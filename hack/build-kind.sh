@@ -12,26 +12,15 @@
 # Usage: hack/build-kind.sh [--force]
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-cache="${KUBEDRA_CACHE:-$root/.cache}"
-force=0
-[[ "${1:-}" == "--force" ]] && force=1
-die() { echo "build-kind: error: $*" >&2; exit 1; }
-command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
 prog=build-kind
+root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=hack/go-build.sh
-source "$root/hack/go-build.sh"
+source "$root/hack/go-build.sh" "$@"
 
 v=$(version kind sigs.k8s.io/kind)
 LDFLAGS="-s -w" build "kind $v" kind sigs.k8s.io/kind
 
-K8S_VERSION=v1.37.2
-minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-LDFLAGS="-s -w \
- -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
- -X k8s.io/component-base/version.gitMajor=1 \
- -X k8s.io/component-base/version.gitMinor=$minor \
- -X k8s.io/component-base/version.gitTreeState=clean \
+LDFLAGS="$K8S_LDFLAGS \
  -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION \
  -X k8s.io/client-go/pkg/version.gitMajor=1 \
  -X k8s.io/client-go/pkg/version.gitMinor=$minor" \

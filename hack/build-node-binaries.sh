@@ -13,13 +13,11 @@
 # Usage: hack/build-node-binaries.sh [--force]
 set -euo pipefail
 
+prog=build-node-binaries
 root=$(cd "$(dirname "$0")/.." && pwd)
-cache="${KUBEDRA_CACHE:-$root/.cache}"
-force=0
-[[ "${1:-}" == "--force" ]] && force=1
-
-die() { echo "build-node-binaries: error: $*" >&2; exit 1; }
-command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
+# build, version, die, $cache, $force: one cached, stamped go build per tool module
+# shellcheck source=hack/go-build.sh
+source "$root/hack/go-build.sh" "$@"
 
 # Debian packages: installed with apt-get when missing (needs root and the package mirror).
 packages=(libseccomp-dev busybox-static)
@@ -36,19 +34,7 @@ if (( ${#missing[@]} )); then
     || die "'apt-get install ${missing[*]}' failed (is the Debian mirror reachable?)"
 fi
 
-prog=build-node-binaries
-# build, version: one cached, stamped go build per tool module
-# shellcheck source=hack/go-build.sh
-source "$root/hack/go-build.sh"
-
-K8S_VERSION=v1.37.2
-minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-LDFLAGS="-s -w \
- -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
- -X k8s.io/component-base/version.gitMajor=1 \
- -X k8s.io/component-base/version.gitMinor=$minor \
- -X k8s.io/component-base/version.gitTreeState=clean" \
-  build "kubelet $K8S_VERSION" kubelet k8s.io/kubernetes/cmd/kubelet
+LDFLAGS=$K8S_LDFLAGS build "kubelet $K8S_VERSION" kubelet k8s.io/kubernetes/cmd/kubelet
 
 v=$(version containerd github.com/containerd/containerd/v2)
 TAGS="no_btrfs no_devmapper no_zfs" \

@@ -1,6 +1,20 @@
-# Sourced by hack/build-node-binaries.sh and hack/build-kind.sh: one cached, stamped `go build`
-# per tool module under hack/. Needs $root, $cache, $force and a die() that prints its argument
-# as an error and exits; $prog names the script in progress lines.
+# Sourced by hack/build-node-binaries.sh and hack/build-kind.sh (`source go-build.sh "$@"`, after
+# setting $root, the repository, and $prog, the script's name in messages): one cached, stamped
+# `go build` per tool module under hack/. Sets $cache (.cache or $KUBEDRA_CACHE), $force (1 with
+# --force) and die(), and checks that Go is there.
+cache="${KUBEDRA_CACHE:-$root/.cache}"
+force=0
+[[ "${1:-}" == "--force" ]] && force=1
+die() { echo "$prog: error: $*" >&2; exit 1; }
+command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
+# the Kubernetes version of the node's binaries, and the -ldflags that stamp it into them
+K8S_VERSION=v1.37.2
+minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+K8S_LDFLAGS="-s -w \
+ -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
+ -X k8s.io/component-base/version.gitMajor=1 \
+ -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/component-base/version.gitTreeState=clean"
 #
 # build <name> <module dir> <packages...>: builds the packages of hack/<module dir> into
 # $cache/kubernetes/<module dir>-<stamp>/ and links each binary into $cache/bin. Skipped when
