@@ -7,7 +7,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries promtool image install.yaml test test-fleet test-unit faults fuzz lint cluster-up cluster-down demo demo-down clean
+.PHONY: venv binaries promtool image install.yaml test test-fleet test-unit faults fuzz lint cluster-up \
+	cluster-down demo demo-down kind-demo kind-down test-kind clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +79,25 @@ demo: venv binaries
 
 demo-down: venv
 	@KUBEDRA_CLUSTER_DIR=.cache/clusters/demo $(PY) -m e2e.harness down
+
+## kind-demo: the demo on a kind cluster (hack/kind/demo.sh; root): Docker in a network
+## namespace of its own, a node image built without a registry; the cluster keeps running
+kind-demo: venv binaries
+	hack/kind/demo.sh
+
+## kind-down: delete the kind cluster and stop the engine; fails if anything is left behind or
+## the host's addresses or routes changed
+kind-down:
+	-@[ -x .cache/bin/kind ] && DOCKER_HOST=unix://$(CURDIR)/.cache/kind/engine/docker.sock \
+	  .cache/bin/kind delete cluster --name kubedra
+	hack/kind/engine.sh down
+	@if [ -f .cache/kind/host-network.before ]; then \
+	  { ip -br addr; ip route; ip -6 route; } | diff -u .cache/kind/host-network.before - \
+	  && rm .cache/kind/host-network.before && echo "kind-down: the host's addresses and routes are as before"; fi
+
+## test-kind: the e2e checks on the kind cluster of `make kind-demo` (KUBEDRA_KUBECONFIG)
+test-kind: venv
+	KUBEDRA_KUBECONFIG=$(CURDIR)/.cache/kind/kubeconfig $(PY) -m pytest e2e/test_kind.py -m kind $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache/clusters

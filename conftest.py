@@ -3,12 +3,19 @@
 ``control_plane`` starts one real v1.37.2 control plane per test session (never a mock API);
 tests that use it, directly or through another fixture, get the last lines of every
 component's log attached to their report when they fail.
+
+``KUBEDRA_KUBECONFIG=<path>`` points the fixtures at an existing cluster instead (e.g. the kind
+cluster of ``make kind-demo``): ``admin_api`` and ``namespace`` use that kubeconfig, and tests
+that need what only the harness has (``control_plane``: kwok nodes, real-node internals, the
+components' processes) are skipped with that reason.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
@@ -19,13 +26,19 @@ from e2e.harness.kubedra import Kubedra
 from kubedra.kube import make_api_client
 
 _planes: list[ControlPlane] = []
+EXISTING_CLUSTER = os.environ.get("KUBEDRA_KUBECONFIG", "")
+"""The kubeconfig of an existing cluster the tests run against (empty: the harness's own)."""
 
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A running control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
     kwok; real nodes that tests add) for the whole session; stopped, by PID, when the session
-    ends, and an error if a real node's process, mount or cgroup is left behind."""
+    ends, and an error if a real node's process, mount or cgroup is left behind. Skipped when
+    ``KUBEDRA_KUBECONFIG`` names an existing cluster."""
+    if EXISTING_CLUSTER:
+        pytest.skip(f"needs the harness's own control plane (KUBEDRA_KUBECONFIG={EXISTING_CLUSTER} "
+                    "is an existing cluster)")
     plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
     _planes.append(plane)
     plane.start()
@@ -38,9 +51,19 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 
 @pytest.fixture(scope="session")
-async def admin_api(control_plane: ControlPlane) -> AsyncIterator[ApiClient]:
+def admin_kubeconfig(request: pytest.FixtureRequest) -> Path:
+    """The cluster admin's kubeconfig: ``KUBEDRA_KUBECONFIG``'s, or the harness's control
+    plane's (started for it)."""
+    if EXISTING_CLUSTER:
+        return Path(EXISTING_CLUSTER)
+    plane: ControlPlane = request.getfixturevalue("control_plane")
+    return plane.admin_kubeconfig
+
+
+@pytest.fixture(scope="session")
+async def admin_api(admin_kubeconfig: Path) -> AsyncIterator[ApiClient]:
     """A kubernetes-asyncio client authenticated as cluster admin."""
-    api = await make_api_client(control_plane.admin_kubeconfig)
+    api = await make_api_client(admin_kubeconfig)
     async with api:
         yield api
 
@@ -72,6 +95,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     """Attach the control plane's log tails to the report of a failed test that used it."""
     outcome = yield
     report = outcome.get_result()
-    if report.failed and _planes and "control_plane" in getattr(item, "fixturenames", ()):
+    uses = set(getattr(item, "fixturenames", ()))
+    if report.failed and _planes and uses & {"control_plane", "admin_kubeconfig"}:
         report.sections.append(("control plane logs", _planes[0].log_tails()))
 

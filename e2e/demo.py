@@ -21,13 +21,14 @@ import asyncio
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import REPO_ROOT
-from e2e.harness.kubedra import Kubedra, kubectl
+from e2e.harness.kubedra import Cluster, ExistingCluster, Kubedra, kubectl
 from e2e.harness.realnode import stand_in_devices
 from e2e.harness.wait import eventually
 from e2e.kube_objects import (
@@ -43,7 +44,6 @@ from kubedra.kube import make_api_client
 from kubedra.node.edits import NVIDIA_CONTROL_NODES
 
 NODE = "demo-h200"
-INVENTORY = f"{NODE}-gpu.kubedra.io"
 NAMESPACE = "demo"
 FITS = ('device.capacity["gpu.kubedra.io"].memory.compareTo(quantity("140Gi")) >= 0 && '
         'device.attributes["gpu.kubedra.io"].cudaComputeCapability.compareTo('
@@ -67,28 +67,29 @@ def step(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
-def show(plane: ControlPlane, *args: str) -> None:
+def show(plane: Cluster, *args: str) -> None:
     """Print a kubectl command and its output, as the user would type it."""
     print(f"\n$ kubectl {' '.join(args)}", flush=True)
     print(kubectl(plane, *args), flush=True)
 
 
-async def scenario(plane: ControlPlane) -> tuple[str, str, str]:
-    """Create the pods and wait for the expected outcome (the trainer runs; the too-big pod
-    stays pending and the operator explains why on its claim); returns the names of the
-    trainer's and the too-big pod's claims and what the trainer's container reported."""
+async def scenario(plane: Cluster, node: str = NODE) -> tuple[str, str, str]:
+    """Create the pods on ``node`` and wait for the expected outcome (the trainer runs; the
+    too-big pod stays pending and the operator explains why on its claim); returns the names
+    of the trainer's and the too-big pod's claims and what the trainer's container reported."""
     api = await make_api_client(plane.admin_kubeconfig)
+    inventory = f"{node}-gpu.kubedra.io"
     async with api:
         async def ready() -> Any:
-            found = await read_inventory(api, INVENTORY)
+            found = await read_inventory(api, inventory)
             return (condition(found, "Ready") or {}).get("status") == "True"
-        await eventually(ready, timeout=90, what=f"DeviceInventory {INVENTORY} Ready")
+        await eventually(ready, timeout=180, what=f"DeviceInventory {inventory} Ready")
         await client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         step("creating pod trainer (GPU with >= 140Gi and compute capability >= 9.0) "
              "and pod too-big (>= 141Gi)")
         for name, selector in (("trainer", FITS), ("too-big", TOO_BIG)):
             await create_claim_template(api, NAMESPACE, name, selector)
-            await create_reporting_pod(api, NAMESPACE, name, NODE, template=name)
+            await create_reporting_pod(api, NAMESPACE, name, node, template=name)
         core = client.CoreV1Api(api)
         trainer = await eventually(lambda: running_report(api, NAMESPACE, "trainer"),
                                    timeout=180, what="pod trainer Running")
@@ -114,14 +115,14 @@ async def scenario(plane: ControlPlane) -> tuple[str, str, str]:
         return name, too_big_name, str(trainer["report"])
 
 
-async def device_plugin_pod(plane: ControlPlane) -> str:
+async def device_plugin_pod(plane: Cluster, node: str = NODE) -> str:
     """Before and after in one pod: ``legacy`` is written for the device-plugin world
     (``resources.limits: {nvidia.com/gpu: 1}``, no claim). It waits while the trainer holds the
     H200 (``kubectl dra explain pod`` says so), then gets it through DRA once the trainer is
     deleted; returns what its container reported."""
     api = await make_api_client(plane.admin_kubeconfig)
     async with api:
-        await create_reporting_pod(api, NAMESPACE, "legacy", NODE,
+        await create_reporting_pod(api, NAMESPACE, "legacy", node,
                                    extended_resources={"nvidia.com/gpu": 1})
 
         async def waiting() -> bool:
@@ -137,11 +138,46 @@ async def device_plugin_pod(plane: ControlPlane) -> str:
         return str(legacy["report"])
 
 
+def checks(plane: Cluster, node: str, workdir: Path) -> None:
+    """The demo on a cluster where kubedra runs with an agent on ``node`` replaying the H200:
+    the pods, and what a user looks at (``workdir`` takes the template ``simulate`` reads)."""
+    claim, too_big, report = asyncio.run(scenario(plane, node))
+    step("the trainer's container was given (its termination message):")
+    print(report, flush=True)
+    show(plane, "get", "deviceinventories")
+    show(plane, "describe", "deviceinventory", f"{node}-gpu.kubedra.io")
+    show(plane, "get", "pods", "-n", NAMESPACE, "-o", "wide")
+    show(plane, "describe", "resourceclaim", "-n", NAMESPACE, claim)
+    show(plane, "get", "resourceclaims", "-n", NAMESPACE)
+    show(plane, "describe", "pod", "-n", NAMESPACE, "too-big")
+    show(plane, "describe", "resourceclaim", "-n", NAMESPACE, too_big)
+    show(plane, "dra", "explain", "resourceclaim", too_big, "-n", NAMESPACE)
+    template = workdir / "any-gpu.yaml"
+    template.write_text(ANY_GPU)
+    show(plane, "dra", "simulate", "-f", os.path.relpath(template))
+    step("creating pod legacy, written for NVIDIA's device plugin: resources.limits "
+         "{nvidia.com/gpu: 1} and no claim (DeviceClass gpu.kubedra.io has "
+         "extendedResourceName nvidia.com/gpu)")
+    report = asyncio.run(device_plugin_pod(plane, node))
+    step("legacy's container was given (its termination message):")
+    print(report, flush=True)
+    show(plane, "get", "pod", "legacy", "-n", NAMESPACE, "-o",
+         "jsonpath={.status.extendedResourceClaimStatus}")
+
+
 def main(argv: list[str]) -> int:
     """Run the demo; returns the exit code."""
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    parser.add_argument("--kubeconfig", type=Path,
+                        help="run the demo's pods and checks on this existing cluster, where "
+                             "kubedra is installed (make kind-demo), instead of a local one")
+    parser.add_argument("--node", default=NODE, help="with --kubeconfig: the GPU node")
     args = parser.parse_args(argv)
+    if args.kubeconfig:
+        workdir = args.kubeconfig.parent
+        checks(ExistingCluster(args.kubeconfig), args.node, workdir)
+        return 0
     workdir = REPO_ROOT / ".cache" / "clusters" / "demo"
     if (workdir / "state.json").exists():
         step(f"stopping the demo cluster kept by an earlier `make demo KEEP=1` ({workdir})")
@@ -162,28 +198,7 @@ def main(argv: list[str]) -> int:
              "(replaying hardware/nvidia-h200, a real NVIDIA H200 capture)")
         deployment.start_operator()
         deployment.start_agent(NODE, device_root=node.device_root)
-        claim, too_big, report = asyncio.run(scenario(plane))
-        step("the trainer's container was given (its termination message):")
-        print(report, flush=True)
-        show(plane, "get", "deviceinventories")
-        show(plane, "describe", "deviceinventory", INVENTORY)
-        show(plane, "get", "pods", "-n", NAMESPACE, "-o", "wide")
-        show(plane, "describe", "resourceclaim", "-n", NAMESPACE, claim)
-        show(plane, "get", "resourceclaims", "-n", NAMESPACE)
-        show(plane, "describe", "pod", "-n", NAMESPACE, "too-big")
-        show(plane, "describe", "resourceclaim", "-n", NAMESPACE, too_big)
-        show(plane, "dra", "explain", "resourceclaim", too_big, "-n", NAMESPACE)
-        template = workdir / "any-gpu.yaml"
-        template.write_text(ANY_GPU)
-        show(plane, "dra", "simulate", "-f", os.path.relpath(template))
-        step("creating pod legacy, written for NVIDIA's device plugin: resources.limits "
-             "{nvidia.com/gpu: 1} and no claim (DeviceClass gpu.kubedra.io has "
-             "extendedResourceName nvidia.com/gpu)")
-        report = asyncio.run(device_plugin_pod(plane))
-        step("legacy's container was given (its termination message):")
-        print(report, flush=True)
-        show(plane, "get", "pod", "legacy", "-n", NAMESPACE, "-o",
-             "jsonpath={.status.extendedResourceClaimStatus}")
+        checks(plane, NODE, workdir)
     except BaseException:
         print(plane.log_tails(), file=sys.stderr)
         for problem in plane.stop():

@@ -13,13 +13,11 @@
 # Usage: hack/build-node-binaries.sh [--force]
 set -euo pipefail
 
+prog=build-node-binaries
 root=$(cd "$(dirname "$0")/.." && pwd)
-cache="${KUBEDRA_CACHE:-$root/.cache}"
-force=0
-[[ "${1:-}" == "--force" ]] && force=1
-
-die() { echo "build-node-binaries: error: $*" >&2; exit 1; }
-command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
+# build, version, die, $cache, $force: one cached, stamped go build per tool module
+# shellcheck source=hack/go-build.sh
+source "$root/hack/go-build.sh" "$@"
 
 # Debian packages: installed with apt-get when missing (needs root and the package mirror).
 packages=(libseccomp-dev busybox-static)
@@ -36,44 +34,7 @@ if (( ${#missing[@]} )); then
     || die "'apt-get install ${missing[*]}' failed (is the Debian mirror reachable?)"
 fi
 
-# build <name> <module dir> <packages...>: one go build per tool module, skipped when its
-# stamp (hash of go.mod, go.sum and the settings CGO, TAGS, LDFLAGS, packages) matches.
-build() {
-  local name=$1 dir=$2; shift 2
-  local settings="cgo=${CGO:-0} tags=${TAGS:-} ldflags=${LDFLAGS:-} packages=$*"
-  local stamp out
-  stamp=$( { cat "$root/hack/$dir/go.mod" "$root/hack/$dir/go.sum"; echo "$settings"; } \
-           | sha256sum | cut -c1-16)
-  out="$cache/kubernetes/$dir-$stamp"
-  if [[ $force == 0 && -f "$out/.complete" ]]; then
-    echo "build-node-binaries: $name: up to date ($out)"
-  else
-    echo "build-node-binaries: $name: building (cold builds take minutes)..."
-    local start=$SECONDS
-    rm -rf "$out" && mkdir -p "$out"
-    ( cd "$root/hack/$dir" && go mod download ) \
-      || die "$name: 'go mod download' failed in hack/$dir (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
-    ( cd "$root/hack/$dir" && CGO_ENABLED=${CGO:-0} go build -trimpath -tags "${TAGS:-}" \
-        -ldflags "${LDFLAGS:-}" -o "$out/" "$@" ) \
-      || die "$name: 'go build' failed in hack/$dir for: $*"
-    touch "$out/.complete"
-    echo "build-node-binaries: $name: built in $((SECONDS - start)) s"
-  fi
-  mkdir -p "$cache/bin"
-  local f
-  for f in "$out"/*; do ln -sf "$f" "$cache/bin/$(basename "$f")"; done
-}
-
-version() { (cd "$root/hack/$1" && go list -m -f '{{.Version}}' "$2"); }
-
-K8S_VERSION=v1.37.2
-minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-LDFLAGS="-s -w \
- -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
- -X k8s.io/component-base/version.gitMajor=1 \
- -X k8s.io/component-base/version.gitMinor=$minor \
- -X k8s.io/component-base/version.gitTreeState=clean" \
-  build "kubelet $K8S_VERSION" kubelet k8s.io/kubernetes/cmd/kubelet
+LDFLAGS=$K8S_LDFLAGS build "kubelet $K8S_VERSION" kubelet k8s.io/kubernetes/cmd/kubelet
 
 v=$(version containerd github.com/containerd/containerd/v2)
 TAGS="no_btrfs no_devmapper no_zfs" \

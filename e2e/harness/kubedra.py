@@ -17,8 +17,9 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, Component, ControlPlane
 from e2e.harness.images import TEST_IMAGE
@@ -35,7 +36,23 @@ DRAIN_GRACE = 5.0
 shipped 30 s would only slow them: here kube-scheduler runs next to the API server)."""
 
 
-def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
+class Cluster(Protocol):
+    """A cluster the tools reach with an admin kubeconfig: the harness's :class:`ControlPlane`
+    or an existing one (:class:`ExistingCluster`)."""
+
+    @property
+    def admin_kubeconfig(self) -> Path: ...
+
+
+@dataclass(frozen=True)
+class ExistingCluster:
+    """A cluster the harness did not start (``KUBEDRA_KUBECONFIG``, the kind cluster of
+    ``make kind-demo``), known by its admin kubeconfig."""
+
+    admin_kubeconfig: Path
+
+
+def kubectl(plane: Cluster, *args: str, stdin: str | None = None) -> str:
     """Run kubectl (from the virtual environment) as admin; returns stdout.
 
     The kubeconfig is passed as ``$KUBECONFIG`` and the virtual environment's ``bin`` leads

@@ -41,6 +41,9 @@ def test_install_yaml_is_manifests_rendered() -> None:
     ("mig-partitions", {"DaemonSet": {"env": {"KUBEDRA_MIG": "partitions"}}}),
     ("registry", {"Deployment": {"image": "registry.example.com/kubedra/kubedra:0.1.0"},
                   "DaemonSet": {"image": "registry.example.com/kubedra/kubedra:0.1.0"}}),
+    ("kind", {"Deployment": {"image": "kubedra.invalid/kubedra:0.1.0"},
+              "DaemonSet": {"image": "kubedra.invalid/kubedra:0.1.0",
+                            "env": {"KUBEDRA_DEVICE_ROOT": "/kubedra/devices"}}}),
 ])
 def test_component_changes_only_its_setting(tmp_path: Path, component: str,
                                             expected: dict[str, dict[str, Any]]) -> None:
