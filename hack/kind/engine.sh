@@ -34,7 +34,8 @@ up() {
   if ! command -v dockerd >/dev/null; then
     command -v apt-get >/dev/null || die "dockerd missing and no apt-get: install docker.io by hand"
     log "installing Debian's docker.io (its service is not started: policy-rc.d)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io jq >/dev/null \
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends docker.io jq >/dev/null; } \
       || die "'apt-get install docker.io' failed (is the Debian mirror reachable?)"
   fi
   if running; then log "dockerd already running (pid $(cat "$dir/dockerd.pid"))"; return; fi
