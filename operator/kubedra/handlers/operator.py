@@ -103,7 +103,8 @@ def health(runtime: Runtime) -> dict[str, Any]:
     """What the leader's ``/healthz`` shows about its work (served by
     :func:`kubedra.handlers.command.run_operator`): caches filled, Leases synced, queue lengths,
     keys queued or in progress (``…Busy``), inventories reconciled (and of those found
-    unchanged) and slice writes since start."""
+    unchanged), slice writes since start, and what the cluster serves (``servedFeatures``:
+    :meth:`kubedra.publishing.features.ServedFeatures.to_json`)."""
     state = runtime.state
     return {
         "cachesReady": runtime.ready.is_set(),
@@ -115,6 +116,7 @@ def health(runtime: Runtime) -> dict[str, Any]:
         "inventoriesReconciled": state.inventories_reconciled if state else 0,
         "inventoriesUnchanged": state.inventories_unchanged if state else 0,
         "sliceWrites": state.slice_writes if state else 0,
+        "servedFeatures": state.served.to_json() if state else None,
     }
 
 
