@@ -7,7 +7,9 @@ certificate authentication, ServiceAccount tokens (TokenRequest works), authoriz
 ServiceAccounts, and stops exactly the processes it started (by PID).
 
 Binaries come from ``$KUBEDRA_CACHE/bin`` (default ``<repo>/.cache/bin``), built by
-``hack/build-binaries.sh``. Three ways to use it: the ``control_plane`` pytest fixture in
+``hack/build-binaries.sh``; with ``KUBE_VERSION`` set to another release of the version matrix
+(``1.34.4``), kube-apiserver, kube-controller-manager, kube-scheduler and the real nodes'
+kubelet come from ``$KUBEDRA_CACHE/bin-v<version>`` (``hack/build-kube-version.sh``). Three ways to use it: the ``control_plane`` pytest fixture in
 ``tests/conftest.py``, ``make cluster-up`` / ``make cluster-down`` (``python -m e2e.harness``),
 and directly from Python (``with ControlPlane(workdir) as cp: ...``), as ``make demo`` does.
 """
@@ -74,6 +76,18 @@ _PR_SET_PDEATHSIG = 1
 
 class ControlPlaneError(RuntimeError):
     """A component failed to start or become ready; the message carries its log tail."""
+
+
+DEFAULT_KUBE_VERSION = "1.37.2"
+"""The release CI tests in full (hack/k8s, hack/kubelet)."""
+KUBE_BINARIES = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                           "kubelet"})
+"""The binaries that ``KUBE_VERSION`` selects; etcd, kwok and the node runtime stay."""
+
+
+def kube_version() -> str:
+    """``$KUBE_VERSION`` without a leading ``v`` (default :data:`DEFAULT_KUBE_VERSION`)."""
+    return os.environ.get("KUBE_VERSION", DEFAULT_KUBE_VERSION).removeprefix("v")
 
 
 def default_bin_dir() -> Path:
@@ -170,12 +184,13 @@ class ControlPlane:
             ControlPlaneError: a binary is missing, a process exited, or readiness timed out;
                 the processes started so far are stopped first.
         """
-        missing = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager",
-                               "kube-scheduler", "kwok") if not (self.bin_dir / b).exists()]
+        missing = [str(self.binary(b)) for b in ("etcd", "kube-apiserver",
+                                                  "kube-controller-manager", "kube-scheduler",
+                                                  "kwok") if not self.binary(b).exists()]
         if missing:
             raise ControlPlaneError(
-                f"missing binaries in {self.bin_dir}: {', '.join(missing)}; "
-                "build them with `make binaries` (hack/build-binaries.sh)")
+                f"missing binaries: {', '.join(missing)}; build them with `make binaries` "
+                "(hack/build-binaries.sh; for KUBE_VERSION=X hack/build-kube-version.sh X)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         try:
@@ -403,8 +418,16 @@ class ControlPlane:
         path.write_text("\n---\n".join(s.read_text() for s in stages))
         return path
 
+    def binary(self, name: str) -> Path:
+        """Path of binary ``name``: from ``bin-v<KUBE_VERSION>`` beside :attr:`bin_dir` for
+        :data:`KUBE_BINARIES` of a release other than the default, else in :attr:`bin_dir`."""
+        version = kube_version()
+        if name in KUBE_BINARIES and version != DEFAULT_KUBE_VERSION:
+            return self.bin_dir.parent / f"bin-v{version}" / name
+        return self.bin_dir / name
+
     def _spawn(self, name: str, args: list[str]) -> None:
-        self.spawn(name, [str(self.bin_dir / name), *args])
+        self.spawn(name, [str(self.binary(name)), *args])
 
     def spawn(self, name: str, command: list[str], env: dict[str, str] | None = None
               ) -> Component:

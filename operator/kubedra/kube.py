@@ -153,7 +153,7 @@ async def get_discovery(api: ApiClient, path: str) -> dict[str, Any]:
     """GET an API discovery document (``/apis/resource.k8s.io``, ``/apis/resource.k8s.io/v1``)
     as a dict. Raises ``ApiException`` (404: the group or version is not served)."""
     return await _raw(api.call_api(path, "GET", _preload_content=False,
-                                   auth_settings=["BearerToken"], response_type="object"))
+                                   auth_settings=["BearerToken"]))
 
 
 async def server_version(api: ApiClient) -> str:
