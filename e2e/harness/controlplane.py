@@ -9,7 +9,9 @@ ServiceAccounts, and stops exactly the processes it started (by PID).
 Binaries come from ``$KUBEDRA_CACHE/bin`` (default ``<repo>/.cache/bin``), built by
 ``hack/build-binaries.sh``; with ``KUBE_VERSION`` set to another release of the version matrix
 (``1.34.4``), kube-apiserver, kube-controller-manager, kube-scheduler and the real nodes'
-kubelet come from ``$KUBEDRA_CACHE/bin-v<version>`` (``hack/build-kube-version.sh``). Three ways to use it: the ``control_plane`` pytest fixture in
+kubelet come from ``$KUBEDRA_CACHE/bin-v<version>`` (``hack/build-kube-version.sh``).
+
+Three ways to use it: the ``control_plane`` pytest fixture in
 ``tests/conftest.py``, ``make cluster-up`` / ``make cluster-down`` (``python -m e2e.harness``),
 and directly from Python (``with ControlPlane(workdir) as cp: ...``), as ``make demo`` does.
 """
