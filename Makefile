@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries image install.yaml test test-unit faults fuzz lint cluster-up cluster-down demo demo-down clean
+.PHONY: venv binaries image install.yaml test test-unit faults fuzz lint test-matrix cluster-up cluster-down demo demo-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,18 @@ fuzz: venv binaries
 	$(FUZZ_COUNTS) $(PY) -m pytest tests/unit/discovery/test_discovery_fuzz.py \
 	  e2e/test_fuzz_inventories.py e2e/test_fuzz_statuses.py e2e/test_fuzz_claims.py \
 	  e2e/test_fuzz_plugin.py $(PYTEST_ARGS)
+
+## test-matrix: the user-facing e2e subset (main job, detected features, MIG) on each release
+## of KUBE_VERSIONS, each built once (hack/build-kube-version.sh); JUnit results per release
+## in .cache/matrix/ (the README's compatibility table). CI keeps running v1.37.2 in full.
+KUBE_VERSIONS ?= 1.34.4 1.35.4 1.36.3 1.37.2
+MATRIX_TESTS ?= e2e/test_main_job.py e2e/test_served_features.py e2e/test_mig.py
+test-matrix: venv binaries
+	@mkdir -p .cache/matrix; status=0; for v in $(KUBE_VERSIONS); do \
+	  if [[ $$v != 1.37.2 ]]; then nice -n 15 hack/build-kube-version.sh $$v || exit 1; fi; \
+	  KUBE_VERSION=$$v $(PY) -m pytest $(MATRIX_TESTS) --junitxml=.cache/matrix/$$v.xml \
+	    $(PYTEST_ARGS) || status=1; \
+	done; exit $$status
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

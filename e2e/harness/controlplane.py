@@ -144,12 +144,17 @@ class ControlPlane:
             otherwise they get SIGTERM when it dies, even on SIGKILL.
         apiserver_args: more kube-apiserver flags (``bench/scale.py`` turns on an audit log).
         workloads: run :data:`WORKLOAD_CONTROLLERS` too.
+        feature_gates: ``--feature-gates`` of kube-apiserver, kube-controller-manager and
+            kube-scheduler alike (``DRADeviceTaints=false,...``; they must agree: a scheduler
+            with a gate on that the API server has off waits for RBAC the server never grants).
     """
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
-                 apiserver_args: Sequence[str] = (), workloads: bool = False):
+                 apiserver_args: Sequence[str] = (), workloads: bool = False,
+                 feature_gates: str = ""):
         self.workdir = workdir.resolve()
-        self.apiserver_args = list(apiserver_args)
+        self.gate_args = [f"--feature-gates={feature_gates}"] if feature_gates else []
+        self.apiserver_args = [*apiserver_args, *self.gate_args]
         self.controllers = CONTROLLERS + (WORKLOAD_CONTROLLERS if workloads else ())
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
         self.detached = detached
@@ -255,14 +260,14 @@ class ControlPlane:
             f"--service-account-private-key-file={sa_key}", f"--root-ca-file={ca.pair.cert}",
             "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
             "--cert-dir", str(self.pki / "kcm-generated"), "--profiling=false",
-            "--authentication-skip-lookup=true",
+            "--authentication-skip-lookup=true", *self.gate_args,
         ])
         self._spawn("kube-scheduler", [
             f"--kubeconfig={sched_cfg}", f"--authentication-kubeconfig={sched_cfg}",
             f"--authorization-kubeconfig={sched_cfg}", "--leader-elect=false",
             "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
             "--cert-dir", str(self.pki / "scheduler-generated"), "--profiling=false",
-            "--authentication-skip-lookup=true",
+            "--authentication-skip-lookup=true", *self.gate_args,
         ])
         self._spawn("kwok", [
             f"--kubeconfig={kwok_cfg}", f"--config={self._write_kwok_config()}",
