@@ -7,8 +7,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries promtool image install.yaml test test-fleet test-unit faults fuzz lint cluster-up \
-	cluster-down demo demo-down kind-demo kind-down test-kind clean
+.PHONY: venv binaries promtool image install.yaml test test-fleet test-matrix test-unit faults fuzz lint \
+	cluster-up cluster-down demo demo-down kind-demo kind-down test-kind clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,18 @@ fuzz: venv binaries
 ## test-fleet: the fleet-size tests left out of `make test` (the starved-leader test, issue 23)
 test-fleet: venv binaries
 	KUBEDRA_FLEET_TESTS=1 $(PY) -m pytest e2e/test_leader_starvation.py $(PYTEST_ARGS)
+
+## test-matrix: the user-facing e2e subset (main job, detected features, MIG) on each release
+## of KUBE_VERSIONS, each built once (hack/build-kube-version.sh); JUnit results per release
+## in .cache/matrix/ (the README's compatibility table). CI keeps running v1.37.2 in full.
+KUBE_VERSIONS ?= 1.34.4 1.35.4 1.36.3 1.37.2
+MATRIX_TESTS ?= e2e/test_main_job.py e2e/test_served_features.py e2e/test_mig.py
+test-matrix: venv binaries
+	@mkdir -p .cache/matrix; status=0; for v in $(KUBE_VERSIONS); do \
+	  if [[ $$v != 1.37.2 ]]; then nice -n 15 hack/build-kube-version.sh $$v || exit 1; fi; \
+	  KUBE_VERSION=$$v $(PY) -m pytest $(MATRIX_TESTS) --junitxml=.cache/matrix/$$v.xml \
+	    $(PYTEST_ARGS) || status=1; \
+	done; exit $$status
 
 test-unit: venv promtool
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

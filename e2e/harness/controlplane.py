@@ -7,7 +7,11 @@ certificate authentication, ServiceAccount tokens (TokenRequest works), authoriz
 ServiceAccounts, and stops exactly the processes it started (by PID).
 
 Binaries come from ``$KUBEDRA_CACHE/bin`` (default ``<repo>/.cache/bin``), built by
-``hack/build-binaries.sh``. Three ways to use it: the ``control_plane`` pytest fixture in
+``hack/build-binaries.sh``; with ``KUBE_VERSION`` set to another release of the version matrix
+(``1.34.4``), kube-apiserver, kube-controller-manager, kube-scheduler and the real nodes'
+kubelet come from ``$KUBEDRA_CACHE/bin-v<version>`` (``hack/build-kube-version.sh``).
+
+Three ways to use it: the ``control_plane`` pytest fixture in
 ``tests/conftest.py``, ``make cluster-up`` / ``make cluster-down`` (``python -m e2e.harness``),
 and directly from Python (``with ControlPlane(workdir) as cp: ...``), as ``make demo`` does.
 """
@@ -76,6 +80,18 @@ class ControlPlaneError(RuntimeError):
     """A component failed to start or become ready; the message carries its log tail."""
 
 
+DEFAULT_KUBE_VERSION = "1.37.2"
+"""The release CI tests in full (hack/k8s, hack/kubelet)."""
+KUBE_BINARIES = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                           "kubelet"})
+"""The binaries that ``KUBE_VERSION`` selects; etcd, kwok and the node runtime stay."""
+
+
+def kube_version() -> str:
+    """``$KUBE_VERSION`` without a leading ``v`` (default :data:`DEFAULT_KUBE_VERSION`)."""
+    return os.environ.get("KUBE_VERSION", DEFAULT_KUBE_VERSION).removeprefix("v")
+
+
 def default_bin_dir() -> Path:
     """``$KUBEDRA_CACHE/bin``, or ``<repo>/.cache/bin``."""
     return Path(os.environ.get("KUBEDRA_CACHE", REPO_ROOT / ".cache")) / "bin"
@@ -130,13 +146,17 @@ class ControlPlane:
         kcm_args: more kube-controller-manager flags (``e2e/test_pool_status.py`` turns on an
             alpha feature gate).
         workloads: run :data:`WORKLOAD_CONTROLLERS` too.
+        feature_gates: ``--feature-gates`` of kube-apiserver, kube-controller-manager and
+            kube-scheduler alike (``DRADeviceTaints=false,...``; they must agree: a scheduler
+            with a gate on that the API server has off waits for RBAC the server never grants).
     """
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
                  apiserver_args: Sequence[str] = (), kcm_args: Sequence[str] = (),
-                 workloads: bool = False):
+                 workloads: bool = False, feature_gates: str = ""):
         self.workdir = workdir.resolve()
-        self.apiserver_args = list(apiserver_args)
+        self.gate_args = [f"--feature-gates={feature_gates}"] if feature_gates else []
+        self.apiserver_args = [*apiserver_args, *self.gate_args]
         self.kcm_args = list(kcm_args)
         self.controllers = CONTROLLERS + (WORKLOAD_CONTROLLERS if workloads else ())
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
@@ -174,12 +194,13 @@ class ControlPlane:
             ControlPlaneError: a binary is missing, a process exited, or readiness timed out;
                 the processes started so far are stopped first.
         """
-        missing = [b for b in ("etcd", "kube-apiserver", "kube-controller-manager",
-                               "kube-scheduler", "kwok") if not (self.bin_dir / b).exists()]
+        missing = [str(self.binary(b)) for b in ("etcd", "kube-apiserver",
+                                                  "kube-controller-manager", "kube-scheduler",
+                                                  "kwok") if not self.binary(b).exists()]
         if missing:
             raise ControlPlaneError(
-                f"missing binaries in {self.bin_dir}: {', '.join(missing)}; "
-                "build them with `make binaries` (hack/build-binaries.sh)")
+                f"missing binaries: {', '.join(missing)}; build them with `make binaries` "
+                "(hack/build-binaries.sh; for KUBE_VERSION=X hack/build-kube-version.sh X)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         try:
@@ -242,14 +263,14 @@ class ControlPlane:
             f"--service-account-private-key-file={sa_key}", f"--root-ca-file={ca.pair.cert}",
             "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
             "--cert-dir", str(self.pki / "kcm-generated"), "--profiling=false",
-            "--authentication-skip-lookup=true", *self.kcm_args,
+            "--authentication-skip-lookup=true", *self.gate_args, *self.kcm_args,
         ])
         self._spawn("kube-scheduler", [
             f"--kubeconfig={sched_cfg}", f"--authentication-kubeconfig={sched_cfg}",
             f"--authorization-kubeconfig={sched_cfg}", "--leader-elect=false",
             "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
             "--cert-dir", str(self.pki / "scheduler-generated"), "--profiling=false",
-            "--authentication-skip-lookup=true",
+            "--authentication-skip-lookup=true", *self.gate_args,
         ])
         self._spawn("kwok", [
             f"--kubeconfig={kwok_cfg}", f"--config={self._write_kwok_config()}",
@@ -407,8 +428,16 @@ class ControlPlane:
         path.write_text("\n---\n".join(s.read_text() for s in stages))
         return path
 
+    def binary(self, name: str) -> Path:
+        """Path of binary ``name``: from ``bin-v<KUBE_VERSION>`` beside :attr:`bin_dir` for
+        :data:`KUBE_BINARIES` of a release other than the default, else in :attr:`bin_dir`."""
+        version = kube_version()
+        if name in KUBE_BINARIES and version != DEFAULT_KUBE_VERSION:
+            return self.bin_dir.parent / f"bin-v{version}" / name
+        return self.bin_dir / name
+
     def _spawn(self, name: str, args: list[str]) -> None:
-        self.spawn(name, [str(self.bin_dir / name), *args])
+        self.spawn(name, [str(self.binary(name)), *args])
 
     def spawn(self, name: str, command: list[str], env: dict[str, str] | None = None
               ) -> Component:

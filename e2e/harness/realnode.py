@@ -158,7 +158,7 @@ class RealNode:
     def _check_host(self) -> None:
         if os.geteuid() != 0:
             raise RealNodeError("a real node needs root (containerd, runc, mounts, cgroups)")
-        missing = [b for b in NODE_BINARIES if not (self.plane.bin_dir / b).exists()]
+        missing = [b for b in NODE_BINARIES if not self.plane.binary(b).exists()]
         if missing:
             raise RealNodeError(f"missing node binaries in {self.plane.bin_dir}: "
                                 f"{', '.join(missing)}; build them with `make binaries` "
@@ -252,7 +252,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         config.write_text(yaml.safe_dump(self._kubelet_config()))
         labels = ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
         self.kubelet = self.plane.spawn(f"kubelet-{self.name}", [
-            str(self.plane.bin_dir / "kubelet"), f"--config={config}",
+            str(self.plane.binary("kubelet")), f"--config={config}",
             f"--kubeconfig={kubeconfig}", f"--root-dir={self.root}",
             f"--cert-dir={self.root / 'pki'}", f"--hostname-override={self.name}",
             # refused as loopback ("nodeIP can't be loopback address"): the Node then has no

@@ -236,6 +236,26 @@ async def create_resource_slice(api: ApiClient, body: dict[str, Any]) -> dict[st
         body, _preload_content=False))
 
 
+async def dry_run_resource_slice(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
+    """POST a ResourceSlice with ``dryRun=All``: nothing is stored; returns the object as the
+    server would store it (fields of disabled features dropped)."""
+    return await _raw(client.ResourceV1Api(api).create_resource_slice(
+        body, dry_run="All", _preload_content=False))
+
+
+async def get_discovery(api: ApiClient, path: str) -> dict[str, Any]:
+    """GET an API discovery document (``/apis/resource.k8s.io``, ``/apis/resource.k8s.io/v1``)
+    as a dict. Raises ``ApiException`` (404: the group or version is not served)."""
+    return await _raw(api.call_api(path, "GET", _preload_content=False,
+                                   auth_settings=["BearerToken"]))
+
+
+async def server_version(api: ApiClient) -> str:
+    """The API server's ``gitVersion`` (``v1.37.2``)."""
+    info = await client.VersionApi(api).get_code()
+    return str(info.git_version or "")
+
+
 async def replace_resource_slice(api: ApiClient, name: str, body: dict[str, Any]
                                  ) -> dict[str, Any]:
     """PUT a ResourceSlice; ``body.metadata.resourceVersion`` guards against lost updates (409)."""

@@ -197,7 +197,11 @@ class DeviceInventorySpec(KubeModel):
         json_schema_extra={"x-kubernetes-validations": [
             {"rule": "self == oldSelf", "message": "nodeName is immutable"}]})
     node_selector: NodeSelector | None = Field(default=None, description=(
-        "Nodes that can reach a network-attached pool (no agent)."))
+        "Nodes that can reach a network-attached pool (no agent); exactly one term."),
+        json_schema_extra={"x-kubernetes-validations": [
+            {"rule": "size(self.nodeSelectorTerms) == 1",
+             "message": "must have exactly one term: the API server refuses a ResourceSlice "
+                        "(and from Kubernetes 1.38 a device) whose node selector has more"}]})
     all_nodes: bool | None = Field(
         default=None, description="The pool is reachable from every node.")
     pool: PoolName | None = Field(default=None, description=(

@@ -46,7 +46,14 @@ def qualified_name_error(name: str) -> str | None:
     """Why ``name`` is not a valid attribute or capacity name, or ``None`` if it is.
 
     Remembered per name: every device of a fleet repeats the same few names, and matching them
-    was the largest cost of decoding an inventory (bench/scale.py)."""
+    was the largest cost of decoding an inventory (bench/scale.py).
+
+    A name with more than one '/' gets its own message: Kubernetes 1.38 refuses such names in
+    every resource.k8s.io object (kubernetes#141644, ``validateQualifiedName`` in
+    pkg/apis/resource/validation/validation.go), and a driver must not publish one."""
+    if (slashes := name.count("/")) > 1:
+        return (f"has {slashes} '/'; at most one '/' may separate the domain from the name "
+                "(Kubernetes 1.38 refuses more)")
     if not _QUALIFIED.match(name):
         return ("must be a C identifier, optionally prefixed with a DNS subdomain and '/' "
                 "(e.g. memory or gpu.kubedra.io/memory)")

@@ -102,7 +102,8 @@ async def _verify_unchanged(state: OperatorState, raw: dict[str, Any]) -> bool:
         node_exists=view.node_exists(node) if node else True,
         pool_inventories=view.inventories_of_pool(driver, pool),
         deleted=view.deleted_inventories_of_pool(driver, pool), uses=view.uses_of(driver, pool),
-        owner_uid=(await _slice_owner(state)).uid, hold_down=state.settings.health_hold_down)
+        owner_uid=(await _slice_owner(state)).uid, hold_down=state.settings.health_hold_down,
+        off=state.served.off)
     if found is None:
         return False
     if found.allocations is not None:
@@ -194,7 +195,8 @@ async def _write_status(state: OperatorState, inputs: InventoryInputs,
     status = inventory_status(inputs, decision, timestamp(utcnow()),
                               slices_now if reports_existing else [])
     status.published_from = fingerprint.record(inputs.raw, decision, inputs.uses, slices_now,
-                                               inputs.owner.uid, inputs.hold_down)
+                                               inputs.owner.uid, inputs.hold_down,
+                                               inputs.served.off)
     if status_changed(inputs.raw, status):
         state.inventory_overlay.record(name, await kube.apply_inventory_status(
             state.api, name, status.to_api(), OPERATOR_FIELD_MANAGER))
@@ -228,7 +230,7 @@ async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> Invent
                 if other],
         uses=view.uses_of(driver, pool),
         now=utcnow(), hold_down=state.settings.health_hold_down,
-        node_exists=view.node_exists(node) if node else True)
+        node_exists=view.node_exists(node) if node else True, served=state.served)
 
 
 async def _publish(state: OperatorState, name: str, decision: InventoryDecision

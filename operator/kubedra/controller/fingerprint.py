@@ -47,24 +47,29 @@ SCHEME = 1
 """Bumped when what the digest covers changes."""
 
 
-def inputs_digest(raw: Mapping[str, Any], owner_uid: str, hold_down: float) -> str:
+def inputs_digest(raw: Mapping[str, Any], owner_uid: str, hold_down: float,
+                  off: Sequence[str] = ()) -> str:
     """The digest (32 hex digits of SHA-256) of what a decision reads of the raw inventory —
     ``metadata.generation``, ``spec``, ``status.discovered`` but ``observedTime``,
     ``status.retained`` — with the operator's version, the slices' owner UID and
-    ``hold_down`` (seconds)."""
+    ``hold_down`` (seconds), and the feature gates the cluster has ``off``
+    (:attr:`kubedra.publishing.features.ServedFeatures.off`; left out of the digest when
+    none is, so a cluster that serves everything keeps its digests)."""
     status = raw.get("status") or {}
     discovered = status.get("discovered")
     if isinstance(discovered, Mapping):
         discovered = {k: v for k, v in discovered.items() if k != "observedTime"}
     inputs = [SCHEME, __version__, owner_uid, hold_down, raw["metadata"].get("generation"),
               raw.get("spec"), discovered, status.get("retained")]
+    if off:
+        inputs.append(list(off))
     text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def record(raw: Mapping[str, Any], decision: InventoryDecision, uses: Sequence[ClaimUse],
-           slices_now: Sequence[Mapping[str, Any]], owner_uid: str, hold_down: float
-           ) -> PublishedFrom | None:
+           slices_now: Sequence[Mapping[str, Any]], owner_uid: str, hold_down: float,
+           off: Sequence[str] = ()) -> PublishedFrom | None:
     """What ``status.publishedFrom`` says after ``decision`` was carried out (``slices_now``:
     the inventory's raw slices after its writes), or None when the decision is not a plain
     publish (see the module docstring) and the next reconcile must be a full one."""
@@ -77,7 +82,8 @@ def record(raw: Mapping[str, Any], decision: InventoryDecision, uses: Sequence[C
     published = {d.name for d in pool.devices}
     if set(versions) != set(plan.slice_names) or any(u.device not in published for u in uses):
         return None
-    return PublishedFrom(inputs=inputs_digest(raw, owner_uid, hold_down), slices=versions)
+    return PublishedFrom(inputs=inputs_digest(raw, owner_uid, hold_down, off),
+                         slices=versions)
 
 
 def _slice_versions(slices: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -101,7 +107,7 @@ class Unchanged:
 def unchanged_pool(raw: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], *,
                    lease: LeaseState | None, node_exists: bool, pool_inventories: Sequence[str],
                    deleted: Sequence[str], uses: Sequence[ClaimUse], owner_uid: str,
-                   hold_down: float) -> Unchanged | None:
+                   hold_down: float, off: Sequence[str] = ()) -> Unchanged | None:
     """Whether inventory ``raw``'s pool is as its ``status.publishedFrom`` recorded it, from
     the raw cached objects alone (see the module docstring); None when a full reconcile must
     decide.
@@ -114,7 +120,7 @@ def unchanged_pool(raw: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], 
         pool_inventories: names of the inventories naming its pool (itself included).
         deleted: names of deleted inventories whose slices still publish devices of the pool.
         uses: the devices claims hold in the pool.
-        owner_uid, hold_down: as for :func:`inputs_digest`.
+        owner_uid, hold_down, off: as for :func:`inputs_digest`.
     """
     status = raw.get("status") or {}
     recorded = status.get("publishedFrom")
@@ -127,7 +133,7 @@ def unchanged_pool(raw: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], 
         return None
     versions = _slice_versions(slices)
     if versions != recorded.get("slices") or \
-            recorded.get("inputs") != inputs_digest(raw, owner_uid, hold_down):
+            recorded.get("inputs") != inputs_digest(raw, owner_uid, hold_down, off):
         return None
     devices = frozenset(d["name"] for s in slices
                         for d in (s.get("spec") or {}).get("devices") or [])

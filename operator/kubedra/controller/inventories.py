@@ -73,6 +73,7 @@ from kubedra.api.time import timestamp, utcnow
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.leases import LeaseState
 from kubedra.controller.state import ClaimUse
+from kubedra.publishing.features import ServedFeatures, fit_pool
 from kubedra.publishing.pool import (
     RECOVERED_TAINT_VALUE,
     DesiredPool,
@@ -125,6 +126,8 @@ class InventoryInputs:
             :func:`kubedra.publishing.pool.drain_deadlines`).
         deleted: names of deleted inventories whose slices still publish devices of this
             pool that claims hold (:func:`decide_deleted`).
+        served: what the cluster keeps of a slice; what it cannot carry is left out
+            (:func:`kubedra.publishing.features.fit_pool`).
     """
 
     raw: Mapping[str, Any]
@@ -139,6 +142,7 @@ class InventoryInputs:
     hold_down: float = 0.0
     node_exists: bool = True
     deleted: Sequence[str] = ()
+    served: ServedFeatures = field(default_factory=ServedFeatures)
 
     @property
     def name(self) -> str:
@@ -266,6 +270,11 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
                             "publishes nothing until they are gone",
             delete=tuple(inputs.existing), withdrawn=True, forget=True)
     pool, draining, leaving = _keep_dropped(inputs, inventory, pool)
+    pool = fit_pool(pool, inputs.served)
+    if inputs.served.off:  # a draining device left out is no longer kept
+        published = {d.name for d in pool.devices}
+        draining = {d: why for d, why in draining.items() if d in published}
+        leaving = {d: end for d, end in leaving.items() if d in published}
     plan = plan_sync(name, inputs.owner, pool, split_pool(pool), list(inputs.existing),
                      _published_generation(inventory, pool))
     message = _published_message(inventory, pool, plan, draining, leaving)
@@ -480,7 +489,9 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
     message = (f"{_count(len(pool.devices), 'device')} in "
                f"{_count(len(plan.slice_names), 'ResourceSlice')} "
                f"(pool {pool.name}, generation {plan.pool.generation})")
-    unhealthy = [d.name for d in inventory_devices(inventory) if d.health == "Unhealthy"]
+    left_out = {r.name for r in pool.left_out}
+    unhealthy = [d.name for d in inventory_devices(inventory)
+                 if d.health == "Unhealthy" and d.name not in left_out]
     if unhealthy:
         message += f"; unhealthy, tainted NoSchedule: {named_devices(sorted(unhealthy))}"
     recovered = [d.name for d in pool.devices

@@ -21,6 +21,7 @@ from kubedra.binding.attach import load_attacher
 from kubedra.controller.executor import reconcile_claim, reconcile_inventory
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.explanations import explain_pod
+from kubedra.controller.features import detect_served
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.listwatch import Index, ListWatch
 from kubedra.controller.nodes import NODES_PATH, node_record
@@ -127,6 +128,7 @@ async def run(runtime: Runtime) -> None:
     state = runtime.state
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")
+    state.served = await detect_served(state)
     workers = start_workers(state)
     try:
         await tick(state)

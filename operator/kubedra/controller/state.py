@@ -21,6 +21,7 @@ from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
+from kubedra.publishing.features import ServedFeatures
 from kubedra.publishing.pool import DesiredPool, name_pool
 from kubedra.settings import Settings
 
@@ -302,6 +303,9 @@ class OperatorState:
     """Inventory → when its slices change with time alone (the first health hold-down or
     drain grace ends): the tick queues it then. Derived from the API (health transition
     times, taint times) at each reconcile, so it is rebuilt after a restart."""
+    served: ServedFeatures = field(default_factory=ServedFeatures)
+    """What the cluster keeps of a slice (:mod:`kubedra.controller.features`), learnt before
+    the workers start; until then (and where detection fails) everything is assumed served."""
     slice_owner: OwnerReference | None = None
     """The owner reference of every slice (the DeviceInventory CRD), read once."""
     refused_claims: set[tuple[str, str, str]] = field(default_factory=set)

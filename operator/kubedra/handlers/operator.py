@@ -115,8 +115,10 @@ def health(runtime: Runtime) -> dict[str, Any]:
     """What the leader's ``/healthz`` shows about its work (served by
     :func:`kubedra.handlers.command.run_operator`): caches filled, Leases synced, queue lengths,
     keys queued or in progress (``…Busy``), inventories reconciled (and of those found
-    unchanged) and slice writes since start, Node watch events and of those the ones that
-    changed what kubedra reads of a Node (``nodeChanges``; a heartbeat changes nothing)."""
+    unchanged), slice writes since start, Node watch events and of those the ones that
+    changed what kubedra reads of a Node (``nodeChanges``; a heartbeat changes nothing), and
+    what the cluster serves (``servedFeatures``:
+    :meth:`kubedra.publishing.features.ServedFeatures.to_json`)."""
     state = runtime.state
     return {
         "cachesReady": runtime.ready.is_set(),
@@ -130,6 +132,7 @@ def health(runtime: Runtime) -> dict[str, Any]:
         "sliceWrites": state.slice_writes if state else 0,
         "nodeEvents": runtime.nodes.counters.events if runtime.nodes else 0,
         "nodeChanges": runtime.nodes.counters.changes if runtime.nodes else 0,
+        "servedFeatures": state.served.to_json() if state else None,
     }
 
 

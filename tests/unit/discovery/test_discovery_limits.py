@@ -86,6 +86,16 @@ def test_a_result_at_the_limits_passes_whole() -> None:
         counter_set="gpu-0-counters", counters={})]),
      "devices[gpu-9].consumesCounters[0].counters", "required: at least one counter"),
     (InventoryDevice(name="gpu-0"), "devices[gpu-0].name", "the name is used twice"),
+    (InventoryDevice.model_construct(name="gpu-9", attributes={
+        "gpu.kubedra.io/mig/profile": DeviceAttribute(string_value="1g.18gb")}, capacity={}),
+     "devices[gpu-9].attributes[gpu.kubedra.io/mig/profile]",
+     "has 2 '/'; at most one '/' may separate the domain from the name "
+     "(Kubernetes 1.38 refuses more)"),
+    (InventoryDevice.model_construct(name="gpu-9", attributes={},
+                                     capacity={"a/b/c/memory": DeviceCapacity(value="1Gi")}),
+     "devices[gpu-9].capacity[a/b/c/memory]",
+     "has 3 '/'; at most one '/' may separate the domain from the name "
+     "(Kubernetes 1.38 refuses more)"),
 ])
 def test_only_the_device_that_breaks_a_rule_is_left_out(
         bad: InventoryDevice, field: str, message: str) -> None:

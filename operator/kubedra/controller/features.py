@@ -1,0 +1,55 @@
+"""Learn what the cluster serves (:class:`kubedra.publishing.features.ServedFeatures`): API
+discovery for the versions of ``resource.k8s.io`` and DeviceTaintRule, and server-side dry-run
+creates of the probe slices for the fields the API server keeps."""
+
+from __future__ import annotations
+
+from kubernetes_asyncio.client import ApiClient, ApiException
+
+from kubedra import kube
+from kubedra.controller.state import OperatorState
+from kubedra.logging import get_logger
+from kubedra.publishing import features
+
+log = get_logger(__name__)
+
+
+async def detect(api: ApiClient, driver: str) -> features.ServedFeatures:
+    """What this cluster serves; ``driver`` names the probe slices (a driver the operator may
+    write slices of).
+
+    Raises:
+        ApiException: discovery failed, or a dry-run create was refused (no permission, or a
+            server without ``resource.k8s.io/v1``).
+    """
+    group = await kube.get_discovery(api, "/apis/resource.k8s.io")
+    versions = tuple(v["version"] for v in group.get("versions") or [])
+    try:
+        v1 = await kube.get_discovery(api, "/apis/resource.k8s.io/v1")
+    except ApiException as err:
+        if not kube.is_not_found(err):
+            raise
+        v1 = {}
+    rules = any(r.get("name") == "devicetaintrules" for r in v1.get("resources") or [])
+    return features.served_from_probe(
+        await kube.dry_run_resource_slice(api, features.probe_slice(driver)),
+        await kube.dry_run_resource_slice(api, features.probe_counter_slice(driver)),
+        resource_versions=versions, device_taint_rules=rules,
+        server_version=await kube.server_version(api))
+
+
+PROBE_DRIVER = "gpu.kubedra.io"
+"""Driver named by the probe slices (any driver the operator may publish)."""
+
+
+async def detect_served(state: OperatorState) -> features.ServedFeatures:
+    """:func:`detect` for the operator, logged; where detection fails (an API error), the
+    operator assumes everything is served, as before detection existed, and says so."""
+    try:
+        served = await detect(state.api, PROBE_DRIVER)
+    except ApiException as err:
+        log.error("could not learn what the cluster serves; assuming every feature",
+                  error=kube.api_error_message(err))
+        return features.ServedFeatures()
+    log.info("cluster features detected", **served.to_json())
+    return served

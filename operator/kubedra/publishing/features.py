@@ -1,0 +1,129 @@
+"""What the cluster's API server keeps of a ResourceSlice, and the pool cut to fit it.
+
+A feature gate that is off makes the API server drop its fields from a written slice without an
+error (``dropDisabledFields`` in pkg/registry/resource/resourceslice/strategy.go): on
+Kubernetes 1.34 and 1.35 ``DRADeviceTaints`` and ``DRAPartitionableDevices`` are alpha and off
+(see ../shared/reference/dra-api.md, section 6), so a published ``kubedra.io/unhealthy`` taint
+would vanish and the device be allocated; counters would vanish and MIG partitions of one GPU be
+allocated together. The operator therefore learns what survives a write (a server-side dry-run
+create of :func:`probe_slice`, compared by :func:`served_from_probe`) and :func:`fit_pool` leaves
+out, with the reason, what the cluster cannot carry, instead of publishing it stripped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kubedra.api.inventory import Rejection
+from kubedra.publishing.pool import DesiredPool
+
+PROBE_SLICE_NAME = "kubedra-feature-probe"
+"""Name of the slice the operator dry-run creates to learn what the API server keeps."""
+
+
+@dataclass(frozen=True)
+class ServedFeatures:
+    """What the cluster serves that publishing depends on.
+
+    Attributes:
+        device_taints: ``devices[].taints`` survives a write (gate ``DRADeviceTaints``).
+        partitionable_devices: ``sharedCounters`` and ``devices[].consumesCounters`` survive
+            (gate ``DRAPartitionableDevices``).
+        device_taint_rules: the API serves DeviceTaintRule in ``resource.k8s.io/v1``.
+        resource_versions: the served versions of ``resource.k8s.io``, preferred first.
+        server_version: the API server's ``gitVersion`` (``v1.37.2``), or "" when unknown.
+    """
+
+    device_taints: bool = True
+    partitionable_devices: bool = True
+    device_taint_rules: bool = True
+    resource_versions: tuple[str, ...] = ("v1",)
+    server_version: str = ""
+
+    @property
+    def off(self) -> tuple[str, ...]:
+        """The feature gates, by upstream name, whose fields this cluster does not keep."""
+        gates = (("DRADeviceTaints", self.device_taints),
+                 ("DRAPartitionableDevices", self.partitionable_devices),
+                 ("DRADeviceTaintRules", self.device_taint_rules))
+        return tuple(name for name, on in gates if not on)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form for ``/healthz`` and the inventory's condition."""
+        return {"serverVersion": self.server_version,
+                "resourceVersions": list(self.resource_versions),
+                "deviceTaints": self.device_taints,
+                "partitionableDevices": self.partitionable_devices,
+                "deviceTaintRules": self.device_taint_rules}
+
+
+def probe_slice(driver: str) -> dict[str, Any]:
+    """The ResourceSlice body the operator dry-run creates (never stored) to learn whether the
+    server keeps device taints: one pool-wide device with one taint."""
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": PROBE_SLICE_NAME},
+        "spec": {"driver": driver, "allNodes": True,
+                 "pool": {"name": PROBE_SLICE_NAME, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "probe", "taints": [
+                     {"key": "kubedra.io/probe", "effect": "NoSchedule"}]}]},
+    }
+
+
+def probe_counter_slice(driver: str) -> dict[str, Any]:
+    """The counter half of the probe: a slice of one shared counter set only (valid on every
+    version: from 1.35 counter sets live in slices of their own)."""
+    body = probe_slice(driver)
+    body["spec"].pop("devices")
+    body["spec"]["sharedCounters"] = [{"name": "probe", "counters": {"c": {"value": "1"}}}]
+    return body
+
+
+def served_from_probe(returned_taints: dict[str, Any], returned_counters: dict[str, Any], *,
+                      resource_versions: tuple[str, ...], device_taint_rules: bool,
+                      server_version: str = "") -> ServedFeatures:
+    """The features, from what the API server returned for the dry-run creates of
+    :func:`probe_slice` and :func:`probe_counter_slice` (a dropped field is absent)."""
+    devices = (returned_taints.get("spec") or {}).get("devices") or [{}]
+    return ServedFeatures(
+        device_taints=bool(devices[0].get("taints")),
+        partitionable_devices=bool((returned_counters.get("spec") or {}).get("sharedCounters")),
+        device_taint_rules=device_taint_rules,
+        resource_versions=resource_versions,
+        server_version=server_version,
+    )
+
+
+TAINTS_OFF = ("this cluster does not keep device taints (feature gate "
+              "DRADeviceTaints is off), so the device would be published without its taint "
+              "and be allocated")
+COUNTERS_OFF = ("this cluster does not keep shared counters (feature gate "
+                "DRAPartitionableDevices is off), so partitions sharing a device could be "
+                "allocated together")
+
+
+def fit_pool(pool: DesiredPool, served: ServedFeatures) -> DesiredPool:
+    """``pool`` without what ``served`` cannot carry, each in ``left_out`` with why: with
+    device taints off, every tainted device (unhealthy, recovering, draining, or an override's
+    taint); with partitionable devices off, every device that consumes counters and every
+    counter set. Unchanged when the cluster serves both."""
+    left_out: list[Rejection] = []
+    devices = []
+    for device in pool.devices:
+        if device.taints and not served.device_taints:
+            left_out.append(Rejection(name=device.name, field=f"devices[{device.name}].taints",
+                                      message=TAINTS_OFF))
+        elif device.consumes_counters and not served.partitionable_devices:
+            left_out.append(Rejection(name=device.name,
+                                      field=f"devices[{device.name}].consumesCounters",
+                                      message=COUNTERS_OFF))
+        else:
+            devices.append(device)
+    counter_sets = pool.counter_sets if served.partitionable_devices else []
+    left_out += [Rejection(name=c.name, field=f"counterSets[{c.name}]", message=COUNTERS_OFF)
+                 for c in pool.counter_sets if not served.partitionable_devices]
+    if not left_out:
+        return pool
+    return replace(pool, devices=devices, counter_sets=counter_sets,
+                   left_out=[*pool.left_out, *left_out])

@@ -1,0 +1,82 @@
+"""What the cluster does not keep of a slice is left out with the reason, never published
+stripped (issue 26, item 2): decisions with the served features of a 1.34-like cluster."""
+
+from __future__ import annotations
+
+from kubedra.controller.fingerprint import inputs_digest
+from kubedra.controller.inventories import decide_inventory
+from kubedra.publishing.features import (
+    ServedFeatures,
+    probe_counter_slice,
+    probe_slice,
+    served_from_probe,
+)
+from tests.unit.controller.test_inventory_decisions import inputs, raw_inventory
+
+NO_TAINTS = ServedFeatures(device_taints=False, device_taint_rules=False)
+NO_COUNTERS = ServedFeatures(partitionable_devices=False)
+
+
+def test_an_unhealthy_device_is_left_out_where_taints_are_not_kept() -> None:
+    decision = decide_inventory(inputs(raw_inventory(unhealthy=("gpu-1",)), served=NO_TAINTS))
+    assert decision.reason == "DevicesLeftOut"
+    assert decision.message == (
+        "1 device in 1 ResourceSlice (pool node-1, generation 1); left out, as the API server "
+        "would refuse them: gpu-1 (devices[gpu-1].taints: this cluster does not keep device "
+        "taints (feature gate DRADeviceTaints is off), so the device would be published "
+        "without its taint and be allocated)")
+    assert decision.pool is not None
+    assert [d.name for d in decision.pool.devices] == ["gpu-0"]
+
+
+def test_the_same_unhealthy_device_is_published_tainted_where_taints_are_kept() -> None:
+    decision = decide_inventory(inputs(raw_inventory(unhealthy=("gpu-1",))))
+    assert decision.pool is not None
+    assert [(d.name, [t.key for t in d.taints or []]) for d in decision.pool.devices] == [
+        ("gpu-0", []), ("gpu-1", ["kubedra.io/unhealthy"])]
+
+
+def _mig_inventory() -> dict[str, object]:
+    raw = raw_inventory(devices=1)
+    raw["status"]["discovered"]["counterSets"] = [
+        {"name": "gpu-0-counters", "counters": {"memory": {"value": "80Gi"}}}]
+    raw["status"]["discovered"]["devices"].append({"name": "gpu-0-mig-1g", "consumesCounters": [
+        {"counterSet": "gpu-0-counters", "counters": {"memory": {"value": "10Gi"}}}]})
+    return raw
+
+
+def test_partitions_and_counters_are_left_out_where_counters_are_not_kept() -> None:
+    decision = decide_inventory(inputs(_mig_inventory(), served=NO_COUNTERS))
+    why = ("this cluster does not keep shared counters (feature gate DRAPartitionableDevices "
+           "is off), so partitions sharing a device could be allocated together")
+    assert decision.pool is not None
+    assert [d.name for d in decision.pool.devices] == ["gpu-0"]
+    assert decision.pool.counter_sets == []
+    assert [(r.name, r.field, r.message) for r in decision.pool.left_out] == [
+        ("gpu-0-mig-1g", "devices[gpu-0-mig-1g].consumesCounters", why),
+        ("gpu-0-counters", "counterSets[gpu-0-counters]", why)]
+    served = decide_inventory(inputs(_mig_inventory()))
+    assert served.pool is not None
+    assert [d.name for d in served.pool.devices] == ["gpu-0", "gpu-0-mig-1g"]
+
+
+def test_the_probe_read_back_decides_each_feature() -> None:
+    taints, counters = probe_slice("gpu.kubedra.io"), probe_counter_slice("gpu.kubedra.io")
+    kept = served_from_probe(taints, counters, resource_versions=("v1", "v1beta2"),
+                             device_taint_rules=True, server_version="v1.37.2")
+    assert kept == ServedFeatures(resource_versions=("v1", "v1beta2"), server_version="v1.37.2")
+    assert kept.off == ()
+    taints["spec"]["devices"][0].pop("taints")
+    counters["spec"].pop("sharedCounters")
+    dropped = served_from_probe(taints, counters, resource_versions=("v1",),
+                                device_taint_rules=False)
+    assert dropped.off == ("DRADeviceTaints", "DRAPartitionableDevices", "DRADeviceTaintRules")
+    assert dropped.to_json() == {"serverVersion": "", "resourceVersions": ["v1"],
+                                 "deviceTaints": False, "partitionableDevices": False,
+                                 "deviceTaintRules": False}
+
+
+def test_a_cluster_that_changes_its_features_changes_the_fingerprint() -> None:
+    raw = raw_inventory()
+    assert inputs_digest(raw, "uid", 0.0) == inputs_digest(raw, "uid", 0.0, ())
+    assert inputs_digest(raw, "uid", 0.0) != inputs_digest(raw, "uid", 0.0, NO_TAINTS.off)
