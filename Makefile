@@ -67,7 +67,7 @@ test-fleet: venv binaries
 ## of KUBE_VERSIONS, each built once (hack/build-kube-version.sh); JUnit results per release
 ## in .cache/matrix/ (the README's compatibility table). CI keeps running v1.37.2 in full.
 KUBE_VERSIONS ?= 1.34.4 1.35.4 1.36.3 1.37.2
-MATRIX_TESTS ?= e2e/test_main_job.py e2e/test_served_features.py e2e/test_mig.py
+MATRIX_TESTS ?= e2e/test_main_job.py e2e/test_feature_detection.py e2e/test_mig.py
 test-matrix: venv binaries
 	@mkdir -p .cache/matrix; status=0; for v in $(KUBE_VERSIONS); do \
 	  if [[ $$v != 1.37.2 ]]; then nice -n 15 hack/build-kube-version.sh $$v || exit 1; fi; \
