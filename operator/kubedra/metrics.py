@@ -32,7 +32,7 @@ async def start_metrics_server(port: int | None, health: Callable[[], Mapping[st
     any free port; None = no TCP port; the default, every interface, suits a pod with a
     network of its own: the operator) and, with ``socket_path``, on that Unix socket too (an
     exec probe asks it: ``kubedra probe``, :mod:`kubedra.probe`); returns the runner, to be
-    stopped with ``await runner.cleanup()``.
+    stopped with ``await runner.cleanup()``, which also removes the socket file.
 
     Raises:
         OSError: the port or the socket cannot be bound.
@@ -49,6 +49,14 @@ async def start_metrics_server(port: int | None, health: Callable[[], Mapping[st
 
     app = web.Application()
     app.add_routes([web.get("/metrics", metrics), web.get("/healthz", healthz)])
+    bound: list[int] = []  # the inode of the socket file this server bound
+
+    async def remove_socket(_: web.Application) -> None:
+        # aiohttp leaves the file behind; remove it unless a successor has bound the path since
+        with contextlib.suppress(FileNotFoundError):
+            if socket_path is not None and os.stat(socket_path).st_ino in bound:
+                os.unlink(socket_path)
+    app.on_cleanup.append(remove_socket)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     if port is not None:
@@ -58,4 +66,5 @@ async def start_metrics_server(port: int | None, health: Callable[[], Mapping[st
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)  # left by a predecessor in the same pod
         await web.UnixSite(runner, socket_path).start()
+        bound.append(os.stat(socket_path).st_ino)
     return runner

@@ -66,3 +66,15 @@ async def test_health_on_a_unix_socket_answers_kubedra_probe(tmp_path: Path) -> 
         await runner.cleanup()
     result = CliRunner().invoke(main, ["probe", "--socket", path])
     assert result.exit_code == 1
+
+
+async def test_the_health_socket_is_removed_at_cleanup(tmp_path: Path) -> None:
+    """A stopped operator leaves no socket file behind (``--health-socket`` of the local
+    cluster in docs/operating.md, in the checkout's ``.cache/``): aiohttp's ``UnixSite`` does
+    not remove the file it bound, so the server does."""
+    path = tmp_path / "health.sock"
+    runner = await start_metrics_server(None, lambda: {"ok": True}, socket_path=str(path),
+                                        registry=CollectorRegistry())
+    assert await asyncio.to_thread(path.is_socket)
+    await runner.cleanup()
+    assert not await asyncio.to_thread(path.exists)
