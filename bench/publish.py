@@ -59,11 +59,12 @@ async def count_slices(api: ApiClient) -> int:
 
 
 async def writes_by_resource(plane: ControlPlane) -> dict[str, float]:
-    """Mutating requests so far, by resource, from the API server's metrics."""
+    """Mutating requests so far, by resource, from the API server's metrics; dry runs (the
+    operator's probe of which fields the server keeps) write nothing and are not counted."""
     text = plane.request("GET", "/metrics")
     counts: dict[str, float] = {}
     for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
+        if not line.startswith("apiserver_request_total{") or re.search(r'dry_run="[^"]+"', line):
             continue
         verb = re.search(r'verb="(\w+)"', line)
         resource = re.search(r'resource="([\w.]+)"', line)

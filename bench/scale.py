@@ -392,7 +392,7 @@ class AuditLog:
     def requests_since(self, offset: int) -> dict[str, int]:
         """The operator's requests after ``offset``, by ``verb resource[/subresource]``
         (watches count when they end); those on its leader-election Lease end in
-        :data:`ELECTION`."""
+        :data:`ELECTION`, dry runs (which write nothing) in :data:`DRY_RUN`."""
         counts: dict[str, int] = {}
         for event in self.events_since(offset):
             ref = event.get("objectRef") or {}
@@ -400,6 +400,8 @@ class AuditLog:
                 f"/{ref['subresource']}" if ref.get("subresource") else "")
             if ref.get("resource") == "leases" and ref.get("name") == LEADER_LEASE:
                 key += ELECTION
+            elif "dryRun=" in event.get("requestURI", ""):
+                key += DRY_RUN
             counts[key] = counts.get(key, 0) + 1
         return counts
 
@@ -416,13 +418,16 @@ class AuditLog:
 
 ELECTION = " (leader election)"
 """Suffix of :meth:`AuditLog.requests_since`'s keys for requests on the leader Lease."""
+DRY_RUN = " (dry run)"
+"""Suffix of :meth:`AuditLog.requests_since`'s keys for dry-run requests (the operator's probe
+of the fields the API server keeps, :mod:`kubedra.controller.features`)."""
 
 
 def writes(requests: dict[str, int]) -> int:
     """The writes among :meth:`AuditLog.requests_since`'s counts, but those of the leader
-    election (a renewal every 2 s), which are not work."""
+    election (a renewal every 2 s), which are not work, and dry runs, which write nothing."""
     return sum(n for key, n in requests.items()
-               if key.split(" ")[0] in WRITE_VERBS and not key.endswith(ELECTION))
+               if key.split(" ")[0] in WRITE_VERBS and not key.endswith((ELECTION, DRY_RUN)))
 
 
 def per_second(requests: dict[str, int], seconds: float) -> Json:
