@@ -284,7 +284,10 @@ async def test_a_leaving_partition_is_dropped_on_time_across_a_crash_unless_allo
         await create_gpu_pod(admin_api, namespace, "whole", "true", node=node)
         await stays_pending(admin_api, namespace, "whole")
         await _release_and_whole_gpu_runs(admin_api, namespace)
-        assert HELD not in await _published(admin_api, node)
+
+        async def held_dropped() -> bool:  # a released claim queues its inventory within
+            return HELD not in await _published(admin_api, node)  # allocationsDelay (1 s)
+        await eventually(held_dropped, timeout=30, interval=0.2, what=f"{HELD} dropped")
         await converged(admin_api)
     finally:
         kubedra.stop_operator()
