@@ -322,7 +322,7 @@ async def test_a_cdi_spec_deleted_while_prepared_is_written_again(
     log = kubedra.plane.logs / f"kubedra-agent-{node}.log"
 
     async def logged() -> bool:  # the agent logs just after the write
-        return "CDI spec of a prepared claim was missing; written again" in log.read_text()
+        return "a file of a prepared claim was missing; written again" in log.read_text()
     await eventually(logged, timeout=10, what="the agent's log line of the rewrite")
     kubedra.stop_agent(node)
 

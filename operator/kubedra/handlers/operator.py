@@ -118,7 +118,7 @@ def health(runtime: Runtime) -> dict[str, Any]:
     unchanged), slice writes since start, Node watch events and of those the ones that
     changed what kubedra reads of a Node (``nodeChanges``; a heartbeat changes nothing), and
     what the cluster serves (``servedFeatures``:
-    :meth:`kubedra.publishing.features.ServedFeatures.to_json`)."""
+    :meth:`kubedra.publishing.features.ServedFeatures.to_json`, null until it is detected)."""
     state = runtime.state
     return {
         "cachesReady": runtime.ready.is_set(),
@@ -132,7 +132,9 @@ def health(runtime: Runtime) -> dict[str, Any]:
         "sliceWrites": state.slice_writes if state else 0,
         "nodeEvents": runtime.nodes.counters.events if runtime.nodes else 0,
         "nodeChanges": runtime.nodes.counters.changes if runtime.nodes else 0,
-        "servedFeatures": state.served.to_json() if state else None,
+        # null until detected (a failed detection leaves it null too: the log says why)
+        "servedFeatures": state.served.to_json() if state and state.served.server_version
+        else None,
     }
 
 
