@@ -23,6 +23,7 @@ from kubedra.handlers.operator import Memo, health
 from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging, get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
+from kubedra.metrics_auth import secure_serving
 from kubedra.options import common_options
 from kubedra.settings import Settings, settings_from_flags
 
@@ -32,7 +33,8 @@ log = get_logger(__name__)
 @click.command("operator", short_help="Run the operator (publish slices, reconcile claims).")
 @common_options
 @click.option("--liveness-port", type=click.IntRange(0, 65535), default=8080, show_default=True,
-              help="Port of /healthz and /metrics (0 disables it)")
+              help="Port of /healthz and /metrics, HTTPS unless --metrics-secure=false "
+                   "(0 disables it)")
 @click.option("--health-socket", type=click.Path(dir_okay=False),
               help="Also serve /healthz and /metrics on this Unix socket, for an exec probe "
                    "(`kubedra probe --socket PATH`) where replicas share a host network")
@@ -88,9 +90,13 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     collector = OperatorCollector(memo.runtime, lambda: leadership.leading)
     REGISTRY.register(collector)
+    # the scrapers' reviews go through a client of their own: kopf's is made later, the
+    # election's lives in its thread
+    reviews = await kube.make_api_client(settings.kubeconfig) \
+        if settings.metrics_secure and (liveness_port or health_socket) else None
     server = await start_metrics_server(
-        liveness_port or None, report,
-        socket_path=health_socket) if liveness_port or health_socket else None
+        liveness_port or None, report, socket_path=health_socket,
+        secure=secure_serving(reviews, settings)) if liveness_port or health_socket else None
     # SIGTERM stops a standby at once (PID 1 in a container ignores it otherwise); kopf, while
     # it runs, handles SIGTERM itself and returns, and the Lease is released
     main = asyncio.current_task()
@@ -105,6 +111,8 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
         REGISTRY.unregister(collector)
         if server is not None:
             await server.cleanup()
+        if reviews is not None:
+            await reviews.close()
 
 
 def _exit_fenced(leadership: Leadership, err: LostLeadership) -> None:

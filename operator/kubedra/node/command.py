@@ -36,8 +36,8 @@ from kubedra.settings import settings_from_flags
                    "metadata exist (missing ones are written again) "
                    "[env KUBEDRA_CDI_CHECK_INTERVAL; default 30]")
 @click.option("--metrics-port", type=int, default=None,
-              help="Port of /metrics and /healthz, 0 = none [env KUBEDRA_METRICS_PORT; "
-                   "default 8080]")
+              help="Port of /metrics and /healthz, HTTPS unless --metrics-secure=false; "
+                   "0 = none [env KUBEDRA_METRICS_PORT; default 8080]")
 @click.option("--metrics-address", default=None,
               help="IP addresses /metrics and /healthz listen on, comma-separated; 0.0.0.0 = "
                    "every interface [env KUBEDRA_METRICS_ADDRESS; default 127.0.0.1]")
