@@ -292,6 +292,10 @@ def _context(certfile: str, keyfile: str | None = None) -> ssl.SSLContext:
     return context
 
 
+class CertificateError(Exception):
+    """The certificate directory cannot be used (the message names it and says why)."""
+
+
 def server_tls(cert_dir: Path | None) -> ssl.SSLContext:
     """The TLS context of the metrics port: ``cert_dir``'s ``tls.crt`` and ``tls.key``,
     loaded again on the first connection after either file changed (a renewed Secret), or
@@ -299,7 +303,7 @@ def server_tls(cert_dir: Path | None) -> ssl.SSLContext:
     memory only (the root filesystem may be read-only).
 
     Raises:
-        OSError, ssl.SSLError: the files cannot be read or do not form a key pair.
+        CertificateError: the files cannot be read or do not form a key pair.
     """
     if cert_dir is None:
         fd = os.memfd_create("kubedra-metrics-tls")
@@ -313,7 +317,11 @@ def server_tls(cert_dir: Path | None) -> ssl.SSLContext:
     def stamp() -> tuple[int, ...]:
         return tuple(v for path in (cert, key) for s in [os.stat(path)]
                      for v in (s.st_ino, s.st_mtime_ns, s.st_size))
-    loaded_stamp, loaded = stamp(), _context(cert, key)
+    try:
+        loaded_stamp, loaded = stamp(), _context(cert, key)
+    except OSError as err:  # ssl.SSLError too
+        raise CertificateError(f"metrics certificate directory {cert_dir} ({CERT_FILE}, "
+                               f"{KEY_FILE}) cannot be used: {err}") from None
 
     def reload(connection: ssl.SSLObject | ssl.SSLSocket, _name: str | None,
                _outer: ssl.SSLContext) -> None:
@@ -345,7 +353,7 @@ def secure_serving(api: ApiClient | None, settings: Settings) -> SecureServing |
     (plain HTTP, no authentication: local development only).
 
     Raises:
-        OSError, ssl.SSLError: the certificate directory cannot be used.
+        CertificateError: the certificate directory cannot be used.
     """
     if not settings.metrics_secure:
         log.warning("metrics served over plain HTTP to anyone (metrics_secure is false): "

@@ -20,6 +20,7 @@ from kubedra.metrics_auth import (
     ALLOW_TTL_S,
     DENY_TTL_S,
     TOKEN_TTL_S,
+    CertificateError,
     Decision,
     DelegatedAuth,
     SecureServing,
@@ -229,3 +230,15 @@ async def test_a_certificate_directory_is_served_and_reloaded_when_it_changes(
         assert await served() == second.serial_number  # the last good pair serves meanwhile
     finally:
         await runner.cleanup()
+
+
+def test_an_unusable_certificate_directory_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(CertificateError) as missing:
+        server_tls(tmp_path)
+    assert str(missing.value) == (
+        f"metrics certificate directory {tmp_path} (tls.crt, tls.key) cannot be used: "
+        f"[Errno 2] No such file or directory: '{tmp_path}/tls.crt'")
+    _write_pair(tmp_path)
+    (tmp_path / "tls.key").write_bytes(self_signed_pem().partition(b"-----BEGIN CERT")[0])
+    with pytest.raises(CertificateError, match=r"cannot be used: \[X509: KEY_VALUES_MISMATCH\]"):
+        server_tls(tmp_path)  # another certificate's key

@@ -23,7 +23,7 @@ from kubedra.handlers.operator import Memo, health
 from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging, get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
-from kubedra.metrics_auth import secure_serving
+from kubedra.metrics_auth import CertificateError, secure_serving
 from kubedra.options import common_options
 from kubedra.settings import Settings, settings_from_flags
 
@@ -53,7 +53,7 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
     with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, SIGTERM
         try:
             asyncio.run(run_operator(settings, liveness_port, leader_elect, health_socket))
-        except kube.KubeconfigError as err:
+        except (kube.KubeconfigError, CertificateError) as err:
             raise click.ClickException(str(err)) from None
 
 

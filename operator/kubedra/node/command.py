@@ -9,6 +9,7 @@ import click
 
 from kubedra.kube import KubeconfigError
 from kubedra.logging import configure_logging
+from kubedra.metrics_auth import CertificateError
 from kubedra.node.agent import run_agent
 from kubedra.options import common_options
 from kubedra.settings import settings_from_flags
@@ -66,5 +67,6 @@ def agent_command(**flags: object) -> None:
         asyncio.run(run_agent(settings))
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM
         pass
-    except (OSError, KubeconfigError) as err:  # the metrics port, a socket directory
+    except (OSError, KubeconfigError, CertificateError) as err:  # the metrics port or its
+        # certificate, a socket directory
         raise click.ClickException(str(err)) from None
