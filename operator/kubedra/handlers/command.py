@@ -90,13 +90,19 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     collector = OperatorCollector(memo.runtime, lambda: leadership.leading)
     REGISTRY.register(collector)
+    serving = bool(liveness_port or health_socket)
     # the scrapers' reviews go through a client of their own: kopf's is made later, the
     # election's lives in its thread
     reviews = await kube.make_api_client(settings.kubeconfig) \
-        if settings.metrics_secure and (liveness_port or health_socket) else None
-    server = await start_metrics_server(
-        liveness_port or None, report, socket_path=health_socket,
-        secure=secure_serving(reviews, settings)) if liveness_port or health_socket else None
+        if serving and settings.metrics_secure else None
+    try:
+        server = await start_metrics_server(
+            liveness_port or None, report, socket_path=health_socket,
+            secure=secure_serving(reviews, settings)) if serving else None
+    except BaseException:
+        if reviews is not None:
+            await reviews.close()
+        raise
     # SIGTERM stops a standby at once (PID 1 in a container ignores it otherwise); kopf, while
     # it runs, handles SIGTERM itself and returns, and the Lease is released
     main = asyncio.current_task()
