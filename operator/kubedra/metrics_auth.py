@@ -41,6 +41,7 @@ from typing import Any, Generic, TypeVar
 
 import aiohttp
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -237,7 +238,7 @@ def bearer_token(authorization: str | None) -> str | None:
     return token if scheme.lower() == "bearer" and token and " " not in token else None
 
 
-def auth_middleware(auth: DelegatedAuth) -> Any:
+def auth_middleware(auth: DelegatedAuth) -> Middleware:
     """An aiohttp middleware that lets a request through only when ``auth`` decides 200;
     the paths of :data:`OPEN_PATHS` pass without a token."""
 
