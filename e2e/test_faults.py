@@ -129,11 +129,11 @@ class Storm:
             try:
                 await self.step()
                 claims, slices, inventories = await cluster_state(self.api)
-                self.checks += 1
                 self.violations += safety_violations(claims, slices)
                 for files in self.nodes:
                     self.violations += prepared_twice(files, files.checkpoint(),
                                                       node_inventory(files, inventories))
+                self.checks += 1  # counted once every check of the round ran
             except Exception:  # the API server may be restarting
                 await asyncio.sleep(0.5)
             self.rounds += 1
