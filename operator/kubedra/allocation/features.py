@@ -54,6 +54,9 @@ class AllocatorFeatures:
             UnsupportedFeaturesError: an unknown name, an alpha feature turned on, or a variant
                 other than incubating (named, or picked for the set).
         """
+        if allocator not in (None, "incubating"):
+            raise UnsupportedFeaturesError(f"upstream's {allocator!r} allocator: kubedra "
+                                           "implements 'incubating' only")
         by_name = {_gate_name(f.name): f.name for f in fields(cls)}
         changes: dict[str, bool] = {}
         for name, value in overrides.items():
@@ -64,9 +67,6 @@ class AllocatorFeatures:
             else:
                 raise UnsupportedFeaturesError(f"feature {name!r} is not supported by kubedra")
         features = replace(cls(), **changes)
-        if allocator not in (None, "incubating"):
-            raise UnsupportedFeaturesError(f"upstream's {allocator!r} allocator: kubedra "
-                                           "implements 'incubating' only")
         if allocator is None and not (features.consumable_capacity
                                       or features.device_binding_and_status
                                       or features.fractional_capacity_range):

@@ -186,18 +186,35 @@ _COUNTERS: JsonDict = {"maxProperties": 32, "minProperties": 1}
 ``validateDeviceCounterConsumption``: an empty map is "Required value")."""
 
 
+def _schema_requires_counters(schema: JsonDict) -> None:
+    required = schema.setdefault("required", [])
+    assert isinstance(required, list)
+    required.append("counters")
+
+
+_COUNTERS_REQUIRED = ConfigDict(json_schema_extra=_schema_requires_counters)
+"""``counters`` is required by the schema (the CRD: "Required value", as the API server), but
+a model without it parses, as an empty map, so that the allocator decides on such a slice as
+upstream's does (its pool is invalid: a consumed counter is unknown) and
+:mod:`kubedra.api.validation` names the field."""
+
+
 class CounterSet(KubeModel):
     """A named set of shared counters that partitionable devices consume (KEP-4815)."""
 
+    model_config = _COUNTERS_REQUIRED
+
     name: DNSLabel
-    counters: dict[DNSLabel, Counter] = Field(json_schema_extra=_COUNTERS)
+    counters: dict[DNSLabel, Counter] = Field(default_factory=dict, json_schema_extra=_COUNTERS)
 
 
 class DeviceCounterConsumption(KubeModel):
     """What one device takes from one counter set when it is allocated."""
 
+    model_config = _COUNTERS_REQUIRED
+
     counter_set: DNSLabel
-    counters: dict[DNSLabel, Counter] = Field(json_schema_extra=_COUNTERS)
+    counters: dict[DNSLabel, Counter] = Field(default_factory=dict, json_schema_extra=_COUNTERS)
     compatibility_groups: SkipJsonSchema[list[str] | None] = None
     """Alpha (gate ``DRADeviceCompatibilityGroups``, KEP-5963): devices on one counter set may
     be co-allocated only when their groups intersect. Left out of the DeviceInventory schema
