@@ -26,6 +26,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,8 +61,9 @@ type scenario struct {
 	AllocatedClaims []*resourceapi.ResourceClaim `json:"allocatedClaims"`
 	Claims          []*resourceapi.ResourceClaim `json:"claims"`
 	Upstream        outcome                      `json:"upstream"`
-	// NotRepresentable, when set, says why the JSON of the inputs differs from what upstream's
-	// allocator was given (then the case cannot be replayed from the scenario).
+	// NotRepresentable, when set, says why the scenario differs from what upstream's allocator
+	// was given (then the case cannot be replayed from the scenario): a quantity JSON does not
+	// keep, or a node with more than a name and labels.
 	NotRepresentable string `json:"notRepresentable,omitempty"`
 }
 
@@ -119,14 +121,50 @@ func (r *recording) Allocate(ctx context.Context, n *v1.Node, claims []*resource
 		}
 	}
 	var lost []string
+	if bare := (&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}}); !apiequality.Semantic.DeepEqual(bare, n) {
+		rest := n.DeepCopy()
+		rest.Name, rest.Labels = "", nil
+		restJSON, _ := json.Marshal(rest)
+		var fields any
+		_ = json.Unmarshal(restJSON, &fields)
+		restJSON, _ = json.Marshal(pruned(fields))
+		lost = append(lost, fmt.Sprintf("the node has more than a name and labels: %s", restJSON))
+	}
 	lostQuantities(reflect.ValueOf(sc.Slices), "slices", &lost)
 	lostQuantities(reflect.ValueOf(sc.Claims), "claims", &lost)
 	lostQuantities(reflect.ValueOf(sc.AllocatedClaims), "allocatedClaims", &lost)
 	if len(lost) > 0 {
-		sc.NotRepresentable = "quantities that JSON does not keep: " + strings.Join(lost, "; ")
+		sc.NotRepresentable = strings.Join(lost, "; ")
 	}
 	r.record(sc)
 	return results, err
+}
+
+// pruned is a JSON value without its empty strings, zeros, falses, empty lists and objects.
+func pruned(value any) any {
+	switch v := value.(type) {
+	case map[string]any:
+		found := map[string]any{}
+		for key, item := range v {
+			if item = pruned(item); item != nil {
+				found[key] = item
+			}
+		}
+		if len(found) == 0 {
+			return nil
+		}
+		return found
+	case []any:
+		if len(v) == 0 {
+			return nil
+		}
+		return v
+	case string, float64, bool:
+		if reflect.ValueOf(v).IsZero() {
+			return nil
+		}
+	}
+	return value
 }
 
 var quantityType = reflect.TypeOf(resource.Quantity{})
@@ -138,7 +176,7 @@ func lostQuantities(v reflect.Value, path string, lost *[]string) {
 	case v.Type() == quantityType:
 		q := v.Interface().(resource.Quantity)
 		if back, err := resource.ParseQuantity(q.String()); err != nil || back.Cmp(q) != 0 {
-			*lost = append(*lost, fmt.Sprintf("%s is %s, its JSON %q", path, q.AsDec().String(), q.String()))
+			*lost = append(*lost, fmt.Sprintf("%s is %s, its JSON %q (resource.Quantity does not keep it)", path, q.AsDec().String(), q.String()))
 		}
 	case v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface:
 		if !v.IsNil() {
