@@ -157,6 +157,9 @@ class Pool:
     published_slices: int = 0
     """For an incomplete pool: how many slices of its generation exist (of ``slice_count``)."""
     slice_count: int = 0
+    ignored_slices: list[str] = field(default_factory=list)
+    """For an incomplete pool: its slices of that generation the allocator ignores because a
+    device declares compatibility groups (they do not count towards ``slice_count``)."""
     slices: list[SliceEntry] = field(default_factory=list)
     other_slices: list[SliceEntry] = field(default_factory=list)
     counter_sets: dict[str, dict[str, Number]] = field(default_factory=dict)
@@ -172,6 +175,16 @@ class Pool:
                     if device.consumes:
                         self._consumers.setdefault(device.name, []).append(device)
         return self._consumers
+
+    @property
+    def incomplete_detail(self) -> str:
+        """For an incomplete pool, what is missing, e.g. ``1 of 2 slices published``."""
+        detail = f"{self.published_slices} of {self.slice_count} slices published"
+        if self.ignored_slices:
+            detail += (f", {len(self.ignored_slices)} of them ignored because a device declares "
+                       "compatibility groups (the DRADeviceCompatibilityGroups feature is off): "
+                       + ", ".join(self.ignored_slices))
+        return detail
 
     @property
     def invalid(self) -> bool:
@@ -348,10 +361,12 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
             if all_slices is None:  # obsolete: a newer generation is being published
                 obsolete[f"{key[0]}/{key[1]}"] = generation
                 continue
+            ignored = sorted(e.name for e in all_slices if e.uses_compatibility_groups)
+            published = len(all_slices)
             all_slices = [e for e in all_slices if not e.uses_compatibility_groups]
             if len(all_slices) != wanted:
-                pools.append(Pool(*key, incomplete=True, published_slices=len(all_slices),
-                                  slice_count=wanted))
+                pools.append(Pool(*key, incomplete=True, published_slices=published,
+                                  slice_count=wanted, ignored_slices=ignored))
                 continue
         pool = _build_pool(key, slices, features, all_slices)
         has_binding = any(d.binding_conditions is not None for s in pool.slices for d in s.devices)

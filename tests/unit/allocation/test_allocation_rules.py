@@ -267,14 +267,17 @@ def test_derived_attributes_are_an_error_with_upstreams_words() -> None:
 
 
 def test_a_slice_with_compatibility_groups_leaves_its_pool_incomplete() -> None:
-    """``GatherPools`` (incubating) ignores the slice; the pool is incomplete, with one of its
-    two slices counted, and none of its devices is a candidate."""
+    """``GatherPools`` (incubating) ignores the slice; the pool is incomplete, its other slice
+    alone counted, none of its devices is a candidate, and the diagnosis says why."""
     scenario = edge_case("compatibility-groups-off-pool-incomplete")
     snapshot, _ = load_snapshot(scenario)
     pools = snapshot.node_pools(node_info(scenario["node"]))
-    assert [(str(p), p.incomplete, p.published_slices, p.slice_count) for p in pools.pools] == [
-        ("gpu.example.com/mig", True, 1, 2)]
+    assert [(str(p), p.incomplete, p.published_slices, p.slice_count, p.ignored_slices)
+            for p in pools.pools] == [("gpu.example.com/mig", True, 2, 2, ["parts"])]
     assert pools.devices == []
+    assert pools.pools[0].incomplete_detail == (
+        "2 of 2 slices published, 1 of them ignored because a device declares compatibility "
+        "groups (the DRADeviceCompatibilityGroups feature is off): parts")
 
 
 def allocated_claim(*results: dict[str, object]) -> ResourceClaim:
