@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Records upstream's own allocator test table (k8s.io/dynamic-resource-allocation
-# structured/internal/allocatortesting, at the version hack/allocator pins) as differential-corpus
-# scenarios: tests/allocation_corpus/upstream-table.jsonl, or the file given as $1.
+# structured/internal/allocatortesting, at the version hack/allocator pins, or the tool module
+# named by $ALLOCATOR_MODULE, e.g. another minor's) as differential-corpus scenarios:
+# tests/allocation_corpus/upstream-table.jsonl, or the file given as $1.
 #
 # The table is internal to its module, so the module is taken from the Go module proxy, copied
 # to a writable build directory under .cache (or $KUBEDRA_CACHE), and record_test.go (beside this
@@ -16,8 +17,10 @@ die() { echo "$prog: error: $*" >&2; exit 1; }
 command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
 out=$(realpath -m "${1:-$root/tests/allocation_corpus/upstream-table.jsonl}")
 module=k8s.io/dynamic-resource-allocation
-version=$(cd "$root/hack/allocator" && go list -m -f '{{.Version}}' "$module")
-source_dir=$(cd "$root/hack/allocator" && go mod download -json "$module@$version" \
+pins="$root/${ALLOCATOR_MODULE:-hack/allocator}"
+version=$(cd "$pins" && go list -m -f '{{.Version}}' "$module") \
+  || die "no version of $module pinned in $pins/go.mod"
+source_dir=$(cd "$pins" && go mod download -json "$module@$version" \
   | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 [[ -d "$source_dir" ]] || die "'go mod download $module@$version' gave no module directory"
 work="${KUBEDRA_CACHE:-$root/.cache}/allocator-table/dynamic-resource-allocation@$version"
