@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from e2e.harness.wait import eventually
 from kubedra.controller import fleet
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.state import ClusterView
@@ -23,10 +24,9 @@ PARTITIONS = {"1g.18gb": 7, "1g.18gb+me": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71g
 
 async def _counted(state: Any, previous: object) -> None:
     """Wait until ``state.fleet`` is another value than ``previous``."""
-    async def changed() -> None:
-        while state.fleet is previous:
-            await asyncio.sleep(0.01)
-    await asyncio.wait_for(changed(), timeout=10)
+    async def changed() -> bool:
+        return state.fleet is not previous
+    await eventually(changed, timeout=10, interval=0.01, what="the fleet counted")
 
 
 async def test_the_fleet_is_counted_as_status_counts_it_and_again_after_an_allocation(
