@@ -98,6 +98,11 @@ async def test_every_panel_returns_series_after_the_demo(
         namespace: str) -> None:
     queries = panel_queries()
     assert len(queries) == 19
+
+    async def scraped() -> bool:  # before the pods: rate() needs a sample before each change
+        return {s["metric"]["job"]: _value(s) for s in prometheus.query("up")} == {
+            job: 1.0 for job in prometheus.targets}
+    await eventually(scraped, timeout=60, what="Prometheus scraping the operator and agent")
     await create_gpu_pod(admin_api, namespace, "trainer", FITS, node=NODE)
     await create_gpu_pod(admin_api, namespace, "too-big", TOO_BIG, node=NODE)
     core = client.CoreV1Api(admin_api)
@@ -125,20 +130,29 @@ async def _every_panel_answers(prometheus: Prometheus, kubedra: Kubedra,
                  ("Reconcile latency", "{{queue}} p99", "queue"),
                  ("Publish latency", "p50", ""), ("Publish latency", "p99", "")]
 
-    async def answered() -> dict[tuple[str, str], list[dict[str, Any]]] | None:
+    async def answered() -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Every query's series once each says what it should, else AssertionError naming
+        those that do not yet (``eventually`` reports the last one)."""
         found = {(title, legend): prometheus.query(expr) for title, legend, expr in queries}
         status = json.loads(kubectl(kubedra.plane, "dra", "status", "-o", "json"))
         rows = {(r["driver"], r["model"], r["profile"]): r for r in status["devices"]}
-        if any(not series for series in found.values()) or \
-                _value(found[("Pending claims", "pods unschedulable for their claims")][0]) < 1:
-            return None
-        if any(_fleet(found, "Fleet allocation by model", f"{{{{model}}}} {{{{profile}}}} {c}")
-               != {k: float(r[c]) for k, r in rows.items()} for c in ("allocated", "published")) \
-                or _fleet(found, "Free devices by model", "{{model}} {{profile}}") != {
-                    k: float(r["free"]) for k, r in rows.items()}:
-            return None  # the operator counts the fleet every 30 s
-        if any(not _finite(found[(title, legend)], label) for title, legend, label in latencies):
-            return None
+        waiting = [f"{key}: no series" for key, series in found.items() if not series]
+        unschedulable = found[("Pending claims", "pods unschedulable for their claims")]
+        if unschedulable and _value(unschedulable[0]) < 1:
+            waiting.append("no unschedulable pod yet")
+        for panel, legend, count in (
+                ("Fleet allocation by model", "{{model}} {{profile}} allocated", "allocated"),
+                ("Fleet allocation by model", "{{model}} {{profile}} published", "published"),
+                ("Free devices by model", "{{model}} {{profile}}", "free")):
+            series = _fleet(found, panel, legend)
+            if series != {k: float(r[count]) for k, r in rows.items()}:
+                # the operator counts the fleet every 30 s
+                waiting.append(f"{count}: {series} is not kubectl dra status's {rows}")
+        waiting += [f"{(title, legend)}: no number in {found[(title, legend)]}"
+                    for title, legend, label in latencies
+                    if not _finite(found[(title, legend)], label)]
+        if waiting:
+            raise AssertionError("; ".join(waiting))
         return found
     found = await eventually(answered, timeout=120, what="every panel's query answered")
     operator, agent = prometheus.targets["kubedra-operator"], prometheus.targets["kubedra-agent"]

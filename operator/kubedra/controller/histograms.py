@@ -33,7 +33,9 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 CPU and fully reconciled in 2.2 ms (8 H200), so the lowest buckets tell the two apart; a claim
 reconcile with its status write took 0.05 s on an idle API server and the writes of a publish
 seconds on a loaded one; an explanation took from 39 ms (500 nodes) to tens of seconds (2,000
-nodes on a loaded machine), hence the 30 and 60 s buckets."""
+nodes on a loaded machine), hence the 30 and 60 s buckets. On the e2e cluster (one H200,
+``e2e/test_dashboard.py``, load 10 on 2 cores) a publish that wrote its slice took 46 ms, one
+that verified it 9.8 ms, and reconciles 14 ms (claims, explain) to 29 ms (inventories)."""
 
 QUEUES = ("inventories", "claims", "explain")
 OUTCOMES = ("done", "retry", "error")
