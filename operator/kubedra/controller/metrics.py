@@ -22,8 +22,9 @@ when ``/metrics`` is scraped, so that no reconciler does any work for them.
   ``kubedra_operator_fleet_devices_allocated{...}``, ``kubedra_operator_fleet_devices_free{...}``
   (gauges): the devices of every usable pool per driver and model as ``kubectl dra status``
   counts them (its ``devices`` rows: ``model`` the ``productName`` or ``vendorID:deviceID``,
-  ``profile`` the MIG profile, ``""`` for a whole device), counted every 30 s at most
-  (:mod:`kubedra.controller.fleet`); none until the first count.
+  ``profile`` the MIG profile, ``""`` for a whole device), counted every
+  ``fleet_metrics_interval`` seconds at most (:mod:`kubedra.controller.fleet`); none until the
+  first count, nor with that setting 0.
 
 The histograms of :mod:`kubedra.controller.histograms` are served with them. These are the
 series the alerts and the dashboard of ``manifests/monitoring`` read.

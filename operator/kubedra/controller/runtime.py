@@ -135,7 +135,9 @@ async def run(runtime: Runtime) -> None:
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")
     state.served = await detect_served(state)
-    workers = [*start_workers(state), asyncio.create_task(count_fleet(state))]
+    workers = start_workers(state)
+    if state.settings.fleet_metrics_interval:
+        workers.append(asyncio.create_task(count_fleet(state)))
     try:
         await tick(state)
     finally:

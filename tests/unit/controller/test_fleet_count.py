@@ -8,12 +8,11 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from e2e.harness.wait import eventually
 from kubedra.controller import fleet
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.state import ClusterView
+from kubedra.settings import Settings
 from tests.support.explain_builders import gpu_claim, h200_slices, node, on_node
 
 GPU = "gpu.kubedra.io"
@@ -30,14 +29,14 @@ async def _counted(state: Any, previous: object) -> None:
 
 
 async def test_the_fleet_is_counted_as_status_counts_it_and_again_after_an_allocation(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fleet, "FLEET_INTERVAL", 0.01)
+        ) -> None:
     slices = [*h200_slices("whole-h200"), *h200_slices("mig-h200", mig="partitions")]
     claims: dict[tuple[str, str], list[dict[str, Any]]] = {}
     view = ClusterView({}, {}, {}, {}, claims, {},
                        all_slices={s["metadata"]["name"]: [s] for s in slices},
                        nodes={n: [node(n)] for n in ("whole-h200", "mig-h200")})
-    state = SimpleNamespace(view=view, explain=ExplainState(), fleet=None)
+    state = SimpleNamespace(view=view, explain=ExplainState(), fleet=None,
+                            settings=Settings(fleet_metrics_interval=0.01))
     task = asyncio.create_task(fleet.count_fleet(state))  # type: ignore[arg-type]
     try:
         await _counted(state, None)
