@@ -78,6 +78,16 @@ class Settings(BaseSettings):
     metrics ports: an agent started by hand or in a host-network pod exposes nothing to other
     hosts. The shipped DaemonSet adds the pod's own address (``status.podIP``), where its
     probes and Prometheus reach it; ``0.0.0.0`` is every interface."""
+    metrics_secure: bool = True
+    """Serve ``/metrics`` over HTTPS to scrapers the API server authenticates (TokenReview)
+    and authorizes (SubjectAccessReview of ``get`` on the non-resource URL ``/metrics``), as
+    :mod:`kubedra.metrics_auth` describes; ``/healthz`` is served over the same HTTPS port
+    without a token. False: plain HTTP, and anyone who reaches the port reads the metrics:
+    for local development only (operator and agent alike)."""
+    metrics_cert_dir: Path | None = None
+    """A directory with the metrics port's ``tls.crt`` and ``tls.key`` (a ``kubernetes.io/tls``
+    Secret mounted there), read again when they change; unset: a self-signed certificate made
+    at start."""
     kubelet_registry_dir: Path = DEFAULT_REGISTRY_DIR
     """The kubelet's plugin registration directory: the registration socket goes here."""
     kubelet_plugins_dir: Path = DEFAULT_PLUGINS_DIR

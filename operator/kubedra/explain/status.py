@@ -305,8 +305,7 @@ def _pool_status(snapshot: ClusterSnapshot, allocator: Allocator, pool: Pool,
     """One pool a node sees; ``newest``: the pool's slices of its newest generation."""
     node = next((e.node_selection.node_name for e in newest if e.node_selection.node_name),
                 None) or ""
-    reason = (f"incomplete: {pool.published_slices} of {pool.slice_count} slices published"
-              if pool.incomplete else pool.invalid_reason)
+    reason = f"incomplete: {pool.incomplete_detail}" if pool.incomplete else pool.invalid_reason
     rows = pool_rows(snapshot, allocator, pool) if reason is None else _published_rows(newest)
     return PoolStatus(pool.driver, pool.name, node, newest[0].generation, len(newest), rows,
                       reason)
