@@ -345,10 +345,9 @@ def pending_groups(snapshot: ClusterSnapshot, pods: Sequence[Mapping[str, Any]]
     return sorted(groups.values(), key=lambda g: (-len(g.claims), g.verdict, g.failed_at or ""))
 
 
-def fleet_status(snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]] = ()
-                 ) -> FleetStatus:
-    """The fleet's devices and pending claims, from ``snapshot`` and the cluster's pods
-    (plain Pod objects; they narrow where a pending claim is explained).
+def fleet_devices(snapshot: ClusterSnapshot) -> FleetStatus:
+    """The fleet's devices from ``snapshot``, without the pending claims (``pending`` is
+    empty: explaining them is the costly part of :func:`fleet_status`).
 
     A node whose slices do not parse (a node selector the allocator rejects) has its pools
     left out.
@@ -372,4 +371,13 @@ def fleet_status(snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]] = 
     return FleetStatus(
         nodes=len(snapshot.nodes), nodes_with_devices=with_devices,
         pools=sorted(seen.values(), key=lambda p: (p.driver, p.pool)),
-        pools_on_no_node=on_no_node, pending=pending_groups(snapshot, list(pods)))
+        pools_on_no_node=on_no_node, pending=[])
+
+
+def fleet_status(snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]] = ()
+                 ) -> FleetStatus:
+    """The fleet's devices (:func:`fleet_devices`) and pending claims, from ``snapshot`` and
+    the cluster's pods (plain Pod objects; they narrow where a pending claim is explained)."""
+    found = fleet_devices(snapshot)
+    found.pending = pending_groups(snapshot, list(pods))
+    return found
