@@ -51,6 +51,7 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from kubedra import kube
+from kubedra.controller.election_figures import PRIORITY_LEVEL_HEADER, ElectionFigures
 from kubedra.logging import get_logger
 
 log = get_logger(__name__)
@@ -82,26 +83,75 @@ class _LeaseLock(LeaseLock):  # type: ignore[misc]
     raises :class:`LeaseUnreadable`. The library's election decides "not found" by parsing
     the error's body as JSON, and a body that is not JSON — API Priority and Fairness answers
     429 with plain text — raised out of the election and stopped the operator (found by the
-    throttling fault of e2e/test_faults.py)."""
+    throttling fault of e2e/test_faults.py).
+
+    Each request's round trip is recorded in :attr:`calls` (``[("GET", seconds), ...]``,
+    emptied by the election at every attempt) and the priority level the API server put it
+    in in :attr:`priority_level_uid`."""
+
+    def __init__(self, name: str, namespace: str, identity: str, api_client: Any) -> None:
+        super().__init__(name, namespace, identity, api_client)
+        self.calls: list[tuple[str, float]] = []
+        self.priority_level_uid = ""
+
+    async def _timed(self, verb: str, call: Awaitable[Any]) -> Any:
+        started = time.monotonic()
+        try:
+            data, _status, headers = await call
+        finally:
+            self.calls.append((verb, time.monotonic() - started))
+        self.priority_level_uid = headers.get(PRIORITY_LEVEL_HEADER, "")
+        return data
 
     async def get(self, name: str, namespace: str) -> tuple[bool, Any]:
-        found, record = await super().get(name, namespace)
-        if isinstance(record, ApiException) and record.status != 404:
-            raise LeaseUnreadable(kube.api_error_message(record))
-        return found, record
+        try:
+            lease = await self._timed("GET", self.api_instance.read_namespaced_lease_with_http_info(
+                name, namespace))
+        except ApiException as err:
+            if err.status != 404:
+                raise LeaseUnreadable(kube.api_error_message(err)) from None
+            return False, err
+        self.lease_reference = lease
+        return True, self.election_record(lease)
+
+    async def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        body = client.V1Lease(metadata=client.V1ObjectMeta(name=name),
+                              spec=self.update_lease(election_record))
+        try:
+            self.lease_reference = await self._timed(
+                "POST", self.api_instance.create_namespaced_lease_with_http_info(namespace, body))
+        except ApiException as err:
+            log.warning("lease not created", lease=name, error=kube.api_error_message(err))
+            return False
+        return True
+
+    async def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        assert self.lease_reference is not None
+        self.lease_reference.spec = self.update_lease(updated_record, self.lease_reference.spec)
+        try:
+            await self._timed("PUT", self.api_instance.replace_namespaced_lease_with_http_info(
+                name, namespace, self.lease_reference))
+        except ApiException as err:
+            log.warning("lease not updated", lease=name, error=kube.api_error_message(err))
+            return False
+        return True
 
 
 class _Election(leaderelection.LeaderElection):  # type: ignore[misc]
     """The library's election, recording when the last successful renewal was sent; a Lease
     that cannot be reached or read is a failed attempt (retried), never an exception."""
 
-    def __init__(self, config: electionconfig.Config) -> None:
+    def __init__(self, config: electionconfig.Config, figures: ElectionFigures | None = None,
+                 ) -> None:
         super().__init__(config)
+        self.figures = figures or ElectionFigures()
         self.renewed_at: float | None = None
         """``time.monotonic()`` when the last successful create/update of the Lease was sent."""
 
     async def try_acquire_or_renew(self) -> bool:
         started = time.monotonic()
+        lock: _LeaseLock = self.election_config.lock
+        lock.calls = []
         try:
             ok: bool = await super().try_acquire_or_renew()
         except (TimeoutError, OSError, aiohttp.ClientError) as err:
@@ -111,6 +161,7 @@ class _Election(leaderelection.LeaderElection):  # type: ignore[misc]
             log.warning("lease not readable", lease=LEASE_NAME, error=str(err))
             return False
         if ok:
+            self.figures.renewed(started, self.renewed_at, lock.calls)
             self.renewed_at = started
         return ok
 
@@ -134,14 +185,8 @@ class Leadership:
         self.identity = identity
         self.timing = timing or ElectionTiming()
         self._leading = threading.Event()
-        self.longest_stall_s = 0.0
-        """The longest time the election thread waited past a wake-up it asked for, in seconds
-        since start: how long something else held the interpreter lock (or the machine had no
-        CPU for the process) while the election had to run."""
-        self.longest_stall_cpu_s = 0.0
-        """The process's CPU seconds during that stall: close to ``longest_stall_s``, the
-        process was running (one unit of its work held the lock); far below, the machine did
-        not run it."""
+        self.figures = ElectionFigures()
+        """How late the election thread ran and how long its renewals took, since start."""
 
     @property
     def leading(self) -> bool:
@@ -266,6 +311,7 @@ class _ElectionThread(threading.Thread):
             if self._stopping:
                 return
             self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        self.leadership.figures.watch_gc()
         try:
             api = await self.leadership.connect()
             try:
@@ -277,6 +323,7 @@ class _ElectionThread(threading.Thread):
         except BaseException as err:  # handed to Leadership.run()
             self.on_failed(err)
         finally:
+            self.leadership.figures.unwatch_gc()
             with self._lock:
                 self._loop = self._task = None
 
@@ -301,10 +348,10 @@ class _ElectionThread(threading.Thread):
         election = _Election(electionconfig.Config(
             lock, lease_duration=timing.lease_duration, renew_deadline=timing.renew_deadline,
             retry_period=timing.retry_period, onstarted_leading=started,
-            onstopped_leading=stopped))
+            onstopped_leading=stopped), leadership.figures)
         tasks = [asyncio.create_task(election.run(), name="leader-election"),
                  asyncio.create_task(self._fence(election, lost), name="leader-fence"),
-                 asyncio.create_task(self._measure_stalls(), name="leader-stalls")]
+                 asyncio.create_task(leadership.figures.measure_stalls(), name="leader-stalls")]
 
         def election_ended(task: asyncio.Task[None]) -> None:
             if not task.cancelled() and task.exception() and not lost.done():
@@ -324,18 +371,6 @@ class _ElectionThread(threading.Thread):
             raise
         finally:
             await _stop(tasks)
-
-    async def _measure_stalls(self, tick: float = 0.1) -> None:
-        """Record in ``longest_stall_s`` how late this thread's loop wakes up, every ``tick``
-        seconds."""
-        leadership = self.leadership
-        while True:
-            asked, cpu = time.monotonic() + tick, time.process_time()
-            await asyncio.sleep(tick)
-            stall = time.monotonic() - asked
-            if stall > leadership.longest_stall_s:
-                leadership.longest_stall_s = stall
-                leadership.longest_stall_cpu_s = time.process_time() - cpu
 
     async def _fence(self, election: _Election, lost: asyncio.Future[None]) -> None:
         """Fail ``lost`` once the last successful renewal is ``renew_deadline`` old."""

@@ -58,11 +58,11 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool,
                        health_socket: str | None = None) -> None:
     """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...,
-    "electionStallSeconds": ...}`` (:attr:`Leadership.longest_stall_s`) and,
-    on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
-    put it) and run kopf while leading. A
-    replica that loses its Lease exits at once (status 1): the kubelet restarts it as a
-    standby."""
+    "electionStallSeconds": ..., ...}``, the election's figures:
+    :meth:`kubedra.controller.election_figures.ElectionFigures.to_json`) and, on the leader,
+    ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe put it) and
+    run kopf while leading. A replica that loses its Lease exits at once (status 1): the
+    kubelet restarts it as a standby."""
     memo = Memo(runtime=Runtime(settings))
 
     async def lead() -> None:
@@ -82,9 +82,7 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
         leadership.assume_leading()
 
     def report() -> dict[str, object]:
-        return {"ok": True, **leadership.report(),
-                "electionStallSeconds": round(leadership.longest_stall_s, 3),
-                "electionStallCpuSeconds": round(leadership.longest_stall_cpu_s, 3),
+        return {"ok": True, **leadership.report(), **leadership.figures.to_json(),
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     collector = OperatorCollector(memo.runtime, lambda: leadership.leading)
     REGISTRY.register(collector)
@@ -112,7 +110,5 @@ def _exit_fenced(leadership: Leadership, err: LostLeadership) -> None:
     point, not even from cleanup, however busy the reconcilers' event loop is. The log says
     how long the election thread ever waited for the interpreter: a long stall means the
     operator starved it, a short one that the API server did not answer the renewals."""
-    log.error("leadership lost: exiting", error=str(err),
-              election_stall_s=round(leadership.longest_stall_s, 3),
-              election_stall_cpu_s=round(leadership.longest_stall_cpu_s, 3))
+    log.error("leadership lost: exiting", error=str(err), **leadership.figures.log_fields())
     os._exit(1)

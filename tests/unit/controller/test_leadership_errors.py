@@ -22,7 +22,7 @@ async def _attempt(status: int, reason: str, body: str) -> bool:
             err = ApiException(status=status, reason=reason)
             err.body = body
             raise err
-        lock.api_instance.read_namespaced_lease = refused
+        lock.api_instance.read_namespaced_lease_with_http_info = refused
 
         async def nothing() -> None:
             return None
