@@ -1,31 +1,33 @@
-"""What the leader election's thread measures about itself, for ``/healthz`` and the fenced
-leader's last log line: how late it ran and why, and how long its renewals took.
+"""What the leader election measures about itself, for ``/healthz`` and the fenced leader's
+last log line: how late the elector ran and why, how long its renewals took, and how long the
+reconcilers' process paused for garbage collection.
 
 A renewal that comes late has three possible causes, and each figure here names one:
 
-- the election thread did not run: it waited on the kernel's run queue (``stallQueued``,
-  from ``/proc/self/task/<tid>/schedstat``: the machine had no CPU for it), or it waited for
-  the interpreter lock while another thread held it (``stallMainCpu``: the reconcilers' thread
-  on a CPU during the stall, i.e. one unit of its work, or a garbage collection, ``gcPause``);
-- the renewal's round trip was slow (``renewalSeconds``: from the first request of a renewal
-  to its last answer, which includes the API server's work, its API Priority and Fairness
-  queueing, and this process reading the answer);
-- renewals were not tried (``renewalGapSeconds``: the longest time between the starts of two
-  successful renewals, issue 23's target of at most 3 s).
+- the elector did not run: it woke up later than it asked (``electionStallSeconds``), and of
+  that it waited on the kernel's run queue ``electionStallQueuedSeconds`` (from
+  ``/proc/self/task/<tid>/schedstat``: the machine had no CPU for it); the rest it waited for
+  the interpreter lock or ran;
+- the renewal's round trip was slow (``electionRenewalSeconds``, from the first request of a
+  renewal to its last answer, which includes the API server's work and its API Priority and
+  Fairness queueing; ``electionRenewalCalls`` splits it by request);
+- renewals were not tried (``electionRenewalGapSeconds``: the longest time between the starts
+  of two successful renewals, issue 23's target of at most 3 s).
 
 The API server's answer names the priority level the request was put in
 (``X-Kubernetes-PF-PriorityLevel-UID``, k8s.io/apiserver
 ``pkg/server/filters/priority-and-fairness.go``), shown as ``electionPriorityLevelUID``: it
 tells whether the operator's FlowSchema (``manifests/flowschema.yaml``) is in effect.
+``gcPauseSeconds`` is the longest garbage collection of the reconcilers' process, which held
+the interpreter lock for all of it (the reason the election is a process of its own).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
-import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,33 +49,24 @@ def thread_schedstat(native_id: int) -> tuple[float, float]:
 
 @dataclass
 class ElectionFigures:
-    """The longest delays the election has seen since the process started (seconds)."""
+    """The longest delays the elector has seen since it started (seconds)."""
 
     stall_s: float = 0.0
-    """The longest time the election thread woke up later than it asked to."""
+    """The longest time the elector's event loop woke up later than it asked to."""
     stall_cpu_s: float = 0.0
-    """The process's CPU time during that stall (every thread)."""
+    """The elector's CPU time during that stall."""
     stall_queued_s: float = 0.0
-    """The election thread's wait on the kernel's run queue during that stall."""
-    stall_main_cpu_s: float = 0.0
-    """The main thread's (the reconcilers' event loop) time on a CPU during that stall."""
-    stall_at: str = ""
-    """Where the main thread was when that stall ended (``file:line function``, innermost
-    last): the end of the unit of work that held the interpreter lock, if one did."""
+    """The elector's wait on the kernel's run queue during that stall."""
     renewal_s: float = 0.0
     """The slowest successful renewal, from its first request to its last answer."""
     renewal_calls: str = ""
-    """The requests of that renewal and their round trips (``GET 0.412 PUT 0.380``)."""
+    """The requests of that renewal and their round trips (``PUT 0.380``)."""
     renewal_gap_s: float = 0.0
     """The longest time between the starts of two successful renewals while leading."""
     renewals: int = 0
     """Successful renewals (and the first acquisition)."""
     priority_level_uid: str = ""
     """The APF priority level of the last Lease request (:data:`PRIORITY_LEVEL_HEADER`)."""
-    gc_pause_s: float = 0.0
-    """The longest garbage collection of the process (any thread holds the lock through it)."""
-    gc_generation: int = -1
-    """The generation of that collection."""
 
     def to_json(self) -> dict[str, Any]:
         """The figures as ``/healthz`` shows them (seconds rounded to milliseconds)."""
@@ -81,28 +74,12 @@ class ElectionFigures:
             "electionStallSeconds": round(self.stall_s, 3),
             "electionStallCpuSeconds": round(self.stall_cpu_s, 3),
             "electionStallQueuedSeconds": round(self.stall_queued_s, 3),
-            "electionStallMainCpuSeconds": round(self.stall_main_cpu_s, 3),
-            "electionStallAt": self.stall_at,
             "electionRenewalSeconds": round(self.renewal_s, 3),
             "electionRenewalCalls": self.renewal_calls,
             "electionRenewalGapSeconds": round(self.renewal_gap_s, 3),
             "electionRenewals": self.renewals,
             "electionPriorityLevelUID": self.priority_level_uid,
-            "gcPauseSeconds": round(self.gc_pause_s, 3),
-            "gcPauseGeneration": self.gc_generation,
         }
-
-    def log_fields(self) -> dict[str, Any]:
-        """The figures as keyword arguments of a log line (snake case)."""
-        return {"election_stall_s": round(self.stall_s, 3),
-                "election_stall_cpu_s": round(self.stall_cpu_s, 3),
-                "election_stall_queued_s": round(self.stall_queued_s, 3),
-                "election_stall_main_cpu_s": round(self.stall_main_cpu_s, 3),
-                "election_stall_at": self.stall_at,
-                "election_renewal_s": round(self.renewal_s, 3),
-                "election_renewal_calls": self.renewal_calls,
-                "election_renewal_gap_s": round(self.renewal_gap_s, 3),
-                "gc_pause_s": round(self.gc_pause_s, 3)}
 
     def renewed(self, started: float, previous: float | None, calls: list[tuple[str, float]],
                 ) -> None:
@@ -119,51 +96,45 @@ class ElectionFigures:
     async def measure_stalls(self, tick: float = 0.1) -> None:
         """Record the longest stall of the calling thread's event loop, waking every ``tick``
         seconds, until cancelled."""
-        import asyncio
-
         own = threading.get_native_id()
-        main = threading.main_thread()
-        main_id = main.native_id or 0
         while True:
             asked, cpu = time.monotonic() + tick, time.process_time()
             _, queued = thread_schedstat(own)
-            main_cpu, _ = thread_schedstat(main_id)
             await asyncio.sleep(tick)
             stall = time.monotonic() - asked
             if stall > self.stall_s:
                 self.stall_s = stall
                 self.stall_cpu_s = time.process_time() - cpu
                 self.stall_queued_s = thread_schedstat(own)[1] - queued
-                self.stall_main_cpu_s = thread_schedstat(main_id)[0] - main_cpu
-                self.stall_at = _where(main.ident)
 
-    def watch_gc(self) -> None:
-        """Record the longest garbage collection from now on (``gc.callbacks``); undone by
-        :meth:`unwatch_gc`."""
-        gc.callbacks.append(self._gc_callback)
 
-    def unwatch_gc(self) -> None:
-        """Stop recording garbage collections."""
-        if self._gc_callback in gc.callbacks:
-            gc.callbacks.remove(self._gc_callback)
+class GcPauses:
+    """The longest garbage collection of this process while :meth:`watch` is on
+    (``gc.callbacks``)."""
 
-    _gc_started: float = 0.0
+    def __init__(self) -> None:
+        self.longest_s = 0.0
+        self.generation = -1
+        self._started = 0.0
 
-    def _gc_callback(self, phase: str, info: dict[str, int]) -> None:
+    def watch(self) -> None:
+        """Start recording collections."""
+        if self._callback not in gc.callbacks:
+            gc.callbacks.append(self._callback)
+
+    def unwatch(self) -> None:
+        """Stop recording collections."""
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"gcPauseSeconds": ..., "gcPauseGeneration": ...}``."""
+        return {"gcPauseSeconds": round(self.longest_s, 3), "gcPauseGeneration": self.generation}
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._gc_started = time.perf_counter()
-        elif self._gc_started:
-            took = time.perf_counter() - self._gc_started
-            if took > self.gc_pause_s:
-                self.gc_pause_s, self.gc_generation = took, info.get("generation", -1)
-
-
-def _where(ident: int | None, depth: int = 4) -> str:
-    """The innermost ``depth`` frames of thread ``ident``, as ``file:line function`` joined by
-    `` < `` (innermost first); empty if it has none."""
-    frame = sys._current_frames().get(ident or 0)
-    if frame is None:
-        return ""
-    frames = traceback.extract_stack(frame)[-depth:]
-    return " < ".join(f"{'/'.join(f.filename.rsplit('/', 2)[-2:])}:{f.lineno} {f.name}"
-                      for f in reversed(frames))
+            self._started = time.perf_counter()
+        elif self._started:
+            took = time.perf_counter() - self._started
+            if took > self.longest_s:
+                self.longest_s, self.generation = took, info.get("generation", -1)

@@ -63,6 +63,9 @@ class Runtime:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     claim_pools: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    may_write: Callable[[], bool] = field(default=lambda: True)
+    """The writers' fence (:meth:`kubedra.controller.leadership.Leadership.may_write`): every
+    write of :attr:`api` checks it (:func:`kubedra.kube.fence_writes`)."""
 
     def begin(self, view: ClusterView) -> OperatorState:
         """Create the state over the filled caches and let the workers start.
