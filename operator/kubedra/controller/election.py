@@ -169,6 +169,7 @@ class _Election(leaderelection.LeaderElection):  # type: ignore[misc]
         except LeaseUnreadable as err:
             log.warning("lease not readable", lease=LEASE_NAME, error=str(err))
             return False
+        self.figures.priority_level_uid = lock.priority_level_uid
         if ok:
             self.figures.renewed(started, self.renewed_at, lock.calls)
             self.renewed_at = started
