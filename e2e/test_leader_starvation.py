@@ -158,7 +158,8 @@ async def _start_and_verify(kubedra: Kubedra, api: ApiClient) -> None:
     assert figures["electionPriorityLevelUID"] == level.metadata.uid, figures
     last = await _leader_lease(api)
     assert first["holderIdentity"] == last["holderIdentity"] == leading["identity"]
-    assert first["leaseTransitions"] == last["leaseTransitions"]
+    # kubernetes-asyncio's election leaves leaseTransitions unset (client-go counts holders)
+    assert first.get("leaseTransitions") == last.get("leaseTransitions")
     assert first["acquireTime"] == last["acquireTime"]
 
 
