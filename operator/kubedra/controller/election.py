@@ -38,7 +38,9 @@ import contextlib
 import dataclasses
 import datetime
 import os
+import select
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -223,6 +225,12 @@ def elector_main(connection: Connection, until: Any, connect: Callable[[], Await
         with contextlib.suppress(OSError):
             connection.send(("ended",))
         connection.close()
+        # the Lease is released: end now, without the interpreter's teardown (seconds of a
+        # loaded machine's CPU that the parent would wait for)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(0)
 
 
 class _Elector:
@@ -238,6 +246,15 @@ class _Elector:
     def send(self, *message: Any) -> None:
         with contextlib.suppress(OSError):  # the parent is gone: PDEATHSIG ends us
             self.connection.send(message)
+
+    def send_figures(self) -> None:
+        """Send the figures unless the pipe is full (a parent stopped by SIGSTOP, or whose
+        reading thread does not run): a report is worth less than a renewal, and a message
+        below ``PIPE_BUF`` bytes into a writable pipe never blocks."""
+        with contextlib.suppress(OSError, ValueError):
+            _, writable, _ = select.select([], [self.connection.fileno()], [], 0)
+            if writable:
+                self.connection.send(("figures", dataclasses.asdict(self.figures)))
 
     async def main(self, connect: Callable[[], Awaitable[Any]]) -> None:
         task = asyncio.current_task()
@@ -268,7 +285,7 @@ class _Elector:
                 self.send("failed", RuntimeError(repr(err)))
         finally:
             self.until.value = 0.0
-            self.send("figures", dataclasses.asdict(self.figures))
+            self.send_figures()
 
     async def _elect(self, api: Any) -> None:
         """Run the election until the Lease is lost (``("lost", ...)``) or this task is
@@ -340,7 +357,7 @@ class _Elector:
 
     async def _report(self) -> None:
         while True:
-            self.send("figures", dataclasses.asdict(self.figures))
+            self.send_figures()
             await asyncio.sleep(FIGURES_EVERY_S)
 
 
