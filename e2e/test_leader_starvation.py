@@ -8,8 +8,12 @@ form wrote and the operator still accepts; ``bench/RESULTS.md``, round 4). Until
 the operator bounded its unit of work, its initial list of them was one page decoded by one
 ``json.loads``, which held the interpreter lock for longer than the renew deadline, so the
 election's thread could not renew and the leader fenced itself and exited (round 4's lost
-Lease at 200 MIG nodes, here with the deadline cut to fit a test). A control plane of its own:
-the API server holds tens of MB of inventories.
+Lease at 200 MIG nodes, here with the deadline cut to fit a test). Once pages were bounded, the
+election thread still shared the interpreter lock with the reconcilers, and a garbage
+collection of their caches (up to 2.2 s under load) starved it: the election now runs in a
+process of its own (``kubedra.controller.election``), and its Lease requests at the API
+server's ``leader-election`` priority level (``manifests/flowschema.yaml``, which the harness
+installs). A control plane of its own: the API server holds tens of MB of inventories.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from kubedra.kube import make_api_client
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(
     os.environ.get("KUBEDRA_FLEET_TESTS") != "1",
     reason="the fleet-size test (5-10 min) runs with `make test-fleet` (KUBEDRA_FLEET_TESTS=1): "
-           "it does not pass yet on this 2-core machine (bench/RESULTS.md, round 5)")]
+           "too long for `make test` (bench/RESULTS.md, rounds 5 and 6)")]
 
 NODES = int(os.environ.get("KUBEDRA_STARVATION_NODES", "80"))
 """MIG nodes (80: 32 MB of inventories as listed, one page of 500 until the fix)."""
@@ -47,9 +51,13 @@ after 6 s without one. Shorter deadlines measure the loaded API server's round t
 1.3 s per renewal on this shared 2-core machine while 500 slices are written), not the
 operator: the operator's share is :data:`MAX_STALL_S`."""
 MAX_STALL_S = 1.0
-"""The longest the election thread may wait past a wake-up (``electionStallSeconds``): how
-long one unit of the operator's work held the interpreter lock (issue 23's target: no gap
-between renewals over 3 s, any phase, any size)."""
+"""The longest the elector may wait past a wake-up (``electionStallSeconds``). In the
+reconcilers' process (the election thread until round 6) a garbage collection of the caches
+held the interpreter lock for up to 2.2 s at load 13-15 and the leader fenced itself; the
+elector, a process of its own, waits only for a CPU."""
+MAX_RENEWAL_GAP_S = 3.0
+"""Issue 23's target: no gap between two successful renewals over 3 s, any phase, any size
+(``electionRenewalGapSeconds``: the retry period and one renewal's round trip)."""
 
 
 def _now() -> str:
@@ -139,12 +147,20 @@ async def _start_and_verify(kubedra: Kubedra, api: ApiClient) -> None:
     await eventually(verified, timeout=900, interval=0.2, what="every pool reconciled")
     _assert_running(operator)
     assert "leadership lost" not in operator.log.read_text()
-    final = await _health(kubedra.plane, port)
-    stalls.append(float(final["electionStallSeconds"]))  # type: ignore[arg-type]
-    assert max(stalls) < MAX_STALL_S, f"the election thread stalled {max(stalls)} s"
+    figures = await _health(kubedra.plane, port)
+    stalls.append(float(figures["electionStallSeconds"]))  # type: ignore[arg-type]
+    figures.pop("kubedra", None)
+    print("election figures:", json.dumps(figures))
+    assert max(stalls) < MAX_STALL_S, f"the elector stalled {max(stalls)} s: {figures}"
+    assert figures["electionRenewalGapSeconds"] <= MAX_RENEWAL_GAP_S, figures  # type: ignore[operator]
+    # the harness installed manifests/ (its FlowSchema): the renewals ran at leader-election
+    level = await client.FlowcontrolApiserverV1Api(api).read_priority_level_configuration(
+        "leader-election")
+    assert figures["electionPriorityLevelUID"] == level.metadata.uid, figures
     last = await _leader_lease(api)
     assert first["holderIdentity"] == last["holderIdentity"] == leading["identity"]
-    assert first["leaseTransitions"] == last["leaseTransitions"]
+    # kubernetes-asyncio's election leaves leaseTransitions unset (client-go counts holders)
+    assert first.get("leaseTransitions") == last.get("leaseTransitions")
     assert first["acquireTime"] == last["acquireTime"]
 
 

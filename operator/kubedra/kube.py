@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,31 @@ async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
     except config.ConfigException as err:
         raise KubeconfigError(f"kubeconfig {where} cannot be used: {err}") from None
     return ApiClient(configuration)
+
+
+class WriteFenced(Exception):
+    """A write was refused before it was sent: this replica does not hold the leader Lease,
+    or its last renewal is older than the renew deadline (:func:`fence_writes`)."""
+
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""HTTP methods that change nothing (allowed by :func:`fence_writes`)."""
+
+
+def fence_writes(api: ApiClient, may_write: Callable[[], bool]) -> None:
+    """Check ``may_write()`` before every request of ``api`` that is not a read (POST, PUT,
+    PATCH, DELETE) and refuse it with :class:`WriteFenced` when it is false: the fencing rule
+    of the operator's writers, so that a leader whose Lease may have passed to another
+    replica sends nothing more, however late it runs (:mod:`kubedra.controller.leadership`).
+    Reads and watches are never refused."""
+    request = api.request
+
+    def fenced(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method not in READ_METHODS and not may_write():
+            raise WriteFenced(f"{method} {url}: not the leader, or the leader Lease was not "
+                              "renewed within the renew deadline")
+        return request(method, url, *args, **kwargs)
+    api.request = fenced
 
 
 def api_error_message(err: ApiException) -> str:

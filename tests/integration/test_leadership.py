@@ -1,6 +1,7 @@
 """Operator leader election against the real API server: one leader at a time, hand-over on
-release, fencing (a leader that cannot renew stops before its Lease could expire), and renewals
-that a blocked reconcile loop does not delay (the election runs in a thread of its own)."""
+release, fencing (a leader that cannot renew stops before its Lease could expire, and its
+writes are refused), renewals that a blocked reconcile loop does not delay (the election runs
+in a process of its own), and client-go's one-request renewal."""
 
 from __future__ import annotations
 
@@ -14,16 +15,18 @@ from dataclasses import dataclass
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.leaderelection import electionconfig
 
 from e2e.harness import ControlPlane
 from e2e.harness.wait import eventually
+from kubedra.controller.election import _Election, _LeaseLock
 from kubedra.controller.leadership import (
     LEASE_NAME,
     ElectionTiming,
     Leadership,
     LostLeadership,
 )
-from kubedra.kube import make_api_client
+from kubedra.kube import WriteFenced, fence_writes, make_api_client
 
 pytestmark = pytest.mark.cluster
 
@@ -175,4 +178,71 @@ async def test_a_blocked_reconcile_loop_does_not_lose_the_lease(
     assert lease.spec.holder_identity == "replica-a"
     assert lease.spec.renew_time > renewed_before  # renewed while the loop was blocked
     await replicas.stop()
+    assert _election_threads() == []
+
+
+async def test_the_leader_renews_with_one_request_and_reads_again_after_a_conflict(
+        admin_api: ApiClient, namespace: str) -> None:
+    # client-go's fast path: the Lease the leader last wrote is updated without a GET
+    async def nothing() -> None:
+        return None
+    lock = _LeaseLock(LEASE_NAME, namespace, "replica-a", admin_api)
+    election = _Election(electionconfig.Config(
+        lock, lease_duration=FAST.lease_duration, renew_deadline=FAST.renew_deadline,
+        retry_period=FAST.retry_period, onstarted_leading=nothing, onstopped_leading=nothing))
+
+    def verbs() -> list[str]:
+        return [verb for verb, _seconds in lock.calls]
+    assert await election.try_acquire_or_renew() is True
+    assert verbs() == ["GET", "POST"]  # not found: created
+    assert await election.try_acquire_or_renew() is True
+    assert verbs() == ["PUT"]
+    first = await _holder_and_times(admin_api, namespace)
+    assert await election.try_acquire_or_renew() is True
+    assert verbs() == ["PUT"]
+    second = await _holder_and_times(admin_api, namespace)
+    assert second[0] == first[0] == "replica-a"
+    assert second[1] == first[1]  # acquireTime kept
+    assert second[2] > first[2]  # renewTime moved
+    # someone else wrote the Lease: the optimistic update conflicts (409), the full path
+    # reads it, sees another holder within its duration, and does not take it
+    leases = client.CoordinationV1Api(admin_api)
+    lease = await leases.read_namespaced_lease(LEASE_NAME, namespace)
+    lease.spec.holder_identity, lease.spec.lease_duration_seconds = "intruder", 3600
+    await leases.replace_namespaced_lease(LEASE_NAME, namespace, lease)
+    assert await election.try_acquire_or_renew() is False
+    assert verbs() == ["PUT", "GET"]
+    assert (await _holder_and_times(admin_api, namespace))[0] == "intruder"
+
+
+async def _holder_and_times(api: ApiClient, namespace: str) -> tuple[str, object, object]:
+    lease = await client.CoordinationV1Api(api).read_namespaced_lease(LEASE_NAME, namespace)
+    return str(lease.spec.holder_identity), lease.spec.acquire_time, lease.spec.renew_time
+
+
+async def test_writes_are_fenced_unless_the_lease_was_renewed_within_the_deadline(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
+    leader = Leadership(_connect(control_plane), namespace, "replica-a", FAST)
+    api = await make_api_client(control_plane.admin_kubeconfig)
+    fence_writes(api, leader.may_write)
+    lease = {"metadata": {"name": "fenced-write"}, "spec": {"holderIdentity": "x"}}
+    async with api:
+        leases = client.CoordinationV1Api(api)
+        with pytest.raises(WriteFenced):  # not leading
+            await leases.create_namespaced_lease(namespace, lease)
+        leading = asyncio.Event()
+
+        async def lead() -> None:
+            leading.set()
+            await asyncio.Event().wait()
+        task = asyncio.create_task(leader.run(lead))
+        await asyncio.wait_for(leading.wait(), timeout=20)
+        assert leader.may_write()
+        await leases.create_namespaced_lease(namespace, lease)  # leading: written
+        await leases.read_namespaced_lease("fenced-write", namespace)  # reads never fenced
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert not leader.may_write()
+        with pytest.raises(WriteFenced):  # stopped: the Lease released
+            await leases.delete_namespaced_lease("fenced-write", namespace)
     assert _election_threads() == []

@@ -1,30 +1,31 @@
 """Leader election for the operator: one replica reconciles, the others wait.
 
 The operator's replicas compete for the ``coordination.k8s.io`` Lease ``kubedra-operator`` in
-the operator's namespace through ``kubernetes_asyncio.leaderelection`` (the client-go
-algorithm: a candidate takes the Lease when its holder has not renewed it for
-``leaseDurationSeconds`` as observed by the candidate). Only the holder runs the reconcilers
-(:meth:`Leadership.run` starts the ``lead`` coroutine); a standby does nothing but retry every
-``retry_period`` seconds.
+the operator's namespace (the client-go algorithm, :mod:`kubedra.controller.election`). Only
+the holder runs the reconcilers (:meth:`Leadership.run` starts the ``lead`` coroutine); a
+standby does nothing but retry every ``retry_period`` seconds.
 
-The election runs in a thread of its own (``leader-election``), with its own event loop and its
-own API client, as client-go runs it in a goroutine of its own: the reconcilers' event loop
-can be busy for seconds (kopf's initial lists of a thousand nodes, a start on a loaded
-machine) without delaying a renewal. It still shares the interpreter lock: one call that
-holds it for seconds (decoding a list page of tens of MB in one ``json.loads``) delays it
-(a page of 500 MIG inventories is 79 MB; bounding pages is ``bench/RESULTS.md``, round 4,
-plan 8). The thread hands over to the reconcilers' loop only through
-``loop.call_soon_threadsafe`` (leading, failed, stopped) and a ``threading.Event``
-(:attr:`Leadership.leading`).
+The election runs in a process of its own (the elector, ``multiprocessing`` spawn), with its
+own interpreter, event loop and API client, as client-go's components give leader election a
+client of its own: the reconcilers' process can be busy for seconds — kopf's initial lists of
+a thousand nodes, a garbage collection of its caches, a start on a loaded machine — without
+delaying a renewal, since the elector shares no interpreter lock with it (the thread it ran in
+before waited up to 2.2 s for a collection to end, ``bench/RESULTS.md``, round 6). A thread
+of this process (``leader-election``) reads the elector's messages and hands them to the
+reconcilers' loop only through ``loop.call_soon_threadsafe`` (leading, failed, ended) and a
+``threading.Event`` (:attr:`Leadership.leading`).
 
-Fencing: the library cancels the leader's work only when a renewal loop gives up, and an API
-call that hangs would delay that. A watchdog in the election thread stops the leader when the
-last successful renewal *started* ``renew_deadline`` seconds ago, ``lease_duration -
-renew_deadline`` seconds before any other replica could consider the Lease expired (another
-replica starts its ``lease_duration`` countdown no earlier than it reads the renewal, which is
-later than the renewal request was sent). The watchdog calls ``on_lost`` in the election
-thread, so a reconcile loop that is blocked cannot delay it: the operator exits the process
-from there (client-go's controllers do the same), and the kubelet restarts it as a standby.
+Fencing: the elector stops leading when the last successful renewal *started*
+``renew_deadline`` seconds ago, ``lease_duration - renew_deadline`` seconds before any other
+replica could consider the Lease expired (another replica starts its ``lease_duration``
+countdown no earlier than it reads the renewal, which is later than the renewal request was
+sent), and says so; ``on_lost`` is called in the reading thread, so a reconcile loop that is
+blocked cannot delay it: the operator exits the process from there (client-go's controllers
+do the same), and the kubelet restarts it as a standby. Independently of that message, every
+write of the reconcilers checks :meth:`Leadership.may_write` (the renew deadline, published
+by the elector in shared memory), so a write that would start after the deadline is refused
+even while this process has not run to read the message. An elector that dies is a lost
+Lease; an elector whose parent dies ends with it.
 
 Hand-over: a leader that stops on purpose (SIGTERM during a rolling update or a drain) releases
 the Lease (empty holder, as client-go's ``ReleaseOnCancel``) once its work has stopped, so a
@@ -38,141 +39,112 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client import ApiException
-from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
-
-from kubedra import kube
+from kubedra.controller.election import (
+    LEASE_NAME,
+    ElectionTiming,
+    LostLeadership,
+    elector_main,
+)
+from kubedra.controller.election_figures import ElectionFigures, GcPauses
 from kubedra.logging import get_logger
+
+__all__ = ["LEASE_NAME", "ElectionTiming", "Leadership", "LostLeadership"]
 
 log = get_logger(__name__)
 
-LEASE_NAME = "kubedra-operator"
-"""The operator's leader-election Lease (in the operator's namespace)."""
+ELECTOR_STOP_S = 10.0
+"""Seconds to wait for the elector to end after ``stop`` (it releases the Lease first) before
+it is killed."""
 
 
-@dataclass(frozen=True)
-class ElectionTiming:
-    """Leader-election durations in seconds (client-go's defaults). The Lease stores whole
-    seconds (``leaseDurationSeconds``), so ``lease_duration`` is an int."""
-
-    lease_duration: int = 15
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-
-
-class LostLeadership(RuntimeError):
-    """The leader could not renew its Lease within the renew deadline."""
-
-
-class LeaseUnreadable(Exception):
-    """Reading the Lease failed with an API error other than 404 (the message says which)."""
-
-
-class _LeaseLock(LeaseLock):  # type: ignore[misc]
-    """The library's Lease lock, except that an API error reading the Lease other than 404
-    raises :class:`LeaseUnreadable`. The library's election decides "not found" by parsing
-    the error's body as JSON, and a body that is not JSON — API Priority and Fairness answers
-    429 with plain text — raised out of the election and stopped the operator (found by the
-    throttling fault of e2e/test_faults.py)."""
-
-    async def get(self, name: str, namespace: str) -> tuple[bool, Any]:
-        found, record = await super().get(name, namespace)
-        if isinstance(record, ApiException) and record.status != 404:
-            raise LeaseUnreadable(kube.api_error_message(record))
-        return found, record
-
-
-class _Election(leaderelection.LeaderElection):  # type: ignore[misc]
-    """The library's election, recording when the last successful renewal was sent; a Lease
-    that cannot be reached or read is a failed attempt (retried), never an exception."""
-
-    def __init__(self, config: electionconfig.Config) -> None:
-        super().__init__(config)
-        self.renewed_at: float | None = None
-        """``time.monotonic()`` when the last successful create/update of the Lease was sent."""
-
-    async def try_acquire_or_renew(self) -> bool:
-        started = time.monotonic()
-        try:
-            ok: bool = await super().try_acquire_or_renew()
-        except (TimeoutError, OSError, aiohttp.ClientError) as err:
-            log.warning("lease not reachable", lease=LEASE_NAME, error=repr(err))
-            return False
-        except LeaseUnreadable as err:
-            log.warning("lease not readable", lease=LEASE_NAME, error=str(err))
-            return False
-        if ok:
-            self.renewed_at = started
-        return ok
+class ElectionFailed(RuntimeError):
+    """The elector could not run (no API client, or it raised); the message says why."""
 
 
 class Leadership:
-    """Whether this replica leads, for health reports, and the running election.
+    """Whether this replica leads, for health reports and the writers' fence, and the running
+    election.
 
     Args:
         connect: makes the election's own API client (with ``get``/``create``/``update`` on
-            the Lease); called, and the client closed, in the election thread's event loop.
+            the Lease); called, and the client closed, in the elector process, so it must be
+            picklable (a ``functools.partial`` of a module function).
         namespace: the Lease's namespace.
         identity: this process's name in the Lease, unique per process (the operator uses
             ``<pod name>_<uuid>``: a container restarted in place is another candidate).
         timing: the election's durations.
+        setup: called first in the elector (picklable; the operator's logging configuration).
     """
 
     def __init__(self, connect: Callable[[], Awaitable[Any]], namespace: str, identity: str,
-                 timing: ElectionTiming | None = None) -> None:
+                 timing: ElectionTiming | None = None,
+                 setup: Callable[[], None] | None = None) -> None:
         self.connect = connect
         self.namespace = namespace
         self.identity = identity
         self.timing = timing or ElectionTiming()
+        self.setup = setup
         self._leading = threading.Event()
-        self.longest_stall_s = 0.0
-        """The longest time the election thread waited past a wake-up it asked for, in seconds
-        since start: how long something else held the interpreter lock (or the machine had no
-        CPU for the process) while the election had to run."""
-        self.longest_stall_cpu_s = 0.0
-        """The process's CPU seconds during that stall: close to ``longest_stall_s``, the
-        process was running (one unit of its work held the lock); far below, the machine did
-        not run it."""
+        self._assumed = False
+        self._until: Any = None
+        """The elector's shared ``double``: monotonic time until which writes are allowed."""
+        self.figures = ElectionFigures()
+        """The elector's figures (:mod:`kubedra.controller.election_figures`), as last sent."""
+        self.gc = GcPauses()
+        """The longest garbage collection of this process while the election runs."""
 
     @property
     def leading(self) -> bool:
-        """True while this replica holds the Lease (set and cleared by the election thread)."""
+        """True while this replica holds the Lease (set and cleared by the reading thread)."""
         return self._leading.is_set()
 
     def assume_leading(self) -> None:
         """Count as the leader without an election (``--no-leader-elect``: one replica)."""
+        self._assumed = True
         self._leading.set()
+
+    def may_write(self) -> bool:
+        """True while this replica may write to the API: it holds the Lease and its last
+        successful renewal started less than ``renew_deadline`` seconds ago (or it runs
+        without an election). Read from shared memory: no message from the elector is needed,
+        so a write that starts late is refused however late this process runs."""
+        if self._assumed:
+            return True
+        until = self._until
+        return until is not None and self.leading and time.monotonic() < until.value
 
     def report(self) -> dict[str, Any]:
         """What ``/healthz`` shows: ``{"role": "leader"|"standby", "identity": ...}``."""
         return {"role": "leader" if self.leading else "standby", "identity": self.identity}
 
+    def figures_json(self) -> dict[str, Any]:
+        """The election's figures and this process's longest GC pause, as ``/healthz``
+        shows them (:meth:`ElectionFigures.to_json`, :meth:`GcPauses.to_json`)."""
+        return {**self.figures.to_json(), **self.gc.to_json()}
+
     async def run(self, lead: Callable[[], Awaitable[None]],
                   on_lost: Callable[[LostLeadership], None] | None = None) -> None:
         """Wait for the Lease, then run ``lead()`` in this event loop while holding it; when
         ``lead`` returns or this task is cancelled, stop ``lead``, then release the Lease.
-        The election thread has ended when this returns.
+        The elector has ended when this returns.
 
         Args:
             lead: the work of the leader.
-            on_lost: called in the election thread the moment the Lease is lost, before
+            on_lost: called in the reading thread the moment the Lease is lost, before
                 anything is handed to this event loop (which may be blocked); the operator
                 exits the process there.
 
         Raises:
-            LostLeadership: the Lease could not be renewed in time; ``lead`` was cancelled
-                (the caller should exit the process).
-            Exception: whatever ``lead`` or the election raised (after the Lease was
-                released).
+            LostLeadership: the Lease could not be renewed in time, or the elector died;
+                ``lead`` was cancelled (the caller should exit the process).
+            ElectionFailed: the elector could not run.
+            Exception: whatever ``lead`` raised (after the Lease was released).
         """
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[None] = loop.create_future()
@@ -187,16 +159,17 @@ class Leadership:
             if not outcome.done():  # not lost or failed in the meantime
                 work.append(loop.create_task(self._lead(lead, outcome), name="leader-work"))
 
-        def lost(err: LostLeadership) -> None:  # in the election thread
+        def lost(err: LostLeadership) -> None:  # in the reading thread
             if on_lost is not None:
                 on_lost(err)
             loop.call_soon_threadsafe(fail, err)
 
-        election = _ElectionThread(
+        elector = _ElectorProcess(
             self, on_leading=lambda: loop.call_soon_threadsafe(start_leading), on_lost=lost,
             on_failed=lambda err: loop.call_soon_threadsafe(fail, err),
             on_ended=lambda: loop.call_soon_threadsafe(ended.set_result, None))
-        election.start()
+        self.gc.watch()
+        elector.start()
         try:
             await outcome
         except LostLeadership:
@@ -209,9 +182,10 @@ class Leadership:
             raise
         finally:
             # the work has stopped before the Lease is released: no write after the release
-            election.stop()
+            elector.stop()
             await ended
-            election.join()
+            elector.join()
+            self.gc.unwatch()
 
     @staticmethod
     async def _lead(lead: Callable[[], Awaitable[None]], outcome: asyncio.Future[None]) -> None:
@@ -228,131 +202,91 @@ class Leadership:
                 outcome.set_result(None)
 
 
-class _ElectionThread(threading.Thread):
-    """The election of a :class:`Leadership`, in a daemon thread with its own event loop and
-    API client. Its callbacks are called in this thread: ``on_leading()`` when the Lease is
-    taken, ``on_lost(err)`` when it is lost, ``on_failed(err)`` when the election raised,
-    ``on_ended()`` last, whatever happened. :meth:`stop` (from any thread) ends it, releasing
-    the Lease if it is held."""
+class _ElectorProcess:
+    """The elector of a :class:`Leadership` and the thread that reads its messages. Its
+    callbacks are called in that thread: ``on_leading()`` when the Lease is taken,
+    ``on_lost(err)`` when it is lost (or the elector died), ``on_failed(err)`` when the
+    election could not run, ``on_ended()`` last, whatever happened. :meth:`stop` (from any
+    thread) ends it, releasing the Lease if it is held."""
 
     def __init__(self, leadership: Leadership, *, on_leading: Callable[[], object],
                  on_lost: Callable[[LostLeadership], None],
                  on_failed: Callable[[BaseException], object],
                  on_ended: Callable[[], object]) -> None:
-        super().__init__(name="leader-election", daemon=True)
         self.leadership = leadership
         self.on_leading, self.on_lost = on_leading, on_lost
         self.on_failed, self.on_ended = on_failed, on_ended
-        self._lock = threading.Lock()
-        self._stopping = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[Any] | None = None
+        self._stopping = threading.Event()
+        context = multiprocessing.get_context("spawn")
+        self._until = context.Value("d", 0.0, lock=False)
+        self._connection, child = context.Pipe()
+        self._process = context.Process(
+            target=elector_main, name="kubedra-elector", daemon=True,
+            args=(child, self._until, leadership.connect, leadership.namespace,
+                  leadership.identity, leadership.timing, leadership.setup))
+        self._child_end = child
+        self._reader = threading.Thread(target=self._read, name="leader-election", daemon=True)
 
-    def run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        finally:
-            self.on_ended()
+    def start(self) -> None:
+        """Start the elector and the reading thread."""
+        self.leadership._until = self._until
+        self._process.start()
+        self._child_end.close()
+        self._reader.start()
 
     def stop(self) -> None:
-        """Ask the thread to end (release the Lease if held); returns at once."""
-        with self._lock:
-            self._stopping = True
-            if self._loop is not None and self._task is not None:
-                self._loop.call_soon_threadsafe(self._task.cancel)
+        """Ask the elector to end (release the Lease if held); returns at once."""
+        self._stopping.set()
+        with contextlib.suppress(OSError, ValueError):
+            self._connection.send(("stop",))
 
-    async def _main(self) -> None:
-        with self._lock:
-            if self._stopping:
-                return
-            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+    def join(self) -> None:
+        """Wait for the reading thread and the elector to end."""
+        self._reader.join()
+
+    def _read(self) -> None:
+        leadership = self.leadership
         try:
-            api = await self.leadership.connect()
-            try:
-                await self._elect(api)
-            finally:
-                await api.close()
-        except asyncio.CancelledError:
-            pass  # stopped
-        except BaseException as err:  # handed to Leadership.run()
-            self.on_failed(err)
+            while self._dispatch(self._receive()):
+                pass
         finally:
-            with self._lock:
-                self._loop = self._task = None
+            leadership._leading.clear()
+            self._process.join(ELECTOR_STOP_S)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+            self._connection.close()
+            self.on_ended()
 
-    async def _elect(self, api: Any) -> None:
-        """Run the election until the Lease is lost (``on_lost``) or this task is cancelled
-        (the Lease released if held)."""
-        leadership, timing = self.leadership, self.leadership.timing
-        lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def _receive(self) -> tuple[Any, ...]:
+        try:
+            message: tuple[Any, ...] = self._connection.recv()
+        except (EOFError, OSError):
+            self._process.join(1.0)
+            return ("died", self._process.exitcode)
+        return message
 
-        async def started() -> None:
+    def _dispatch(self, message: tuple[Any, ...]) -> bool:
+        """Act on one message; False when the elector has ended."""
+        leadership, kind = self.leadership, message[0]
+        if kind == "figures":
+            leadership.figures = ElectionFigures(**message[1])
+        elif kind == "leading":
             leadership._leading.set()
-            log.info("leading", lease=LEASE_NAME, identity=leadership.identity)
             self.on_leading()
-
-        async def stopped() -> None:
-            if not lost.done():
-                lost.set_exception(LostLeadership(
-                    f"Lease {leadership.namespace}/{LEASE_NAME} not renewed within "
-                    f"{timing.renew_deadline:g} s"))
-
-        lock = _LeaseLock(LEASE_NAME, leadership.namespace, leadership.identity, api)
-        election = _Election(electionconfig.Config(
-            lock, lease_duration=timing.lease_duration, renew_deadline=timing.renew_deadline,
-            retry_period=timing.retry_period, onstarted_leading=started,
-            onstopped_leading=stopped))
-        tasks = [asyncio.create_task(election.run(), name="leader-election"),
-                 asyncio.create_task(self._fence(election, lost), name="leader-fence"),
-                 asyncio.create_task(self._measure_stalls(), name="leader-stalls")]
-
-        def election_ended(task: asyncio.Task[None]) -> None:
-            if not task.cancelled() and task.exception() and not lost.done():
-                lost.set_exception(task.exception())  # type: ignore[arg-type]
-        tasks[0].add_done_callback(election_ended)
-        try:
-            await lost
-        except LostLeadership as err:
+        elif kind == "lost":
             leadership._leading.clear()
-            self.on_lost(err)
-        except asyncio.CancelledError:
-            held = leadership.leading
-            leadership._leading.clear()
-            await _stop(tasks)
-            if held:
-                await _release(api, leadership.namespace, leadership.identity)
-            raise
-        finally:
-            await _stop(tasks)
-
-    async def _measure_stalls(self, tick: float = 0.1) -> None:
-        """Record in ``longest_stall_s`` how late this thread's loop wakes up, every ``tick``
-        seconds."""
-        leadership = self.leadership
-        while True:
-            asked, cpu = time.monotonic() + tick, time.process_time()
-            await asyncio.sleep(tick)
-            stall = time.monotonic() - asked
-            if stall > leadership.longest_stall_s:
-                leadership.longest_stall_s = stall
-                leadership.longest_stall_cpu_s = time.process_time() - cpu
-
-    async def _fence(self, election: _Election, lost: asyncio.Future[None]) -> None:
-        """Fail ``lost`` once the last successful renewal is ``renew_deadline`` old."""
-        leadership = self.leadership
-        deadline = leadership.timing.renew_deadline
-        while not lost.done():
-            renewed = election.renewed_at
-            if leadership.leading and renewed is not None:
-                left = renewed + deadline - time.monotonic()
-                if left <= 0:
-                    lost.set_exception(LostLeadership(
-                        f"Lease {leadership.namespace}/{LEASE_NAME}: last renewal sent "
-                        f"{deadline:g} s ago; stopping before it can expire"))
-                    return
-                await asyncio.sleep(min(left, 0.5))
-            else:
-                await asyncio.sleep(0.5)
+            self.on_lost(LostLeadership(message[1]))
+        elif kind == "failed":
+            err = message[1]
+            self.on_failed(err if isinstance(err, Exception) else ElectionFailed(str(err)))
+        elif kind == "died":
+            if not self._stopping.is_set():
+                leadership._leading.clear()
+                self.on_lost(LostLeadership(
+                    f"the elector process ended unexpectedly (exit code {message[1]})"))
+            return False
+        return bool(kind != "ended")
 
 
 async def _stop(tasks: list[asyncio.Task[Any]]) -> None:
@@ -360,18 +294,3 @@ async def _stop(tasks: list[asyncio.Task[Any]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def _release(api: Any, namespace: str, identity: str) -> None:
-    """Give the Lease up (empty holder, 1 s duration) if ``identity`` still holds it."""
-    leases = client.CoordinationV1Api(api)
-    with contextlib.suppress(ApiException, TimeoutError, OSError):
-        lease = await asyncio.wait_for(
-            leases.read_namespaced_lease(LEASE_NAME, namespace), timeout=2.0)
-        if lease.spec is None or lease.spec.holder_identity != identity:
-            return
-        lease.spec.holder_identity = ""
-        lease.spec.lease_duration_seconds = 1
-        await asyncio.wait_for(
-            leases.replace_namespaced_lease(LEASE_NAME, namespace, lease), timeout=2.0)
-        log.info("lease released", lease=LEASE_NAME, identity=identity)

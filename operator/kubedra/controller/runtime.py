@@ -69,6 +69,9 @@ class Runtime:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     metrics: OperatorHistograms = field(default_factory=OperatorHistograms)
     """The reconcilers' histograms, served from the start (standby included)."""
+    may_write: Callable[[], bool] = field(default=lambda: True)
+    """The writers' fence (:meth:`kubedra.controller.leadership.Leadership.may_write`): every
+    write of :attr:`api` checks it (:func:`kubedra.kube.fence_writes`)."""
 
     def begin(self, view: ClusterView) -> OperatorState:
         """Create the state over the filled caches and let the workers start.

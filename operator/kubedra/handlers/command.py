@@ -60,13 +60,11 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
 async def run_operator(settings: Settings, liveness_port: int, leader_elect: bool,
                        health_socket: str | None = None) -> None:
     """Serve ``/healthz`` (``{"ok": true, "role": "leader"|"standby", "identity": ...,
-    "electionStallSeconds": ...}`` (:attr:`Leadership.longest_stall_s`) and,
-    on the leader, ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe
-    put it) and run kopf while leading. A
-    replica that loses its Lease exits at once (status 1): the kubelet restarts it as a
-    standby."""
-    memo = Memo(runtime=Runtime(settings))
-
+    "electionStallSeconds": ..., ...}``, the election's figures:
+    :meth:`kubedra.controller.election_figures.ElectionFigures.to_json`) and, on the leader,
+    ``"kubedra":`` :func:`kubedra.handlers.operator.health`, where kopf's probe put it) and
+    run kopf while leading. A replica that loses its Lease exits at once (status 1): the
+    kubelet restarts it as a standby."""
     async def lead() -> None:
         index_readiness.install()
         await kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo)
@@ -74,19 +72,20 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     # unique per process, as client-go's "<hostname>_<uuid>": a leader's container restarted
     # in place must not take its predecessor's Lease as its own
     identity = f"{settings.pod_name or socket.gethostname()}_{uuid.uuid4()}"
-    # the election runs in a thread of its own, with its own API client
+    # the election runs in a process of its own, with its own API client
     leadership = Leadership(functools.partial(kube.make_api_client, settings.kubeconfig),
                             settings.namespace, identity, ElectionTiming(
                                 lease_duration=settings.leader_lease_duration,
                                 renew_deadline=settings.leader_renew_deadline,
-                                retry_period=settings.leader_retry_period))
+                                retry_period=settings.leader_retry_period),
+                            setup=functools.partial(configure_logging, settings.log_format,
+                                                    settings.log_level))
     if not leader_elect:
         leadership.assume_leading()
+    memo = Memo(runtime=Runtime(settings, may_write=leadership.may_write))
 
     def report() -> dict[str, object]:
-        return {"ok": True, **leadership.report(),
-                "electionStallSeconds": round(leadership.longest_stall_s, 3),
-                "electionStallCpuSeconds": round(leadership.longest_stall_cpu_s, 3),
+        return {"ok": True, **leadership.report(), **leadership.figures_json(),
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     collector = OperatorCollector(memo.runtime, lambda: leadership.leading)
     REGISTRY.register(collector)
@@ -126,7 +125,6 @@ def _exit_fenced(leadership: Leadership, err: LostLeadership) -> None:
     point, not even from cleanup, however busy the reconcilers' event loop is. The log says
     how long the election thread ever waited for the interpreter: a long stall means the
     operator starved it, a short one that the API server did not answer the renewals."""
-    log.error("leadership lost: exiting", error=str(err),
-              election_stall_s=round(leadership.longest_stall_s, 3),
-              election_stall_cpu_s=round(leadership.longest_stall_cpu_s, 3))
+    log.error("leadership lost: exiting", error=str(err), **{
+        key: value for key, value in leadership.figures_json().items() if value != ""})
     os._exit(1)

@@ -93,6 +93,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.chunk_size = LIST_CHUNK
     runtime.api = await kube.make_api_client(runtime.settings.kubeconfig)
+    kube.fence_writes(runtime.api, runtime.may_write)
     # the streaming list sends each object as a watch event of its own, decoded alone (one
     # object: at most the API server's request limit, ~1.5 MB, milliseconds), where a page
     # is decoded whole; without it kopf lists in pages of LIST_CHUNK

@@ -8,7 +8,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient, ApiException
 from kubernetes_asyncio.leaderelection import electionconfig
 
-from kubedra.controller.leadership import _Election, _LeaseLock
+from kubedra.controller.election import _Election, _LeaseLock
 
 THROTTLED = "Too many requests, please try again later.\n"
 """kube-apiserver's body of an APF 429 (k8s.io/apiserver pkg/server/filters, tooManyRequests)."""
@@ -22,7 +22,7 @@ async def _attempt(status: int, reason: str, body: str) -> bool:
             err = ApiException(status=status, reason=reason)
             err.body = body
             raise err
-        lock.api_instance.read_namespaced_lease = refused
+        lock.api_instance.read_namespaced_lease_with_http_info = refused
 
         async def nothing() -> None:
             return None
