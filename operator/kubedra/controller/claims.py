@@ -34,6 +34,7 @@ from kubedra.binding.attach import (
 )
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.state import PublishedPool
+from kubedra.publishing.features import TAINTS_OFF
 
 DeviceReason = Literal["Allocated", "DeviceNotFound", "DeviceDisabled", "DeviceUnhealthy"]
 """Reasons of a device's ``Ready`` condition."""
@@ -90,24 +91,31 @@ def device_condition(result: Mapping[str, Any], inventory: str | None,
             f"pool {result['pool']} of {result['driver']} is not published; device {device} "
             "cannot be used until its node agent reports again")
     draining = published.draining.get(device)
-    if draining == "disabled":
+    if draining == "disabled" or device in published.disabled:
+        kept = ("it stays published, tainted, until released" if draining else
+                f"it is left out of the slices ({TAINTS_OFF})")
         return DeviceCondition(
             False, "DeviceDisabled",
             f"device {device} of pool {result['pool']} is disabled by an override in "
-            f"DeviceInventory {inventory}; it stays published, tainted, until released")
+            f"DeviceInventory {inventory}; {kept}")
     health, health_message = published.health.get(device, ("Missing", None))
-    if draining or health == "Missing" or device not in published.devices:
+    if draining or health == "Missing":
         kept = (f" ({LEAVING_WHY.get(draining, draining)}); it stays published, tainted, until "
                 "released" if draining else "")
         return DeviceCondition(
             False, "DeviceNotFound",
             f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device "
             f"{device}{kept}")
-    if health == "Unhealthy":
+    if health == "Unhealthy":  # published tainted, or left out where taints are not kept
         return DeviceCondition(
             False, "DeviceUnhealthy",
             f"device {device} in pool {result['pool']} is unhealthy: "
             f"{health_message or 'reported by the node agent'}")
+    if device not in published.devices:
+        return DeviceCondition(
+            False, "DeviceNotFound",
+            f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device "
+            f"{device}")
     return DeviceCondition(
         True, "Allocated",
         f"device {device} of pool {result['pool']} (DeviceInventory {inventory}) is allocated "

@@ -261,6 +261,9 @@ class PublishedPool:
     withdrawn: bool = False
     draining: Mapping[str, str] = field(default_factory=dict)
     """Allocated devices kept published though dropped: name → ``disabled`` or ``gone``."""
+    disabled: frozenset[str] = frozenset()
+    """Names of the devices an override disables (published only while a claim holds one,
+    and only where the cluster keeps device taints)."""
 
     @classmethod
     def of(cls, pool: DesiredPool, health: Mapping[str, tuple[str, str | None]], *,
@@ -269,7 +272,8 @@ class PublishedPool:
         """What to remember of ``pool``."""
         return cls(driver=pool.driver, name=pool.name,
                    devices=frozenset(d.name for d in pool.devices), health=health,
-                   withdrawn=withdrawn, draining=draining or {})
+                   withdrawn=withdrawn, draining=draining or {},
+                   disabled=frozenset(pool.disabled))
 
 
 @dataclass
