@@ -2,8 +2,9 @@
 the session's control plane with its default gates, and one started with the gates of
 Kubernetes 1.34's defaults for these fields (``DRADeviceTaints``, ``DRADeviceTaintRules`` and
 ``DRAPartitionableDevices`` off: turned off on 1.36 and 1.37, as they ship on 1.34 and 1.35),
-where the API server drops taints and counters from a written slice without an error. There an unhealthy device is left out of the slice, with the
-reason, and the scheduler does not allocate it until it is healthy again."""
+where the API server drops taints and counters from a written slice without an error. There an
+unhealthy device is left out of the slice, with the reason, and the scheduler does not allocate
+it until it is healthy again."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
 from e2e.kube_objects import claim_events, condition, create_gpu_pod, pod_claim, read_inventory
+from kubedra.publishing.features import COUNTERS_OFF, ServedFeatures
 
 pytestmark = pytest.mark.cluster
 
@@ -31,11 +32,22 @@ def profile(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-async def mig_node(kubedra: Kubedra, admin_api: ApiClient) -> AsyncIterator[None]:
+async def mig_node(kubedra: Kubedra, admin_api: ApiClient, served: ServedFeatures
+                   ) -> AsyncIterator[None]:
     """An H200 node whose inventory publishes MIG partitions: its agent creates the
-    inventory with them on (``KUBEDRA_MIG=partitions``, the ``mig-partitions`` component)."""
+    inventory with them on (``KUBEDRA_MIG=partitions``, the ``mig-partitions`` component).
+    Where the cluster drops shared counters (1.34, 1.35) every test here is skipped, once the
+    inventory is shown to say why nothing of the GPU is published."""
     kubedra.add_node(NODE)
     kubedra.start_agent(NODE, mig="partitions")
+    if not served.partitionable_devices:
+        try:
+            await _left_out_without_counters(admin_api)
+        finally:
+            kubedra.stop_agent(NODE)
+        pytest.skip("this cluster does not keep shared counters (DRAPartitionableDevices is "
+                    "off): the GPU and its MIG partitions are left out, as the inventory's "
+                    "DevicesLeftOut condition says (asserted)")
 
     async def published() -> bool:
         status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
@@ -45,6 +57,23 @@ async def mig_node(kubedra: Kubedra, admin_api: ApiClient) -> AsyncIterator[None
     assert inventory["spec"]["discovery"] == {"mig": "partitions"}
     yield
     kubedra.stop_agent(NODE)
+
+
+async def _left_out_without_counters(api: ApiClient) -> None:
+    """The inventory of a GPU with MIG partitions on a cluster that drops shared counters:
+    every device consumes the GPU's counters, so none is published (26 devices and the
+    counter set, named with why)."""
+    async def left_out() -> dict[str, Any] | None:
+        found = condition(await read_inventory(api, INVENTORY), "Published")
+        return found if found and found["reason"] == "DevicesLeftOut" else None
+    published = await eventually(left_out, timeout=60, what="DevicesLeftOut")
+    why = f"consumesCounters: {COUNTERS_OFF}"
+    assert published["message"].startswith(
+        "0 devices in 1 ResourceSlice (pool mig-h200, generation 1); left out, as the API "
+        f"server would refuse them: gpu-0 (devices[gpu-0].{why}); gpu-0-mig-1g18gb-me-s0 "
+        f"(devices[gpu-0-mig-1g18gb-me-s0].{why}); ")
+    assert published["message"].endswith("; and 17 more")
+    assert (await read_inventory(api, INVENTORY) or {})["status"]["deviceCount"] == 0
 
 
 @pytest.fixture
