@@ -17,7 +17,14 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
-from e2e.kube_objects import claim_events, condition, create_gpu_pod, pod_claim, read_inventory
+from e2e.kube_objects import (
+    claim_events,
+    condition,
+    create_gpu_pod,
+    pod_claim,
+    read_inventory,
+    slices_of,
+)
 from kubedra.publishing.features import COUNTERS_OFF, ServedFeatures
 
 pytestmark = pytest.mark.cluster
@@ -37,7 +44,7 @@ async def mig_node(kubedra: Kubedra, admin_api: ApiClient, served: ServedFeature
     """An H200 node whose inventory publishes MIG partitions: its agent creates the
     inventory with them on (``KUBEDRA_MIG=partitions``, the ``mig-partitions`` component).
     Where the cluster drops shared counters (1.34, 1.35) every test here is skipped, once the
-    inventory is shown to say why nothing of the GPU is published."""
+    inventory is shown to publish the GPU whole and to say why its partitions are not."""
     kubedra.add_node(NODE)
     kubedra.start_agent(NODE, mig="partitions")
     if not served.partitionable_devices:
@@ -46,8 +53,8 @@ async def mig_node(kubedra: Kubedra, admin_api: ApiClient, served: ServedFeature
         finally:
             kubedra.stop_agent(NODE)
         pytest.skip("this cluster does not keep shared counters (DRAPartitionableDevices is "
-                    "off): the GPU and its MIG partitions are left out, as the inventory's "
-                    "DevicesLeftOut condition says (asserted)")
+                    "off): MIG partitions are left out and the GPU published whole, as the "
+                    "inventory's DevicesLeftOut condition says (asserted)")
 
     async def published() -> bool:
         status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
@@ -60,20 +67,23 @@ async def mig_node(kubedra: Kubedra, admin_api: ApiClient, served: ServedFeature
 
 
 async def _left_out_without_counters(api: ApiClient) -> None:
-    """The inventory of a GPU with MIG partitions on a cluster that drops shared counters:
-    every device consumes the GPU's counters, so none is published (26 devices and the
-    counter set, named with why)."""
+    """The inventory of a GPU with MIG partitions on a cluster that drops shared counters: the
+    whole GPU is published without its counters, its 25 partitions and the counter set are
+    left out, named with why."""
     async def left_out() -> dict[str, Any] | None:
         found = condition(await read_inventory(api, INVENTORY), "Published")
         return found if found and found["reason"] == "DevicesLeftOut" else None
     published = await eventually(left_out, timeout=60, what="DevicesLeftOut")
     why = f"consumesCounters: {COUNTERS_OFF}"
     assert published["message"].startswith(
-        "0 devices in 1 ResourceSlice (pool mig-h200, generation 1); left out, as the API "
-        f"server would refuse them: gpu-0 (devices[gpu-0].{why}); gpu-0-mig-1g18gb-me-s0 "
-        f"(devices[gpu-0-mig-1g18gb-me-s0].{why}); ")
-    assert published["message"].endswith("; and 17 more")
-    assert (await read_inventory(api, INVENTORY) or {})["status"]["deviceCount"] == 0
+        "1 device in 1 ResourceSlice (pool mig-h200, generation 1); left out, as the API "
+        f"server would refuse them: gpu-0-mig-1g18gb-me-s0 (devices[gpu-0-mig-1g18gb-me-s0]."
+        f"{why}); gpu-0-mig-1g18gb-me-s1 (devices[gpu-0-mig-1g18gb-me-s1].{why}); ")
+    assert published["message"].endswith("; and 16 more")
+    assert (await read_inventory(api, INVENTORY) or {})["status"]["deviceCount"] == 1
+    [gpu] = (await slices_of(api, INVENTORY))[0]["spec"]["devices"]
+    assert gpu["name"] == "gpu-0"
+    assert "consumesCounters" not in gpu
 
 
 @pytest.fixture
