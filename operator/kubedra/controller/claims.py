@@ -34,7 +34,6 @@ from kubedra.binding.attach import (
 )
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.state import PublishedPool
-from kubedra.publishing.features import TAINTS_OFF
 
 DeviceReason = Literal["Allocated", "DeviceNotFound", "DeviceDisabled", "DeviceUnhealthy"]
 """Reasons of a device's ``Ready`` condition."""
@@ -91,9 +90,10 @@ def device_condition(result: Mapping[str, Any], inventory: str | None,
             f"pool {result['pool']} of {result['driver']} is not published; device {device} "
             "cannot be used until its node agent reports again")
     draining = published.draining.get(device)
-    if draining == "disabled" or device in published.disabled:
+    left_out = published.left_out.get(device) if device in published.disabled else None
+    if draining == "disabled" or left_out:  # left out: where the cluster drops device taints
         kept = ("it stays published, tainted, until released" if draining else
-                f"it is left out of the slices ({TAINTS_OFF})")
+                f"it is left out of the slices ({left_out})")
         return DeviceCondition(
             False, "DeviceDisabled",
             f"device {device} of pool {result['pool']} is disabled by an override in "

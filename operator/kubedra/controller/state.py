@@ -264,6 +264,8 @@ class PublishedPool:
     disabled: frozenset[str] = frozenset()
     """Names of the devices an override disables (published only while a claim holds one,
     and only where the cluster keeps device taints)."""
+    left_out: Mapping[str, str] = field(default_factory=dict)
+    """Devices left out of the slices: name → why (``DesiredPool.left_out``)."""
 
     @classmethod
     def of(cls, pool: DesiredPool, health: Mapping[str, tuple[str, str | None]], *,
@@ -273,7 +275,8 @@ class PublishedPool:
         return cls(driver=pool.driver, name=pool.name,
                    devices=frozenset(d.name for d in pool.devices), health=health,
                    withdrawn=withdrawn, draining=draining or {},
-                   disabled=frozenset(pool.disabled))
+                   disabled=frozenset(pool.disabled),
+                   left_out={r.name: r.message for r in pool.left_out})
 
 
 @dataclass

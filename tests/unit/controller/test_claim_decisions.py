@@ -36,7 +36,8 @@ def left_out(pool: PublishedPool, *, disabled: bool = False) -> PublishedPool:
     """``pool`` with gpu-0 left out of the slices, as on a cluster that drops device taints
     (1.34, 1.35 by default): it would carry one, being unhealthy or ``disabled``."""
     return dataclasses.replace(pool, devices=pool.devices - {"gpu-0"},
-                               disabled=frozenset({"gpu-0"} if disabled else ()))
+                               disabled=frozenset({"gpu-0"} if disabled else ()),
+                               left_out={"gpu-0": TAINTS_OFF})
 
 
 def result(device: str = "gpu-0", **extra: Any) -> dict[str, Any]:
@@ -73,6 +74,11 @@ CASES = [
      False, "DeviceDisabled",
      "device gpu-0 of pool node-1 is disabled by an override in DeviceInventory node-1-gpu; it "
      f"is left out of the slices ({TAINTS_OFF})"),
+    ("disabled and not yet kept for its claim", result(),
+     dataclasses.replace(published(), devices=frozenset({"gpu-1"}),
+                         disabled=frozenset({"gpu-0"})),
+     False, "DeviceNotFound", "pool node-1 (DeviceInventory node-1-gpu) no longer has device "
+                              "gpu-0"),
     ("unhealthy, left out where taints are dropped", result(),
      left_out(published(health={"gpu-0": ("Unhealthy", "ECC errors")})), False,
      "DeviceUnhealthy", "device gpu-0 in pool node-1 is unhealthy: ECC errors"),
