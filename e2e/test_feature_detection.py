@@ -68,7 +68,8 @@ DEFAULT_OFF = {
     "1.37": (),
 }
 """What each minor has off by default, by the gate stages of reference/dra-api.md section 6
-(DeviceTaintRule joins resource.k8s.io/v1 in 1.37); measured on 1.34.4 and 1.37.2."""
+(DeviceTaintRule joins resource.k8s.io/v1 in 1.37); measured on 1.34.4, 1.35.4, 1.36.3 and
+1.37.2."""
 
 
 async def test_the_default_cluster_is_detected_as_its_release_ships(

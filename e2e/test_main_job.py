@@ -1,6 +1,7 @@
-"""The main job end to end on the local v1.37.2 control plane: an agent replays the real H200
-capture into a DeviceInventory, the operator publishes it, kube-scheduler allocates the GPU,
-and the operator reports on the claim — plus the failure and recovery paths of publishing."""
+"""The main job end to end on the local control plane (v1.37.2, or ``KUBE_VERSION``'s): an
+agent replays the real H200 capture into a DeviceInventory, the operator publishes it,
+kube-scheduler allocates the GPU, and the operator reports on the claim — plus the failure and
+recovery paths of publishing."""
 
 from __future__ import annotations
 

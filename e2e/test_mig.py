@@ -1,7 +1,8 @@
-"""MIG partitions on the real v1.37.2 scheduler, with the H200 capture (issue: MIG partitions
-the scheduler can never double-book). Every outcome below follows from the placement table in
-hardware/nvidia-h200/mig_placements.json and the counters kubedra publishes; kube-scheduler's
-first-fit order is by device name within the pool."""
+"""MIG partitions on the real scheduler (v1.37.2, or ``KUBE_VERSION``'s where it keeps shared
+counters), with the H200 capture (issue: MIG partitions the scheduler can never double-book).
+Every outcome below follows from the placement table in hardware/nvidia-h200/mig_placements.json
+and the counters kubedra publishes; kube-scheduler's first-fit order is by device name within
+the pool."""
 
 from __future__ import annotations
 
@@ -15,16 +16,10 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
+from e2e import kube_objects
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.wait import eventually
-from e2e.kube_objects import (
-    claim_events,
-    condition,
-    create_gpu_pod,
-    pod_claim,
-    read_inventory,
-    slices_of,
-)
+from e2e.kube_objects import claim_events, condition, create_gpu_pod, pod_claim, read_inventory
 from kubedra.publishing.features import COUNTERS_OFF, ServedFeatures
 
 pytestmark = pytest.mark.cluster
@@ -81,7 +76,7 @@ async def _left_out_without_counters(api: ApiClient) -> None:
         f"{why}); gpu-0-mig-1g18gb-me-s1 (devices[gpu-0-mig-1g18gb-me-s1].{why}); ")
     assert published["message"].endswith("; and 16 more")
     assert (await read_inventory(api, INVENTORY) or {})["status"]["deviceCount"] == 1
-    [gpu] = (await slices_of(api, INVENTORY))[0]["spec"]["devices"]
+    [gpu] = (await kube_objects.slices_of(api, INVENTORY))[0]["spec"]["devices"]
     assert gpu["name"] == "gpu-0"
     assert "consumesCounters" not in gpu
 
