@@ -65,7 +65,8 @@ test-fleet: venv binaries
 
 ## test-matrix: the user-facing e2e subset (main job, detected features, MIG) on each release
 ## of KUBE_VERSIONS, each built once (hack/build-kube-version.sh); JUnit results per release
-## in .cache/matrix/ (the README's compatibility table). CI keeps running v1.37.2 in full.
+## in .cache/matrix/, which hack/matrix-table.py turns into docs/operating.md's compatibility
+## table. CI keeps running v1.37.2 in full.
 KUBE_VERSIONS ?= 1.34.4 1.35.4 1.36.3 1.37.2
 MATRIX_TESTS ?= e2e/test_main_job.py e2e/test_feature_detection.py e2e/test_mig.py
 test-matrix: venv binaries

@@ -23,7 +23,9 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import ControlPlane
 from e2e.harness.kubedra import Kubedra
+from kubedra.controller.features import PROBE_DRIVER, detect
 from kubedra.kube import make_api_client
+from kubedra.publishing.features import ServedFeatures
 
 _planes: list[ControlPlane] = []
 EXISTING_CLUSTER = os.environ.get("KUBEDRA_KUBECONFIG", "")
@@ -66,6 +68,15 @@ async def admin_api(admin_kubeconfig: Path) -> AsyncIterator[ApiClient]:
     api = await make_api_client(admin_kubeconfig)
     async with api:
         yield api
+
+
+@pytest.fixture(scope="session")
+async def served(admin_api: ApiClient) -> ServedFeatures:
+    """What the session's cluster serves, detected as the operator detects it
+    (:func:`kubedra.controller.features.detect`): tests of behaviour that depends on a feature
+    (device taints are off by default before Kubernetes 1.36) assert what kubedra does and
+    reports where it is off."""
+    return await detect(admin_api, PROBE_DRIVER)
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,10 @@
 """What the operator learns the cluster serves, against real kube-apiservers (issue 26, item 2):
 the session's control plane with its default gates, and one started with the gates of
 Kubernetes 1.34's defaults for these fields (``DRADeviceTaints``, ``DRADeviceTaintRules`` and
-``DRAPartitionableDevices`` off), where the API server drops taints and counters from a
-written slice without an error. There an unhealthy device is left out of the slice, with the
-reason, and the scheduler does not allocate it until it is healthy again."""
+``DRAPartitionableDevices`` off: turned off on 1.36 and 1.37, as they ship on 1.34 and 1.35),
+where the API server drops taints and counters from a written slice without an error. There an
+unhealthy device is left out of the slice, with the reason, and the scheduler does not allocate
+it until it is healthy again."""
 
 from __future__ import annotations
 
@@ -27,18 +28,22 @@ from kubedra.controller.features import PROBE_DRIVER, detect
 from kubedra.kube import make_api_client
 
 GATES_OF_1_34 = "DRADeviceTaints=false,DRADeviceTaintRules=false,DRAPartitionableDevices=false"
-ON_1_37 = pytest.mark.skipif(not kube_version().startswith("1.37."), reason=(
-    "the gates are turned off on v1.37 (older releases have them off already, and 1.34 "
-    "refuses DRADeviceTaintRules as unknown)"))
+GATES_OFF = {"1.34": "", "1.35": "", "1.36": GATES_OF_1_34, "1.37": GATES_OF_1_34}
+"""``--feature-gates`` that give each minor 1.34's defaults for these fields: none on 1.34 and
+1.35, which have them off already (and 1.34 refuses DRADeviceTaintRules as unknown)."""
+MINOR = kube_version().rpartition(".")[0]
+GATES_CAN_BE_OFF = pytest.mark.skipif(MINOR not in GATES_OFF, reason=(
+    f"Kubernetes {MINOR} is not in the matrix (from 1.38 DRADeviceTaints is locked on)"))
 
 
 @pytest.fixture(scope="module")
 def gates_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kubedra, int]]:
-    """kubedra installed on a second control plane whose kube-apiserver and kube-scheduler
-    have the gates of :data:`GATES_OF_1_34` off, its operator serving ``/healthz`` on the
-    returned port (everything stopped by PID afterwards)."""
+    """kubedra installed on a second control plane whose kube-apiserver, kube-scheduler and
+    kube-controller-manager have the gates of :data:`GATES_OF_1_34` off (by default, or by
+    :data:`GATES_OFF`), its operator serving ``/healthz`` on the returned port (everything
+    stopped by PID afterwards)."""
     plane = ControlPlane(Path(tmp_path_factory.mktemp("gates-off")),
-                         feature_gates=GATES_OF_1_34)
+                         feature_gates=GATES_OFF[MINOR])
     plane.start()
     try:
         deployment = Kubedra(plane)
@@ -64,7 +69,8 @@ DEFAULT_OFF = {
     "1.37": (),
 }
 """What each minor has off by default, by the gate stages of reference/dra-api.md section 6
-(DeviceTaintRule joins resource.k8s.io/v1 in 1.37); measured on 1.34.4 and 1.37.2."""
+(DeviceTaintRule joins resource.k8s.io/v1 in 1.37); measured on 1.34.4, 1.35.4, 1.36.3 and
+1.37.2."""
 
 
 async def test_the_default_cluster_is_detected_as_its_release_ships(
@@ -75,14 +81,17 @@ async def test_the_default_cluster_is_detected_as_its_release_ships(
     assert served.off == DEFAULT_OFF[kube_version().rpartition(".")[0]]
 
 
-@ON_1_37
+@GATES_CAN_BE_OFF
 async def test_a_cluster_with_the_gates_off_is_detected(gates_off: tuple[Kubedra, int],
                                                         gates_off_api: ApiClient) -> None:
     served = await detect(gates_off_api, PROBE_DRIVER)
     # v1.37.2's kube-apiserver still lists devicetaintrules in resource.k8s.io/v1 with
     # DRADeviceTaintRules off (measured here): discovery says the kind is served, not whether
-    # the scheduler applies it, so only the two fields a slice write drops are off
-    assert served.off == ("DRADeviceTaints", "DRAPartitionableDevices")
+    # the scheduler applies it, so only the two fields a slice write drops are off; before
+    # 1.37 DeviceTaintRule is not in v1 at all
+    rules_listed = MINOR == "1.37"
+    assert served.off == ("DRADeviceTaints", "DRAPartitionableDevices",
+                          *(() if rules_listed else ("DRADeviceTaintRules",)))
     assert served.server_version == f"v{kube_version()}"
     assert served.resource_versions[0] == "v1"
 
@@ -95,10 +104,10 @@ async def test_a_cluster_with_the_gates_off_is_detected(gates_off: tuple[Kubedra
     body = await eventually(health, timeout=60, what="the operator's /healthz")
     assert body["kubedra"]["servedFeatures"] == {
         "serverVersion": f"v{kube_version()}", "resourceVersions": list(served.resource_versions),
-        "deviceTaints": False, "partitionableDevices": False, "deviceTaintRules": True}
+        "deviceTaints": False, "partitionableDevices": False, "deviceTaintRules": rules_listed}
 
 
-@ON_1_37
+@GATES_CAN_BE_OFF
 async def test_an_unhealthy_device_is_left_out_and_never_allocated(
         gates_off: tuple[Kubedra, int], gates_off_api: ApiClient) -> None:
     deployment, api = gates_off[0], gates_off_api

@@ -1,6 +1,7 @@
-"""The main job end to end on the local v1.37.2 control plane: an agent replays the real H200
-capture into a DeviceInventory, the operator publishes it, kube-scheduler allocates the GPU,
-and the operator reports on the claim — plus the failure and recovery paths of publishing."""
+"""The main job end to end on the local control plane (v1.37.2, or ``KUBE_VERSION``'s): an
+agent replays the real H200 capture into a DeviceInventory, the operator publishes it,
+kube-scheduler allocates the GPU, and the operator reports on the claim — plus the failure and
+recovery paths of publishing."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from e2e.kube_objects import (
 )
 from kubedra import kube
 from kubedra.kube import make_api_client
+from kubedra.publishing.features import TAINTS_OFF, ServedFeatures
 from tests.support.h200 import H200_GPU0
 
 pytestmark = pytest.mark.cluster
@@ -326,7 +328,7 @@ async def test_invalid_inventories_are_rejected_or_reported_and_others_keep_publ
 
 
 async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
-        kubedra: Kubedra, admin_api: ApiClient) -> None:
+        kubedra: Kubedra, admin_api: ApiClient, served: ServedFeatures) -> None:
     kubedra.add_node("lease-node")
     kubedra.start_agent("lease-node", lease_duration=4)
     name = "lease-node-gpu.kubedra.io"
@@ -354,18 +356,21 @@ async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
     assert obj["status"]["deviceCount"] == 0
     assert await slices_of(admin_api, name) == []
     # the agent's first start (its report may come before its Lease) withdrew nothing; the
-    # withdrawal is two transitions: its device tainted for the drain grace, then taken out
+    # withdrawal is two transitions: its device tainted for the drain grace, then taken out —
+    # or, where the cluster drops device taints (1.34, 1.35), one: taken out at once, saying so
     events = await client.CoreV1Api(admin_api).list_namespaced_event(
         "default", field_selector=f"involvedObject.name={name}")
     lease = ("agent Lease kubedra-system/kubedra-agent-lease-node of node lease-node is not "
              "renewed; pool lease-node withdrawn until the agent returns")
-    assert sorted((e.type, e.reason, e.message) for e in events.items) == [
+    drained = (f"{lease}; leaving the pool, so published with a NoSchedule taint until the "
+               "drain grace ends: gpu-0 (withdrawn)" if served.device_taints else
+               f"{lease}; left out, as the API server would refuse them: gpu-0 "
+               f"(devices[gpu-0].taints: {TAINTS_OFF})")
+    assert sorted((e.type, e.reason, e.message) for e in events.items) == sorted([
         ("Normal", "Published", "1 device in 1 ResourceSlice (pool lease-node, generation 1): "
                                 "1 created"),
-        ("Warning", "PoolWithdrawn", lease),
-        ("Warning", "PoolWithdrawn", f"{lease}; leaving the pool, so published with a "
-                                     "NoSchedule taint until the drain grace ends: gpu-0 "
-                                     "(withdrawn)")]
+        *([("Warning", "PoolWithdrawn", lease)] if served.device_taints else []),
+        ("Warning", "PoolWithdrawn", drained)])
 
     kubedra.start_agent("lease-node", lease_duration=4)
     restored = await _ready_inventory(admin_api, name, generation=1)
@@ -375,7 +380,9 @@ async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
 
 
 async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
-        kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
+        kubedra: Kubedra, admin_api: ApiClient, namespace: str, served: ServedFeatures) -> None:
+    """Where the cluster drops device taints (1.34, 1.35) both devices are left out of the
+    slice instead of published tainted, and the claims and the inventory say so."""
     kubedra.add_node("claims-node")
     custom = client.CustomObjectsApi(admin_api)
     await _suite_inventory(admin_api, "claims")
@@ -405,9 +412,11 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
          {"op": "add", "path": "/spec/devices/1/healthMessage", "value": "XID 79"}])
     disabled = await eventually(lambda: ready_condition("uses-0", "DeviceDisabled"), timeout=60,
                                 what="uses-0 DeviceDisabled")
+    kept = ("it stays published, tainted, until released" if served.device_taints else
+            f"it is left out of the slices ({TAINTS_OFF})")
     assert (disabled["status"], disabled["message"]) == (
         "False", "device dev-000 of pool claims is disabled by an override in DeviceInventory "
-                 "claims; it stays published, tainted, until released")
+                 f"claims; {kept}")
     sick = await eventually(lambda: ready_condition("uses-1", "DeviceUnhealthy"), timeout=60,
                             what="uses-1 DeviceUnhealthy")
     assert (sick["status"], sick["message"]) == (
@@ -416,6 +425,9 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
         namespace, field_selector=f"involvedObject.name={sick['claim']['metadata']['name']}")
     assert [(e.type, e.reason, e.message) for e in events.items] == [
         ("Warning", "DeviceNotReady", "device dev-001 in pool claims is unhealthy: XID 79")]
+    if not served.device_taints:
+        await _left_out_without_taints(admin_api, namespace)
+        return
     # the disabled device is still allocated: it stays, tainted, so that nothing else gets it
     [published] = await slices_of(admin_api, "claims")
     taints = {d["name"]: [(t["key"], t.get("value"), t["effect"]) for t in d.get("taints", [])]
@@ -429,6 +441,29 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
         [current] = await slices_of(admin_api, "claims")
         return [d["name"] for d in current["spec"]["devices"]] == ["dev-001"]
     await eventually(released, timeout=60, what="dev-000 unpublished after release")
+
+
+async def _left_out_without_taints(api: ApiClient, namespace: str) -> None:
+    """The rest of the test above where the cluster drops device taints: neither device is
+    published (each would carry a taint), the inventory names both with why, and once the
+    disabled one is released it is named as disabled."""
+    def left_out(device: str) -> str:
+        return f"{device} (devices[{device}].taints: {TAINTS_OFF})"
+
+    async def published_message(expected: str) -> str | None:
+        found = condition(await read_inventory(api, "claims"), "Published") or {}
+        return found.get("message") if found.get("message") == expected else None
+    both = ("0 devices in 1 ResourceSlice (pool claims, generation 1); left out, as the API "
+            f"server would refuse them: {left_out('dev-000')}; {left_out('dev-001')}")
+    await eventually(lambda: published_message(both), timeout=60, what="both left out")
+    [published] = await slices_of(api, "claims")
+    assert published["spec"].get("devices", []) == []
+    await client.CoreV1Api(api).delete_namespaced_pod("uses-0", namespace)
+    released = ("0 devices in 1 ResourceSlice (pool claims, generation 1); disabled by an "
+                "override, not published: dev-000; left out, as the API server would refuse "
+                f"them: {left_out('dev-001')}")
+    await eventually(lambda: published_message(released), timeout=60,
+                     what="dev-000 named as disabled after release")
 
 
 async def test_an_agent_may_only_write_its_own_nodes_inventory(kubedra: Kubedra) -> None:
@@ -463,10 +498,10 @@ async def test_an_agent_may_only_write_its_own_nodes_inventory(kubedra: Kubedra)
 
 async def test_claim_whose_config_the_api_server_refuses_to_update_is_not_retried(
         kubedra: Kubedra, admin_api: ApiClient, namespace: str) -> None:
-    """kube-apiserver v1.37.2 refuses every JSON status write to a claim whose opaque
-    parameters were stored as non-canonical JSON (as any Python client sends them): it
-    re-encodes them and finds status.allocation "modified". The operator logs it once and
-    moves on instead of retrying a write that cannot succeed."""
+    """kube-apiserver refuses every JSON status write to a claim whose opaque parameters were
+    stored as non-canonical JSON (as any Python client sends them): it re-encodes them and finds
+    status.allocation "modified" (v1.37.2) or "immutable" (v1.34.4). The operator logs it once
+    and moves on instead of retrying a write that cannot succeed."""
     kubedra.add_node("config-node")
     await _suite_inventory(admin_api, "config")
     resource, core = client.ResourceV1Api(admin_api), client.CoreV1Api(admin_api)

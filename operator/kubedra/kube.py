@@ -378,7 +378,8 @@ def refuses_claim_status_writes(err: BaseException) -> bool:
     check compares ``RawExtension`` bytes (k8s.io/kubernetes v1.37.2
     pkg/apis/resource/validation/validation.go, ``ValidateImmutableField`` of
     ``status.allocation``), so every JSON write of the claim's status fails the same way.
-    Clients using protobuf (kube-scheduler) are not affected. Retrying cannot help.
+    Clients using protobuf (kube-scheduler) are not affected. Retrying cannot help. The
+    message is :data:`IMMUTABLE_MESSAGES`' of the server's release.
     """
     if not isinstance(err, ApiException) or err.status != 422:
         return False
@@ -387,8 +388,13 @@ def refuses_claim_status_writes(err: BaseException) -> bool:
     except (ValueError, KeyError, TypeError):
         return False
     return any(c.get("field") == "status.allocation"
-               and "field cannot be modified once set" in c.get("message", "")
+               and any(m in c.get("message", "") for m in IMMUTABLE_MESSAGES)
                for c in causes)
+
+
+IMMUTABLE_MESSAGES = ("field cannot be modified once set", "field is immutable")
+"""How the API server words an immutable field's change: v1.37.2's declarative validation,
+and apimachinery's ``FieldImmutableErrorMsg`` of v1.34.4 (both measured, e2e/test_main_job.py)."""
 
 
 # --- Events ---------------------------------------------------------------------------------------

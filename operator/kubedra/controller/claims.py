@@ -90,24 +90,32 @@ def device_condition(result: Mapping[str, Any], inventory: str | None,
             f"pool {result['pool']} of {result['driver']} is not published; device {device} "
             "cannot be used until its node agent reports again")
     draining = published.draining.get(device)
-    if draining == "disabled":
+    left_out = published.left_out.get(device) if device in published.disabled else None
+    if draining == "disabled" or left_out:  # left out: where the cluster drops device taints
+        kept = ("it stays published, tainted, until released" if draining else
+                f"it is left out of the slices ({left_out})")
         return DeviceCondition(
             False, "DeviceDisabled",
             f"device {device} of pool {result['pool']} is disabled by an override in "
-            f"DeviceInventory {inventory}; it stays published, tainted, until released")
+            f"DeviceInventory {inventory}; {kept}")
     health, health_message = published.health.get(device, ("Missing", None))
-    if draining or health == "Missing" or device not in published.devices:
+    if draining or health == "Missing":
         kept = (f" ({LEAVING_WHY.get(draining, draining)}); it stays published, tainted, until "
                 "released" if draining else "")
         return DeviceCondition(
             False, "DeviceNotFound",
             f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device "
             f"{device}{kept}")
-    if health == "Unhealthy":
+    if health == "Unhealthy":  # published tainted, or left out where taints are not kept
         return DeviceCondition(
             False, "DeviceUnhealthy",
             f"device {device} in pool {result['pool']} is unhealthy: "
             f"{health_message or 'reported by the node agent'}")
+    if device not in published.devices:
+        return DeviceCondition(
+            False, "DeviceNotFound",
+            f"pool {result['pool']} (DeviceInventory {inventory}) no longer has device "
+            f"{device}")
     return DeviceCondition(
         True, "Allocated",
         f"device {device} of pool {result['pool']} (DeviceInventory {inventory}) is allocated "

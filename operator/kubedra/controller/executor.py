@@ -141,7 +141,7 @@ async def _reconcile_deleted(state: OperatorState, name: str) -> None:
     first = existing[0].spec
     decision = decide_deleted(name, existing, state.view.uses_of(first.driver, first.pool.name),
                               await _slice_owner(state), now=utcnow(),
-                              drain_grace=state.settings.drain_grace)
+                              drain_grace=state.settings.drain_grace, served=state.served)
     decision = await _write_slices(state, name, decision)
     _wake_up(state, name, decision.drain_until)
     if decision.forget:

@@ -352,10 +352,11 @@ def _withdraw(inputs: InventoryInputs, inventory: DeviceInventory,
     the other published devices until their drain grace ends (tainted the same way)."""
     pool = build_pool(inventory)
     devices, sets = _published_before(inputs, inventory)
-    kept = _kept_only(inputs.name, pool, devices, sets, inputs.uses, inputs.existing,
-                      inputs.owner, "withdrawn", now=inputs.now or utcnow(),
-                      drain_grace=inputs.drain_grace)
+    kept, left_out = _kept_only(inputs.name, pool, devices, sets, inputs.uses, inputs.existing,
+                                inputs.owner, "withdrawn", now=inputs.now or utcnow(),
+                                drain_grace=inputs.drain_grace, served=inputs.served)
     retained = retained_devices(inputs, inventory)
+    message += left_out
     if kept is None:
         return InventoryDecision(reason, message, delete=tuple(inputs.existing), pool=pool,
                                  health=health, withdrawn=True, retained=retained)
@@ -366,15 +367,16 @@ def _withdraw(inputs: InventoryInputs, inventory: DeviceInventory,
 
 
 def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[ClaimUse],
-                   owner: OwnerReference, *, now: datetime, drain_grace: float
-                   ) -> InventoryDecision:
+                   owner: OwnerReference, *, now: datetime, drain_grace: float,
+                   served: ServedFeatures | None = None) -> InventoryDecision:
     """What to do about the slices of a deleted inventory ``name`` (labelled with its name,
     ``existing``): publish only the devices that claims hold (``uses``: the allocated devices
     of the slices' pool), as they were published, tainted ``kubedra.io/draining=deleted``
     with the counter sets they consume, and the others until their drain grace
     (``drain_grace`` seconds from their taint's ``timeAdded``; ``now`` is the current time;
     see :func:`kubedra.publishing.pool.drain_deadlines`) ends — or delete every slice once
-    nothing is kept.
+    nothing is kept. Where the cluster does not keep device taints (``served``; None: it
+    does), nothing can be kept tainted, so every slice is deleted at once.
 
     The slices are owned by the DeviceInventory CRD (``owner``), not by the inventory, so they
     outlive it: an inventory deleted right after kube-scheduler allocated one of its devices,
@@ -395,38 +397,48 @@ def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[
                        node_selector=first.node_selector, all_nodes=bool(first.all_nodes))
     devices = _first_by_name([d for s in newest for d in s.spec.devices or []])
     sets = _first_by_name([c for s in newest for c in s.spec.shared_counters or []])
-    kept = _kept_only(name, pool, devices, sets, uses, existing, owner, "deleted", now=now,
-                      drain_grace=drain_grace)
+    kept, left_out = _kept_only(name, pool, devices, sets, uses, existing, owner, "deleted",
+                                now=now, drain_grace=drain_grace,
+                                served=served or ServedFeatures())
     if kept is None:
-        return InventoryDecision("Released", f"DeviceInventory {name} is deleted, and no claim "
-                                             "holds a device of its slices",
+        why = left_out or ", and no claim holds a device of its slices"
+        return InventoryDecision("Released", f"DeviceInventory {name} is deleted{why}",
                                  delete=tuple(existing), withdrawn=True, forget=True)
     plan, draining, leaving = kept
     return InventoryDecision(
         "SlicesPublished", f"DeviceInventory {name} is deleted; "
-                           f"{_kept_message(draining, leaving)}",
+                           f"{_kept_message(draining, leaving)}{left_out}",
         plan=plan, pool=pool, draining=draining, leaving=leaving)
 
 
 def _kept_only(name: str, pool: DesiredPool, devices: Sequence[Device],
                sets: Sequence[CounterSet], uses: Sequence[ClaimUse],
                existing: Sequence[ResourceSlice], owner: OwnerReference, why: str, *,
-               now: datetime, drain_grace: float
-               ) -> tuple[SyncPlan, dict[str, str], dict[str, datetime]] | None:
+               now: datetime, drain_grace: float, served: ServedFeatures
+               ) -> tuple[tuple[SyncPlan, dict[str, str], dict[str, datetime]] | None, str]:
     """The plan that publishes, of ``pool``, only the devices claims hold (as published
     before: ``devices``, ``sets``) and those of ``existing`` whose drain grace has not ended,
     tainted ``draining=<why>``; with the ``draining`` and ``leaving`` of
-    :class:`InventoryDecision`. None when nothing is kept."""
+    :class:`InventoryDecision` (None when nothing is kept), and what the condition adds
+    about the devices that would be kept but that ``served`` cannot carry tainted
+    (:func:`~kubedra.publishing.features.fit_pool`: left out at once; "" when none). Without
+    this a cluster that drops device taints would get the taint written again on every
+    reconcile, never seeing it stored, and a leaving device's drain grace would never
+    start."""
     empty = dataclasses.replace(pool, devices=[], counter_sets=[], disabled={}, left_out=[],
                                 held_until=None)
     held = {u.device for u in uses}
     leaving = drain_deadlines(empty, _published_now(existing), held, now, drain_grace)
     kept, draining = keep_dropped_devices(empty, held | set(leaving), devices, sets,
                                           dropped=why)
+    kept = fit_pool(kept, served)
+    left_out = f"; {left_out_message(kept)}" if kept.left_out else ""
+    published = {d.name for d in kept.devices}
+    draining = {d: reason for d, reason in draining.items() if d in published}
     if not draining:
-        return None
+        return None, left_out
     return (plan_sync(name, owner, kept, split_pool(kept), list(existing)), draining,
-            {d: end for d, end in leaving.items() if d in draining})
+            {d: end for d, end in leaving.items() if d in draining}), left_out
 
 
 def _kept_message(draining: Mapping[str, str], leaving: Mapping[str, datetime]) -> str:
@@ -511,7 +523,7 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
                     f"first until {timestamp(pool.held_until)}): {named_devices(recovered)}")
     if draining:
         message += f"; {_kept_message(draining, leaving)}"
-    disabled = sorted(set(pool.disabled) - set(draining))
+    disabled = sorted(set(pool.disabled) - set(draining) - left_out)
     if disabled:
         message += f"; disabled by an override, not published: {named_devices(disabled)}"
     return message

@@ -263,6 +263,11 @@ class PublishedPool:
     withdrawn: bool = False
     draining: Mapping[str, str] = field(default_factory=dict)
     """Allocated devices kept published though dropped: name → ``disabled`` or ``gone``."""
+    disabled: frozenset[str] = frozenset()
+    """Names of the devices an override disables (published only while a claim holds one,
+    and only where the cluster keeps device taints)."""
+    left_out: Mapping[str, str] = field(default_factory=dict)
+    """Devices left out of the slices: name → why (``DesiredPool.left_out``)."""
 
     @classmethod
     def of(cls, pool: DesiredPool, health: Mapping[str, tuple[str, str | None]], *,
@@ -271,7 +276,9 @@ class PublishedPool:
         """What to remember of ``pool``."""
         return cls(driver=pool.driver, name=pool.name,
                    devices=frozenset(d.name for d in pool.devices), health=health,
-                   withdrawn=withdrawn, draining=draining or {})
+                   withdrawn=withdrawn, draining=draining or {},
+                   disabled=frozenset(pool.disabled),
+                   left_out={r.name: r.message for r in pool.left_out})
 
 
 @dataclass

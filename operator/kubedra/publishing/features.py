@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kubedra.api.inventory import Rejection
+from kubedra.api.resource import Device
 from kubedra.publishing.pool import DesiredPool
 
 PROBE_SLICE_NAME = "kubedra-feature-probe"
@@ -106,14 +107,19 @@ COUNTERS_OFF = ("this cluster does not keep shared counters (feature gate "
 def fit_pool(pool: DesiredPool, served: ServedFeatures) -> DesiredPool:
     """``pool`` without what ``served`` cannot carry, each in ``left_out`` with why: with
     device taints off, every tainted device (unhealthy, recovering, draining, or an override's
-    taint); with partitionable devices off, every device that consumes counters and every
-    counter set. Unchanged when the cluster serves both."""
+    taint); with partitionable devices off, every counter set and every device that consumes
+    counters but the :func:`sole_consumers`, published without ``consumesCounters`` (a GPU
+    with MIG partitions on is published whole, its partitions left out). Unchanged when the
+    cluster serves both."""
     left_out: list[Rejection] = []
     devices = []
+    sole = {} if served.partitionable_devices else sole_consumers(pool)
     for device in pool.devices:
         if device.taints and not served.device_taints:
             left_out.append(Rejection(name=device.name, field=f"devices[{device.name}].taints",
                                       message=TAINTS_OFF))
+        elif device.name in sole:
+            devices.append(sole[device.name])
         elif device.consumes_counters and not served.partitionable_devices:
             left_out.append(Rejection(name=device.name,
                                       field=f"devices[{device.name}].consumesCounters",
@@ -127,3 +133,25 @@ def fit_pool(pool: DesiredPool, served: ServedFeatures) -> DesiredPool:
         return pool
     return replace(pool, devices=devices, counter_sets=counter_sets,
                    left_out=[*pool.left_out, *left_out])
+
+
+def sole_consumers(pool: DesiredPool) -> dict[str, Device]:
+    """The devices of ``pool`` that a cluster without shared counters may still be given, with
+    their ``consumesCounters`` removed (the API server would drop it anyway): for each counter
+    set, the first device by name that consumes that set only, every counter of it in full
+    (a MIG-capable GPU, whose whole device consumes its entire counter set). While it is
+    allocated nothing else of the set could be, so published alone, with every other consumer
+    of the set left out, it can never be allocated together with an overlapping device.
+    Returns device name → the device to publish."""
+    sets = {c.name: c.counters for c in pool.counter_sets}
+    chosen: dict[str, Device] = {}
+    for device in sorted(pool.devices, key=lambda d: d.name):
+        if len(device.consumes_counters or []) != 1:
+            continue
+        [use] = device.consumes_counters or []
+        full = sets.get(use.counter_set)
+        if full is None or use.counter_set in chosen or use.counters.keys() != full.keys():
+            continue
+        if all(use.counters[k].value >= counter.value for k, counter in full.items()):
+            chosen[use.counter_set] = device.model_copy(update={"consumes_counters": None})
+    return {d.name: d for d in chosen.values()}

@@ -3,6 +3,7 @@ cluster, milliseconds)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from kubedra.api.inventory import DeviceInventory
 from kubedra.binding.attach import AttachResult
 from kubedra.controller.claims import PoolLookup, decide_claim, device_condition
 from kubedra.controller.state import PublishedPool
+from kubedra.publishing.features import TAINTS_OFF
 from kubedra.publishing.pool import build_pool
 
 NOW = "2026-11-30T12:00:00Z"
@@ -28,6 +30,14 @@ def published(*, withdrawn: bool = False, draining: dict[str, str] | None = None
     return PublishedPool.of(pool, health or {"gpu-0": ("Healthy", None),
                                              "gpu-1": ("Healthy", None)},
                             withdrawn=withdrawn, draining=draining)
+
+
+def left_out(pool: PublishedPool, *, disabled: bool = False) -> PublishedPool:
+    """``pool`` with gpu-0 left out of the slices, as on a cluster that drops device taints
+    (1.34, 1.35 by default): it would carry one, being unhealthy or ``disabled``."""
+    return dataclasses.replace(pool, devices=pool.devices - {"gpu-0"},
+                               disabled=frozenset({"gpu-0"} if disabled else ()),
+                               left_out={"gpu-0": TAINTS_OFF})
 
 
 def result(device: str = "gpu-0", **extra: Any) -> dict[str, Any]:
@@ -58,6 +68,19 @@ CASES = [
      "device gpu-0 of pool node-1 is disabled by an override in DeviceInventory node-1-gpu; it "
      "stays published, tainted, until released"),
     ("unhealthy", result(), published(health={"gpu-0": ("Unhealthy", "ECC errors")}), False,
+     "DeviceUnhealthy", "device gpu-0 in pool node-1 is unhealthy: ECC errors"),
+    ("disabled, left out where taints are dropped", result(), left_out(published(),
+                                                                       disabled=True),
+     False, "DeviceDisabled",
+     "device gpu-0 of pool node-1 is disabled by an override in DeviceInventory node-1-gpu; it "
+     f"is left out of the slices ({TAINTS_OFF})"),
+    ("disabled and not yet kept for its claim", result(),
+     dataclasses.replace(published(), devices=frozenset({"gpu-1"}),
+                         disabled=frozenset({"gpu-0"})),
+     False, "DeviceNotFound", "pool node-1 (DeviceInventory node-1-gpu) no longer has device "
+                              "gpu-0"),
+    ("unhealthy, left out where taints are dropped", result(),
+     left_out(published(health={"gpu-0": ("Unhealthy", "ECC errors")})), False,
      "DeviceUnhealthy", "device gpu-0 in pool node-1 is unhealthy: ECC errors"),
     ("unhealthy without a message", result(), published(health={"gpu-0": ("Unhealthy", None)}),
      False, "DeviceUnhealthy", "device gpu-0 in pool node-1 is unhealthy: reported by the node "

@@ -20,6 +20,7 @@ from kubedra.controller.inventories import (
     status_changed,
 )
 from kubedra.controller.state import ClaimUse
+from kubedra.publishing.features import TAINTS_OFF, ServedFeatures
 from kubedra.publishing.sync import SliceWrite
 
 NOW = "2026-11-30T12:00:00Z"
@@ -517,10 +518,14 @@ WAYS = {
 
 
 def leave(way: str, existing: list[ResourceSlice], now: datetime,
-          uses: tuple[ClaimUse, ...] = ()) -> InventoryDecision:
-    """The decision when gpu-1 has left the pool ``way``, with ``existing`` slices."""
+          uses: tuple[ClaimUse, ...] = (), served: ServedFeatures | None = None
+          ) -> InventoryDecision:
+    """The decision when gpu-1 has left the pool ``way``, with ``existing`` slices, on a
+    cluster that keeps what ``served`` says (None: everything)."""
+    served = served or ServedFeatures()
     if way == "inventory deleted":
-        return decide_deleted("node-1-gpu", existing, uses, CRD, now=now, drain_grace=GRACE)
+        return decide_deleted("node-1-gpu", existing, uses, CRD, now=now, drain_grace=GRACE,
+                              served=served)
     raw, options = {
         "disabled": (raw_inventory(overrides=[{"device": "gpu-1", "disabled": True}]), {}),
         "no longer reported": (raw_inventory(devices=1), {}),
@@ -528,24 +533,16 @@ def leave(way: str, existing: list[ResourceSlice], now: datetime,
         "node missing": (raw_inventory(), {"node_exists": False}),
     }[way]
     return decide_inventory(inputs(raw, existing=existing, now=now, uses=list(uses),
-                                   **options))
+                                   served=served, **options))
 
 
 def published_after(decision: InventoryDecision, existing: list[ResourceSlice]
                     ) -> dict[str, list[tuple[str, str | None, str | None]]]:
     """Device name → its taints (key, value, timeAdded) once the decision's writes are made
     (taints just written have no time yet: the API server adds it)."""
-    slices = {s.metadata.name: s.to_api() for s in existing}
-    for gone in decision.delete:
-        slices.pop(gone.metadata.name, None)
-    for write in decision.plan.writes if decision.plan else []:
-        if write.verb == "delete":
-            slices.pop(write.name, None)
-        else:
-            slices[write.name] = write.body or {}
     return {d["name"]: [(t["key"], t.get("value"), t.get("timeAdded"))
                         for t in d.get("taints") or []]
-            for s in slices.values() for d in s["spec"].get("devices") or []}
+            for s in _bodies_after(decision, existing) for d in s["spec"].get("devices") or []}
 
 
 @pytest.mark.parametrize("way", list(WAYS))
@@ -593,6 +590,53 @@ def test_a_held_leaving_device_stays_until_released_whatever_the_grace(way: str)
     assert "gpu-1" not in decision.leaving
     assert "still allocated, so kept published with a NoSchedule taint until released: " \
            f"gpu-1 ({why})" in decision.message
+
+
+TAINTLESS = ServedFeatures(device_taints=False, partitionable_devices=False,
+                           device_taint_rules=False, server_version="v1.34.4")
+"""A cluster with Kubernetes 1.34's defaults: it drops device taints from a written slice."""
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+@pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
+def test_a_leaving_device_goes_at_once_where_the_cluster_drops_taints(way: str,
+                                                                      held: bool) -> None:
+    """It cannot be kept tainted: the server would store it without the taint, and
+    allocatable. Before, a deleted inventory's or a withdrawn pool's slices were written again
+    with the taint on every reconcile, never seeing it stored, so the drain grace never began
+    (v1.34.4: 670 slice generations in a minute, the slices never deleted)."""
+    _, leaving = WAYS[way]
+    decision = leave(way, EXISTING, T, uses=(use("gpu-1"),) if held else (), served=TAINTLESS)
+    after = published_after(decision, EXISTING)
+    assert "gpu-1" not in after
+    assert all(taints == [] for taints in after.values())
+    assert (dict(decision.draining), dict(decision.leaving)) == ({}, {})
+    assert decision.message.endswith(
+        "left out, as the API server would refuse them: "
+        + "; ".join(f"{d} (devices[{d}].taints: {TAINTS_OFF})" for d in sorted(leaving)))
+    # what the server stores is what the next decision wants: nothing more to write
+    stored = [ResourceSlice.from_api({**body, "metadata": {**body["metadata"],
+                                                           "resourceVersion": "8"}})
+              for body in _bodies_after(decision, EXISTING)]
+    if stored:
+        again = leave(way, stored, T, uses=(use("gpu-1"),) if held else (), served=TAINTLESS)
+        assert again.plan is not None
+        assert again.plan.writes == []
+        assert again.delete == ()
+
+
+def _bodies_after(decision: InventoryDecision, existing: list[ResourceSlice]
+                  ) -> list[dict[str, Any]]:
+    """The slices once the decision's writes are made."""
+    slices = {s.metadata.name: s.to_api() for s in existing}
+    for gone in decision.delete:
+        slices.pop(gone.metadata.name, None)
+    for write in decision.plan.writes if decision.plan else []:
+        if write.verb == "delete":
+            slices.pop(write.name, None)
+        else:
+            slices[write.name] = write.body or {}
+    return list(slices.values())
 
 
 @pytest.mark.parametrize(("way", "back"), [

@@ -60,6 +60,43 @@ def test_partitions_and_counters_are_left_out_where_counters_are_not_kept() -> N
     assert [d.name for d in served.pool.devices] == ["gpu-0", "gpu-0-mig-1g"]
 
 
+def _whole_gpu_consumes(raw: dict[str, object], memory: str) -> dict[str, object]:
+    """``raw`` (of :func:`_mig_inventory`) with gpu-0 consuming ``memory`` of its counter set
+    (the full 80Gi: a whole GPU with MIG partitions on, as the agent reports it)."""
+    [gpu, *_] = raw["status"]["discovered"]["devices"]  # type: ignore[index]
+    gpu["consumesCounters"] = [{"counterSet": "gpu-0-counters",
+                                "counters": {"memory": {"value": memory}}}]
+    return raw
+
+
+def test_a_whole_gpu_is_published_without_counters_where_counters_are_not_kept() -> None:
+    decision = decide_inventory(inputs(_whole_gpu_consumes(_mig_inventory(), "80Gi"),
+                                       served=NO_COUNTERS))
+    assert decision.pool is not None
+    [gpu] = decision.pool.devices
+    assert (gpu.name, gpu.consumes_counters) == ("gpu-0", None)
+    assert [r.name for r in decision.pool.left_out] == ["gpu-0-mig-1g", "gpu-0-counters"]
+    # where counters are kept it consumes them, as reported
+    served = decide_inventory(inputs(_whole_gpu_consumes(_mig_inventory(), "80Gi")))
+    assert served.pool is not None
+    assert [c.counter_set for c in served.pool.devices[0].consumes_counters or []] == [
+        "gpu-0-counters"]
+
+
+def test_only_one_full_consumer_of_a_counter_set_and_none_that_takes_part_of_it() -> None:
+    part = decide_inventory(inputs(_whole_gpu_consumes(_mig_inventory(), "40Gi"),
+                                   served=NO_COUNTERS))
+    assert part.pool is not None
+    assert part.pool.devices == []
+    raw = _whole_gpu_consumes(_mig_inventory(), "80Gi")
+    raw["status"]["discovered"]["devices"][1]["consumesCounters"][0]["counters"] = {  # type: ignore[index]
+        "memory": {"value": "80Gi"}}  # a partition as large as the GPU: the first name wins
+    both = decide_inventory(inputs(raw, served=NO_COUNTERS))
+    assert both.pool is not None
+    assert [d.name for d in both.pool.devices] == ["gpu-0"]
+    assert [r.name for r in both.pool.left_out] == ["gpu-0-mig-1g", "gpu-0-counters"]
+
+
 def test_the_probe_read_back_decides_each_feature() -> None:
     taints, counters = probe_slice("gpu.kubedra.io"), probe_counter_slice("gpu.kubedra.io")
     kept = served_from_probe(taints, counters, resource_versions=("v1", "v1beta2"),

@@ -1,0 +1,41 @@
+"""hack/matrix-table.py: the compatibility table of docs/operating.md from make test-matrix's
+JUnit files."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("matrix_table", ROOT / "hack/matrix-table.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests">
+<testsuite name="pytest" errors="1" failures="1" skipped="1" tests="4" time="61.000">
+<testcase classname="e2e.test_main_job" name="test_a" time="1.25" />
+<testcase classname="e2e.test_main_job" name="test_b" time="2.0"><failure message="x"/></testcase>
+<testcase classname="e2e.test_mig" name="test_c" time="0.0"><skipped message="off"/></testcase>
+<testcase classname="e2e.test_mig" name="test_d" time="0.5"><error message="y"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_one_row_per_test_one_column_per_release(tmp_path: Path) -> None:
+    (tmp_path / "1.34.4.xml").write_text(JUNIT)
+    assert _script().table(["1.34.4", "1.35.4"], tmp_path).splitlines() == [
+        "| test | v1.34.4 | v1.35.4 |",
+        "| --- | --- | --- |",
+        "| **all** | 1 pass, 1 skip, 1 FAIL, 1 error in 61 s | not run |",
+        "| `e2e/test_main_job.py::test_a` | pass (1.2 s) | not run |",
+        "| `e2e/test_main_job.py::test_b` | FAIL (2.0 s) | not run |",
+        "| `e2e/test_mig.py::test_c` | skip (0.0 s) | not run |",
+        "| `e2e/test_mig.py::test_d` | error (0.5 s) | not run |",
+    ]
