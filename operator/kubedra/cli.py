@@ -98,7 +98,7 @@ def kubectl_dra() -> None:
       kubectl dra explain resourceclaim my-claim -n my-namespace
       kubectl dra explain resourceclaim my-claim -o json
       kubectl dra simulate -f claim.yaml
-      kubectl dra dump -o cluster.yaml
+      kubectl dra dump -o cluster.json
       kubectl dra status --by node
     """
 
