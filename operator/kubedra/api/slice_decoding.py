@@ -57,15 +57,27 @@ class SliceDecoder:
         they validate."""
         attributes, capacity = device.get("attributes"), device.get("capacity")
         changed = dict(device)
-        if isinstance(attributes, dict):
-            changed["attributes"] = {
-                name: _shared(self._attributes, DeviceAttribute, value)
-                for name, value in attributes.items()}
-        if isinstance(capacity, dict):
-            changed["capacity"] = {
-                name: _shared(self._capacities, DeviceCapacity, value)
-                for name, value in capacity.items()}
+        if type(attributes) is dict:
+            changed["attributes"] = _shared_map(self._attributes, DeviceAttribute, attributes)
+        if type(capacity) is dict:
+            changed["capacity"] = _shared_map(self._capacities, DeviceCapacity, capacity)
         return changed
+
+
+def _shared_map(cache: dict[tuple[Any, ...], _M | None], model: type[_M],
+                values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (attribute or capacity name -> value) with each value replaced by its shared
+    model (:func:`_shared`). Once every value of a device has been seen (most devices of a
+    fleet), one comprehension looks them all up."""
+    try:
+        found = {name: cache[(*value.items(), *map(type, value.values()))]
+                 for name, value in values.items()}
+    except (KeyError, TypeError, AttributeError):  # new, unhashable, or not a dict
+        pass
+    else:
+        if None not in found.values():
+            return found
+    return {name: _shared(cache, model, value) for name, value in values.items()}
 
 
 def _shared(cache: dict[tuple[Any, ...], _M | None], model: type[_M], value: Any) -> Any:
