@@ -578,8 +578,11 @@ class ScaleBench:
     def start_operator(self, source: Path | None = None) -> None:
         """Start the operator (``source``: another checkout's ``operator/``)."""
         self.liveness_port = free_port()
+        # plain HTTP /healthz: a baseline checkout may predate HTTPS metrics (it ignores the
+        # setting), and the bench measures publishing, not scrapes
         self.kubedra.start_operator(liveness_port=self.liveness_port, source=source,
-                                    leader_elect=self.options.leader_elect)
+                                    leader_elect=self.options.leader_elect,
+                                    metrics_secure=False)
 
     async def switch_operator(self, source: Path | None, nodes: int) -> None:
         """Stop the operator and start the one of ``source`` (None: this checkout's), then

@@ -23,10 +23,15 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness.wait import eventually
 from kubedra.api import inventory as inv
+from kubedra.api.inventory import InventoryDevice
+from kubedra.api.mig import expand
 from kubedra.api.quantity import Quantity
+from kubedra.api.resource import CounterSet
 from kubedra.node.cdi import transient_spec_path
-from kubedra.node.checkpoint import CHECKPOINT_FILE
+from kubedra.node.checkpoint import CHECKPOINT_FILE, PreparedClaim
 from kubedra.node.claimspec import cdi_kind
+from kubedra.node.exclusivity import find_conflict, pool_counters
+from kubedra.publishing.pool import pool_name
 
 DRIVERS = ("gpu.kubedra.io", "pci.kubedra.io")
 
@@ -189,27 +194,71 @@ class NodeFiles:
         return {p.name[len(prefix):-len(".json")] for p in self.cdi_dir.glob(pattern)}
 
 
-def prepared_twice(files: NodeFiles, checkpoint: dict[str, Any]) -> list[str]:
-    """What must never happen on a node: a device prepared (or being prepared) for two claims,
-    unless both hold it with a share ID or one with admin access (see
-    ``kubedra.node.prepare``)."""
-    holders = Counter((d["poolName"], d["deviceName"]) for c in checkpoint.values()
-                      for d in c.get("devices") or []
-                      if not d.get("shareID") and not d.get("adminAccess"))
-    return [f"node {files.node}: device {'/'.join(k)} is prepared for {n} claims"
-            for k, n in holders.items() if n > 1]
+def prepared_twice(files: NodeFiles, checkpoint: dict[str, Any],
+                   inventory: dict[str, Any] | None = None) -> list[str]:
+    """What must never happen on a node: two claims prepared (or being prepared) with the same
+    device, or with devices that share hardware, by the rule the agent refuses a prepare with
+    (:func:`kubedra.node.exclusivity.find_conflict`: shares of one device and admin access
+    excepted; a MIG partition and its whole GPU, or overlapping partitions, overdraw a shared
+    counter of the pool). ``inventory`` is the node's DeviceInventory as the API returns it
+    (its devices and counter sets, the compact MIG form expanded); without it devices are
+    compared by name only. One line per pair of claims, the later UID first."""
+    claims = {uid: PreparedClaim.model_validate(c) for uid, c in checkpoint.items()}
+    devices, counter_sets, pool = _node_devices(inventory) if inventory else ({}, [], "")
+    counters = pool_counters(counter_sets)
+    found = []
+    for uid in sorted(claims):
+        earlier = {u: c for u, c in claims.items() if u < uid}
+        conflict = find_conflict(uid, claims[uid].devices, earlier, pool=pool,
+                                 devices=devices, counters=counters)
+        if conflict is None:
+            continue
+        device, held = conflict.device, conflict.held
+        line = (f"node {files.node}: device {device.pool_name}/{device.device_name} of claim "
+                f"{uid} and device {held.pool_name}/{held.device_name} of claim "
+                f"{conflict.holder.uid} are prepared together")
+        if conflict.counter is not None:
+            counter_set, counter = conflict.counter
+            line += (f", consuming {Quantity.from_value(conflict.wanted).canonical()} of "
+                     f"counter {counter} of counter set {counter_set} "
+                     f"({Quantity.from_value(conflict.value).canonical()} in all)")
+        found.append(line)
+    return found
+
+
+def _node_devices(raw: dict[str, Any]) -> tuple[dict[str, InventoryDevice], list[CounterSet], str]:
+    """A node's devices by name, its pool's shared counter sets and its pool name, as its
+    agent knows them (:meth:`kubedra.node.agent.Agent.devices`): declared first, then
+    discovered."""
+    inventory = inv.DeviceInventory.model_validate(raw)
+    found = inventory.status.discovered if inventory.status else None
+    discovered = expand(found) if found else None
+    devices: dict[str, InventoryDevice] = {}
+    for device in [*(inventory.spec.devices or []), *(discovered.devices if discovered else [])]:
+        devices.setdefault(device.name, device)
+    counter_sets = [*(inventory.spec.counter_sets or []),
+                    *((discovered.counter_sets or []) if discovered else [])]
+    return devices, counter_sets, pool_name(inventory)
+
+
+def node_inventory(files: NodeFiles, inventories: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The DeviceInventory of ``files``' node and driver among ``inventories`` (raw), if any."""
+    return next((i for i in inventories if i["spec"].get("nodeName") == files.node
+                 and i["spec"].get("driver") == files.driver), None)
 
 
 def node_violations(files: NodeFiles, claims: list[dict[str, Any]],
-                    pods: list[dict[str, Any]]) -> list[str]:
+                    pods: list[dict[str, Any]],
+                    inventory: dict[str, Any] | None = None) -> list[str]:
     """Every invariant of real node ``files.node`` broken now: a device prepared twice; a CDI
     spec without a prepared claim, or a prepared claim without its spec; a running pod of the
     node whose claim is not prepared; a prepared claim that no pod of the node uses any more
-    (``pods``: the node's pods; ``claims``: every claim)."""
+    (``pods``: the node's pods; ``claims``: every claim; ``inventory``: the node's, for
+    :func:`prepared_twice`)."""
     checkpoint = files.checkpoint()
     specs = files.spec_uids()
     completed = {uid for uid, c in checkpoint.items() if c["state"] == "PrepareCompleted"}
-    found = prepared_twice(files, checkpoint)
+    found = prepared_twice(files, checkpoint, inventory)
     found += [f"node {files.node}: CDI spec of claim {uid} without a prepared claim"
               for uid in sorted(specs - completed)]
     found += [f"node {files.node}: prepared claim {uid} has no CDI spec"
@@ -247,7 +296,8 @@ async def violations(api: ApiClient, nodes: Sequence[NodeFiles] = ()) -> list[st
              + consistency_violations(slices, inventories, allocated)
              + claim_status_violations(claims, inventories))
     for files in nodes:
-        found += node_violations(files, claims, await node_pods(api, files.node))
+        found += node_violations(files, claims, await node_pods(api, files.node),
+                                 node_inventory(files, inventories))
     return found
 
 

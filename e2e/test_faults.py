@@ -48,7 +48,14 @@ from e2e.harness.controlplane import REPO_ROOT
 from e2e.harness.kubedra import NAMESPACE, Kubedra
 from e2e.harness.realnode import RealNode, stand_in_devices
 from e2e.harness.wait import eventually
-from e2e.invariants import NodeFiles, cluster_state, converged, prepared_twice, safety_violations
+from e2e.invariants import (
+    NodeFiles,
+    cluster_state,
+    converged,
+    node_inventory,
+    prepared_twice,
+    safety_violations,
+)
 from e2e.kube_objects import (
     create_claim_template,
     create_gpu_pod,
@@ -121,11 +128,12 @@ class Storm:
                 continue
             try:
                 await self.step()
-                claims, slices, _ = await cluster_state(self.api)
-                self.checks += 1
+                claims, slices, inventories = await cluster_state(self.api)
                 self.violations += safety_violations(claims, slices)
                 for files in self.nodes:
-                    self.violations += prepared_twice(files, files.checkpoint())
+                    self.violations += prepared_twice(files, files.checkpoint(),
+                                                      node_inventory(files, inventories))
+                self.checks += 1  # counted once every check of the round ran
             except Exception:  # the API server may be restarting
                 await asyncio.sleep(0.5)
             self.rounds += 1

@@ -20,6 +20,7 @@ from kubernetes_asyncio.client import ApiClient
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import free_port, kube_version
 from e2e.harness.kubedra import Kubedra
+from e2e.harness.scrape import client_tls
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
 from kubedra.controller.features import PROBE_DRIVER, detect
@@ -87,7 +88,8 @@ async def test_a_cluster_with_the_gates_off_is_detected(gates_off: tuple[Kubedra
 
     async def health() -> dict[str, Any] | None:
         async with aiohttp.ClientSession() as http, http.get(
-                f"http://127.0.0.1:{gates_off[1]}/healthz") as response:
+                f"https://127.0.0.1:{gates_off[1]}/healthz",
+                ssl=client_tls(gates_off[0].plane)) as response:
             body: dict[str, Any] = json.loads(await response.read())
         return body if (body.get("kubedra") or {}).get("servedFeatures") else None
     body = await eventually(health, timeout=60, what="the operator's /healthz")

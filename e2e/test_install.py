@@ -174,9 +174,10 @@ async def test_operator_and_agent_run_from_the_manifests(install: Install,
     [agent] = await _pods(api, "kubedra-agent")
     assert agent["spec"]["nodeName"] == NODE
     assert _ready(agent)
-    # the readiness probe's endpoint, read here too: the agent serves and is registered
+    # the readiness probe's endpoint, read here too: the agent serves and is registered (over
+    # HTTPS with its self-signed certificate, which the kubelet's probe does not verify either)
     async with aiohttp.ClientSession() as http, http.get(
-            f"http://127.0.0.1:{install.agent_port}/healthz") as response:
+            f"https://127.0.0.1:{install.agent_port}/healthz", ssl=False) as response:
         health = json.loads(await response.read())
     assert (health["ok"], health["serving"], health["registered"]) == (True, True, True)
     operators = await _pods(api, "kubedra-operator")

@@ -28,6 +28,7 @@ from bench.scale import MIG_REPORTS, Agents, free_port, gather_limited, h200_nod
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import Component
 from e2e.harness.kubedra import NAMESPACE, Kubedra
+from e2e.harness.scrape import client_tls
 from e2e.harness.wait import eventually
 from kubedra.api.inventory import AGENT_LEASE_PREFIX
 from kubedra.controller.leadership import LEASE_NAME, ElectionTiming
@@ -82,11 +83,11 @@ async def fleet(tmp_path_factory: pytest.TempPathFactory
         plane.stop()
 
 
-async def _health(port: int) -> dict[str, object]:
+async def _health(plane: ControlPlane, port: int) -> dict[str, object]:
     try:
         async with aiohttp.ClientSession() as session, session.get(
-                f"http://127.0.0.1:{port}/healthz", timeout=aiohttp.ClientTimeout(total=5)
-        ) as resp:
+                f"https://127.0.0.1:{port}/healthz", timeout=aiohttp.ClientTimeout(total=5),
+                ssl=client_tls(plane)) as resp:
             return dict(await resp.json())
     except (TimeoutError, aiohttp.ClientError, ValueError):
         return {}
@@ -117,7 +118,7 @@ async def _start_and_verify(kubedra: Kubedra, api: ApiClient) -> None:
         assert operator.process is not None
         if operator.process.poll() is not None:
             return True
-        health = await _health(port)
+        health = await _health(kubedra.plane, port)
         if health.get("role") == "leader":
             leading.update(health)
         return bool(leading)
@@ -130,7 +131,7 @@ async def _start_and_verify(kubedra: Kubedra, api: ApiClient) -> None:
         assert operator.process is not None
         if operator.process.poll() is not None:
             return True
-        health = await _health(port)
+        health = await _health(kubedra.plane, port)
         stalls.append(float(health.get("electionStallSeconds") or 0))  # type: ignore[arg-type]
         work = health.get("kubedra") or {}
         assert isinstance(work, dict)
@@ -138,7 +139,8 @@ async def _start_and_verify(kubedra: Kubedra, api: ApiClient) -> None:
     await eventually(verified, timeout=900, interval=0.2, what="every pool reconciled")
     _assert_running(operator)
     assert "leadership lost" not in operator.log.read_text()
-    stalls.append(float((await _health(port))["electionStallSeconds"]))  # type: ignore[arg-type]
+    final = await _health(kubedra.plane, port)
+    stalls.append(float(final["electionStallSeconds"]))  # type: ignore[arg-type]
     assert max(stalls) < MAX_STALL_S, f"the election thread stalled {max(stalls)} s"
     last = await _leader_lease(api)
     assert first["holderIdentity"] == last["holderIdentity"] == leading["identity"]

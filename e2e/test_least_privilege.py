@@ -5,15 +5,16 @@ account's own token), equals the table below — nothing more; and the node agen
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import stat
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from e2e.harness import scrape
 from e2e.harness.kubedra import NAMESPACE, Kubedra
 from e2e.harness.wait import eventually
 from kubedra.kube import make_api_client
@@ -40,8 +41,14 @@ def _rules(group: str, resources: str, verbs: str, names: str = "") -> set[Rule]
             for n in (names.split() or [""])}
 
 
+REVIEWS = (_rules("authentication.k8s.io", "tokenreviews", "create")
+           | _rules("authorization.k8s.io", "subjectaccessreviews", "create"))
+"""What serving /metrics to authorized scrapers only takes (kubedra.metrics_auth): asking the
+API server who a bearer token is and whether that user may get /metrics."""
+
+
 EXPECTED: dict[str, set[Rule]] = {
-    "kubedra-operator": DEFAULT
+    "kubedra-operator": DEFAULT | REVIEWS
     | _rules("kubedra.io", "deviceinventories", "get list watch")
     | _rules("kubedra.io", "deviceinventories/status", "get patch")
     | _rules("apiextensions.k8s.io", "customresourcedefinitions", "get",
@@ -56,7 +63,7 @@ EXPECTED: dict[str, set[Rule]] = {
     | _rules("", "events", "create")
     | _rules("coordination.k8s.io", "leases", "get list watch create")
     | _rules("coordination.k8s.io", "leases", "update", "kubedra-operator"),
-    "kubedra-agent": DEFAULT
+    "kubedra-agent": DEFAULT | REVIEWS
     | _rules("kubedra.io", "deviceinventories", "get create")
     | _rules("kubedra.io", "deviceinventories/status", "patch")
     | _rules("resource.k8s.io", "resourceclaims", "get")
@@ -126,13 +133,14 @@ async def test_agent_files_are_not_writable_by_others_and_its_endpoints_leak_no_
         config = yaml.safe_load(next(kubedra.plane.workdir.glob(
             f"sa-{NAMESPACE}-kubedra-agent-kubedra-agent-{node}.kubeconfig")).read_text())
         token = config["users"][0]["user"]["token"]
-        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
-            for path in ("/metrics", "/healthz"):
-                async with http.get(path) as response:
-                    text = await response.text()
-                    assert response.status == 200
-                    assert token not in text
-                    assert token[:16] not in text
-                    assert "bearer" not in text.lower()
+        reader = scrape.scraper_token(kubedra.plane)
+        for path in ("/metrics", "/healthz"):
+            status, text = await asyncio.to_thread(scrape.get, kubedra.plane, port, path,
+                                                   reader)
+            assert status == 200
+            for secret in (token, reader):
+                assert secret not in text
+                assert secret[:16] not in text
+            assert "bearer" not in text.lower()
     finally:
         kubedra.stop_agent(node)

@@ -1,15 +1,16 @@
 """The operator's ``/metrics`` on the local v1.37.2 control plane: the gauges the alerts of
-manifests/monitoring read (kubedra.controller.metrics), served by the leader."""
+manifests/monitoring read (kubedra.controller.metrics), served by the leader (to a scraper
+bound to kubedra-metrics-reader, over HTTPS)."""
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from e2e.harness.controlplane import free_port
+from e2e.harness import scrape
+from e2e.harness.controlplane import ControlPlane, free_port
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.wait import eventually
 from e2e.kube_objects import create_gpu_pod
@@ -37,9 +38,9 @@ def metrics_port(kubedra: Kubedra) -> Iterator[int]:
         kubedra.start_operator(**options)
 
 
-def _samples(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
+def _samples(plane: ControlPlane, port: int, token: str) -> dict[str, float]:
+    status, text = scrape.get(plane, port, "/metrics", token)
+    assert status == 200, text
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
             for line in text.splitlines() if line.startswith("kubedra_operator_")}
 
@@ -49,9 +50,10 @@ async def test_the_leader_serves_its_gauges(kubedra: Kubedra, metrics_port: int,
     kubedra.add_node(NODE, {"kubedra.io/gpu": "true"})
     kubedra.start_agent(NODE)  # its H200 has 141Gi, less than the claim asks
     await create_gpu_pod(admin_api, namespace, "never", NEVER, node=NODE)
+    token = scrape.scraper_token(kubedra.plane)
 
     async def unschedulable() -> dict[str, float] | None:
-        found = _samples(metrics_port)
+        found = _samples(kubedra.plane, metrics_port, token)
         return found if found.get("kubedra_operator_unschedulable_pods", 0) >= 1 else None
     samples = await eventually(unschedulable, timeout=90,
                                what="the unschedulable pod in the operator's gauges")

@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
+from e2e.harness import scrape
 from e2e.harness.controlplane import free_port
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.realnode import RealNode, stand_in_devices
@@ -571,9 +571,10 @@ async def test_deleted_metadata_spec_is_written_again_and_the_restarted_containe
         assert after["containerID"] != before["containerID"]
         assert path.read_text() == written
         assert node.spec(uid).stat().st_ino == claim_spec
-        async with (aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http,
-                    http.get("/metrics") as response):
-            metrics = (await response.text()).splitlines()
+        status, text = await asyncio.to_thread(scrape.get, plane, port, "/metrics",
+                                               scrape.scraper_token(plane))
+        assert status == 200
+        metrics = text.splitlines()
         assert [line for line in metrics if line.startswith(
             "kubedra_plugin_cdi_specs_restored_total{")] == [
             'kubedra_plugin_cdi_specs_restored_total{kind="metadata",result="done"} 1.0']

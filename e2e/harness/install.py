@@ -17,9 +17,9 @@ needs:
 - the operator's health port off (``--liveness-port=0``): its two replicas would bind the same
   host port. Each serves ``/healthz`` on a Unix socket in an ``emptyDir`` of its own pod
   instead (``--health-socket``, :data:`HEALTH_SOCKET`), and its liveness and readiness probes
-  ask it there (exec ``kubedra probe``). The agent's probes stay HTTP, on a free port of
-  loopback only (``--metrics-address=127.0.0.1``, which wins over the pod's address the
-  manifest adds).
+  ask it there (exec ``kubedra probe``). The agent's probes stay HTTPS (its self-signed
+  certificate, as shipped), on a free port of loopback only (``--metrics-address=127.0.0.1``,
+  which wins over the pod's address the manifest adds).
 
 Every credential is the token the kubelet projects into the pod: nothing is minted by the
 tests for the operator or the agent.

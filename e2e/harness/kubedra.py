@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, Component, ControlPlane
 from e2e.harness.images import TEST_IMAGE
 from e2e.harness.realnode import RealNode
+from e2e.harness.scrape import serving_cert_dir
 from kubedra.controller.leadership import ElectionTiming
 
 NAMESPACE = "kubedra-system"
@@ -85,9 +86,17 @@ class Kubedra:
         kubectl(self.plane, "wait", "--for=condition=Established", "--timeout=60s",
                 "crd/deviceinventories.kubedra.io")
 
-    def _env(self, **settings: str) -> dict[str, str]:
+    def _env(self, *, metrics_secure: bool = True, **settings: str) -> dict[str, str]:
+        """The environment of a kubedra process with ``settings`` (``KUBEDRA_<NAME>``); its
+        metrics port serves HTTPS with the harness's certificate
+        (:func:`e2e.harness.scrape.serving_cert_dir`) to authorized scrapers, or with
+        ``metrics_secure=False`` plain HTTP to anyone."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEDRA_")}
         env.update({f"KUBEDRA_{k.upper()}": v for k, v in settings.items()})
+        cert_dir = serving_cert_dir(self.plane) if metrics_secure else None
+        env["KUBEDRA_METRICS_SECURE"] = str(metrics_secure).lower()
+        if cert_dir is not None:
+            env["KUBEDRA_METRICS_CERT_DIR"] = str(cert_dir)
         env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "operator"), str(REPO_ROOT)])
         env["PYTHONUNBUFFERED"] = "1"
         return env
@@ -98,11 +107,14 @@ class Kubedra:
                        drain_grace: float = DRAIN_GRACE,
                        attacher: str = "immediate", liveness_port: int = 0,
                        source: Path | None = None, leader_elect: bool = True,
-                       election: ElectionTiming | None = None) -> Component:
+                       election: ElectionTiming | None = None,
+                       metrics_secure: bool = True) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, a ``drain_grace`` of
         seconds, and the ``attacher`` of devices with binding conditions); a non-zero
-        ``liveness_port`` serves the operator's ``/healthz`` there. ``source``: another
+        ``liveness_port`` serves the operator's ``/healthz`` and ``/metrics`` there, over
+        HTTPS to authorized scrapers (:mod:`e2e.harness.scrape`), or with
+        ``metrics_secure=False`` plain HTTP to anyone. ``source``: another
         checkout's ``operator/`` directory to run instead of this one's (``bench/scale.py
         --baseline``); ``leader_elect=False`` runs it with ``--no-leader-elect``;
         ``election``: leader-election durations other than the shipped ones."""
@@ -111,9 +123,11 @@ class Kubedra:
                                  "health_hold_down": health_hold_down,
                                  "drain_grace": drain_grace, "attacher": attacher,
                                  "liveness_port": liveness_port, "source": source,
-                                 "leader_elect": leader_elect, "election": election}
+                                 "leader_elect": leader_elect, "election": election,
+                                 "metrics_secure": metrics_secure}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
-        env = self._env(namespace=NAMESPACE, lease_check_interval=str(lease_check_interval),
+        env = self._env(metrics_secure=metrics_secure, namespace=NAMESPACE,
+                        lease_check_interval=str(lease_check_interval),
                         explain_event_interval=str(explain_event_interval),
                         health_hold_down=str(health_hold_down),
                         drain_grace=str(drain_grace), attacher=attacher)
@@ -217,7 +231,8 @@ class Kubedra:
         ``module`` runs instead of ``kubedra`` (``python -m <module> agent …``, e.g. a test's
         agent with a fake MIG partitioner); ``sysfs_root`` replaces ``/sys`` (a sysfs tree a
         test built for the ``pci`` backend); a non-zero ``metrics_port`` serves ``/metrics``
-        and ``/healthz`` there, on loopback only; ``mig`` is the ``discovery.mig`` of the
+        and ``/healthz`` there, on loopback only, over HTTPS to authorized scrapers
+        (:mod:`e2e.harness.scrape`); ``mig`` is the ``discovery.mig`` of the
         inventory the agent creates (``KUBEDRA_MIG``, as the kustomize component
         ``mig-partitions`` sets it).
         """

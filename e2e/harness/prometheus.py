@@ -1,6 +1,7 @@
 """A real Prometheus (Debian's ``prometheus``, ``/usr/bin/prometheus``) on loopback, started
-as a component of a :class:`ControlPlane`, scraping local targets every second; and its HTTP
-query API."""
+as a component of a :class:`ControlPlane`, scraping local targets every second as a
+Prometheus in the cluster scrapes kubedra (over HTTPS, with a ServiceAccount token); and its
+HTTP query API."""
 
 from __future__ import annotations
 
@@ -13,18 +14,23 @@ from typing import Any
 import yaml
 
 from e2e.harness.controlplane import Component, ControlPlane, free_port
+from e2e.harness.scrape import scraper_token
 
 
 class Prometheus:
-    """Prometheus scraping ``targets`` (job name → ``host:port`` on loopback).
+    """Prometheus scraping ``targets`` (job name → ``host:port`` on loopback) over HTTPS,
+    trusting the plane's CA, with the bearer token of ServiceAccount ``scraper``
+    (:func:`e2e.harness.scrape.scraper_token`: bound to ``kubedra-metrics-reader``).
 
     Raises (from :meth:`start`):
         FileNotFoundError: no ``prometheus`` on ``PATH`` (``make promtool`` installs it).
     """
 
-    def __init__(self, plane: ControlPlane, targets: dict[str, str]) -> None:
+    def __init__(self, plane: ControlPlane, targets: dict[str, str], *,
+                 scraper: str = "kubedra-test-prometheus") -> None:
         self.plane = plane
         self.targets = targets
+        self.scraper = scraper
         self.port = 0
         self.component: Component | None = None
 
@@ -35,9 +41,16 @@ class Prometheus:
             raise FileNotFoundError("prometheus is missing: run hack/install-promtool.sh")
         folder = self.plane.workdir / "prometheus"
         (folder / "data").mkdir(parents=True, exist_ok=True)
+        token = folder / "token"  # as a pod's projected ServiceAccount token file
+        token.write_text(scraper_token(self.plane, self.scraper))
+        token.chmod(0o600)
         config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                  "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [t]}]}
-                                     for job, t in self.targets.items()]}
+                  "scrape_configs": [{
+                      "job_name": job, "static_configs": [{"targets": [t]}],
+                      "scheme": "https",
+                      "authorization": {"type": "Bearer", "credentials_file": str(token)},
+                      "tls_config": {"ca_file": str(self.plane.pki / "ca.crt")},
+                  } for job, t in self.targets.items()]}
         (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.port = free_port()
         self.component = self.plane.spawn("prometheus", [

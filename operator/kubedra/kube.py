@@ -495,3 +495,37 @@ async def apply_discovered(api: ApiClient, name: str, discovered: dict[str, Any]
     """Server-side apply ``status.discovered`` of inventory ``name`` as the node agent."""
     await apply_inventory_status(api, name, {"discovered": discovered},
                                  inventory.AGENT_FIELD_MANAGER)
+
+
+# --- Delegated authentication and authorization (metrics endpoint) ------------------------------
+
+async def review_token(api: ApiClient, token: str) -> dict[str, Any]:
+    """Create a TokenReview (``authentication.k8s.io/v1``) of bearer ``token`` with the API
+    server's own audiences; returns its ``status`` (``authenticated``, ``user``, ``error``).
+
+    Raises:
+        ApiException: the server refused the review (403: the caller may not create
+            tokenreviews).
+    """
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": token}}
+    review = await _raw(client.AuthenticationV1Api(api).create_token_review(
+        body, _preload_content=False))
+    status: dict[str, Any] = review.get("status") or {}
+    return status
+
+
+async def review_access(api: ApiClient, spec: dict[str, Any]) -> dict[str, Any]:
+    """Create a SubjectAccessReview (``authorization.k8s.io/v1``) of ``spec`` (user, groups,
+    uid, extra and the resource or non-resource attributes); returns its ``status``
+    (``allowed``, ``denied``, ``reason``).
+
+    Raises:
+        ApiException: the server refused the review.
+    """
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": spec}
+    review = await _raw(client.AuthorizationV1Api(api).create_subject_access_review(
+        body, _preload_content=False))
+    status: dict[str, Any] = review.get("status") or {}
+    return status

@@ -1,6 +1,7 @@
 """Click options shared by the commands: the kubeconfig, and what every long-running command
-takes (kubeconfig, namespace, logging). Each option defaults to ``None`` ("not given"), so that
-:func:`kubedra.settings.settings_from_flags` falls back to the environment, then the defaults."""
+takes (kubeconfig, namespace, logging, how the metrics port is secured). Each option defaults
+to ``None`` ("not given"), so that :func:`kubedra.settings.settings_from_flags` falls back to
+the environment, then the defaults."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ command line's explain need not import the settings)."""
 
 
 def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Click options every long-running command takes: kubeconfig, namespace, logging."""
+    """Click options every long-running command takes: kubeconfig, namespace, logging, how
+    the metrics port is secured."""
     for option in reversed([
         kubeconfig_option,
         click.option("--namespace", default=None,
@@ -30,6 +32,16 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Log renderer [env KUBEDRA_LOG_FORMAT; default console]"),
         click.option("--log-level", default=None,
                      help="Log level [env KUBEDRA_LOG_LEVEL; default INFO]"),
+        click.option("--metrics-secure", type=click.BOOL, default=None,
+                     help="Serve /metrics over HTTPS to scrapers the API server authenticates "
+                          "and authorizes (get on the non-resource URL /metrics); false: "
+                          "plain HTTP to anyone, for local development only "
+                          "[env KUBEDRA_METRICS_SECURE; default true]"),
+        click.option("--metrics-cert-dir", type=click.Path(path_type=Path, file_okay=False),
+                     default=None,
+                     help="Directory of the metrics port's tls.crt and tls.key, reloaded when "
+                          "they change [env KUBEDRA_METRICS_CERT_DIR; default a self-signed "
+                          "certificate made at start]"),
     ]):
         command = option(command)
     return command

@@ -466,6 +466,10 @@ async def assert_repeated_prepare_is_cached(story: PreparedPair,
     assert node.metric("kubedra_plugin_claims_total", operation="prepare", result="done") == 2
     assert node.metric("kubedra_plugin_claims_total", operation="prepare", result="cached") == 1
     assert node.metric("kubedra_plugin_prepared_claims") == 2
+    timed = "kubedra_plugin_claim_duration_seconds"
+    assert [node.metric(f"{timed}_count", operation="prepare", result=r)
+            for r in ("done", "cached", "error")] == [2, 1, 0]
+    assert 0 < node.metric(f"{timed}_sum", operation="prepare", result="done") < 45
 
 
 async def assert_operator_ready_coexists(story: PreparedPair) -> None:

@@ -308,6 +308,45 @@ case("invalid-pools", "counters-duplicate-counter-set", [
 case("unschedulable", "counters-need-partitionable-devices", MIG, one(exact("r")),
      features={"PartitionableDevices": False})
 
+# --- alpha fields whose gate is off: compatibility groups, derived attributes ------------------
+# A slice in which one device declares compatibilityGroups is ignored (gate
+# DRADeviceCompatibilityGroups off, sliceUsesCompatibilityGroups): its pool is incomplete, so
+# the pool's other slices give nothing either, and allocationMode All fails.
+def grouped(name: str, memory: str, *groups: str) -> dict[str, Any]:
+    found = partition(name, memory)
+    found["consumesCounters"][0]["compatibilityGroups"] = list(groups)
+    return found
+
+
+GROUPED_POOL = [COUNTERS, resource_slice("parts", [partition("p0", "40Gi"),
+                                                   grouped("p1", "40Gi", "mig")],
+                                         pool="mig", count=2)]
+case("unschedulable", "compatibility-groups-off-pool-incomplete", GROUPED_POOL, one(exact("r")))
+case("error", "compatibility-groups-off-all-mode", GROUPED_POOL,
+     one(exact("r", allocationMode="All")))
+case([["mig/p0"]], "compatibility-groups-empty-list-is-none", [
+    COUNTERS, resource_slice("parts", [grouped("p0", "40Gi")], pool="mig", count=2)],
+     one(exact("r")))
+case([["node-a/gpu-0"]], "compatibility-groups-off-other-pool-allocatable", [
+    *GROUPED_POOL, resource_slice("s", gpus(1))], one(exact("r", "any")))
+case("unschedulable", "compatibility-groups-off-slice-for-other-node", [
+    resource_slice("counters", pool="mig", count=3, sharedCounters=[
+        {"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]),
+    resource_slice("parts-a", [partition("p0", "40Gi")], pool="mig", count=3),
+    resource_slice("parts-b", [grouped("p1", "40Gi", "mig")], pool="mig", count=3,
+                   node="node-b")], one(exact("r")))
+# A request (or subrequest) with derivedAttributes is an error (gate DRADerivedAttributes off;
+# the incubating allocator cannot handle them: validateDeviceRequest, before the search, for
+# every subrequest).
+DERIVED = [{"name": "derived/numa", "expression": f'device.attributes["{GPU}"].index'}]
+case("error", "derived-attributes-exactly", GPU4, one(exact("r", derivedAttributes=DERIVED)))
+case("error", "derived-attributes-subrequest", GPU4,
+     one(first_available("r", sub("big", count=8), sub("small", derivedAttributes=DERIVED))))
+case("error", "derived-attributes-later-subrequest", GPU4,  # every subrequest is checked
+     one(first_available("r", sub("one"), sub("other", derivedAttributes=DERIVED))))
+case([["node-a/gpu-0"]], "derived-attributes-empty-list", GPU4,
+     one(exact("r", derivedAttributes=[])))
+
 # --- consumable capacity ----------------------------------------------------------------------
 SHARED = [resource_slice("s", [
     device("shared-0", allowMultipleAllocations=True, capacity={"memory": SHARED_MEMORY}),

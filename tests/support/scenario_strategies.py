@@ -399,8 +399,15 @@ def scenarios() -> st.SearchStrategy[dict[str, Any]]:
 
 CORPUS = pathlib.Path(__file__).parents[1] / "allocation_corpus" / "generated.jsonl"
 TIMEOUTS = pathlib.Path(__file__).parents[1] / "allocation_corpus" / "timeouts.jsonl"
+UPSTREAM_TABLE = pathlib.Path(__file__).parents[1] / "allocation_corpus" / "upstream-table.jsonl"
 CORPUS_SEED = 20260729
 CORPUS_SIZE = 600
+
+
+def upstream_table() -> list[dict[str, Any]]:
+    """Upstream's own allocator test table, one scenario per case with upstream's outcome under
+    ``upstream`` (recorded by ``hack/allocator-table/record.sh``)."""
+    return [json.loads(line) for line in UPSTREAM_TABLE.read_text().splitlines()]
 
 
 def generate_corpus(size: int = CORPUS_SIZE) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

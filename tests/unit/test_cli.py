@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from kubedra.cli import LazyGroup, kubectl_dra, main
@@ -92,12 +93,22 @@ def _loaded(code: str, modules: tuple[str, ...]) -> list[str]:
     (["operator", "--liveness-port", "0"], {"KUBECONFIG": "{tmp}/empty.kubeconfig"},
      "kubeconfig {tmp}/empty.kubeconfig cannot be used: Invalid kube-config file. Expected key "
      "current-context in {tmp}/empty.kubeconfig"),
+    (["operator", "--liveness-port", "0", "--health-socket", "{tmp}/h.sock",
+      "--metrics-cert-dir", "{tmp}/certs", "--kubeconfig", "{tmp}/valid.kubeconfig"], {},
+     "metrics certificate directory {tmp}/certs (tls.crt, tls.key) cannot be used: [Errno 2] "
+     "No such file or directory: '{tmp}/certs/tls.crt'"),
 ], ids=["dump to a missing directory", "a bad environment value", "no kubeconfig for the agent",
-        "no kubeconfig for the operator", "an empty kubeconfig"])
+        "no kubeconfig for the operator", "an empty kubeconfig",
+        "no metrics certificate"])
 def test_bad_input_is_a_one_line_error_not_a_traceback(
         args: list[str], env: dict[str, str], error: str, tmp_path: Path) -> None:
     tmp = str(tmp_path)
     (tmp_path / "empty.kubeconfig").write_text("{}\n")
+    (tmp_path / "valid.kubeconfig").write_text(yaml.safe_dump({  # nothing listens there
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith("KUBEDRA_") and k != "KUBERNETES_SERVICE_HOST"}
     environment.update({k: v.format(tmp=tmp) for k, v in env.items()})

@@ -35,6 +35,17 @@ def test_relative_node_paths_become_absolute_against_the_working_directory(
     assert settings.sysfs_root == Path("/sys")
 
 
+def test_metrics_are_secure_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (Settings().metrics_secure, Settings().metrics_cert_dir) == (True, None)
+    monkeypatch.setenv("KUBEDRA_METRICS_SECURE", "false")
+    assert settings_from_flags().metrics_secure is False
+    assert settings_from_flags(metrics_secure=True).metrics_secure is True
+    monkeypatch.setenv("KUBEDRA_METRICS_SECURE", "maybe")
+    with pytest.raises(click.ClickException, match="invalid KUBEDRA_METRICS_SECURE='maybe': "
+                                                   "Input should be a valid boolean"):
+        settings_from_flags()
+
+
 @pytest.mark.parametrize(("variable", "value", "error"), [
     ("KUBEDRA_DRAIN_GRACE", "inf", "Input should be a finite number"),
     ("KUBEDRA_DRAIN_GRACE", "nan", "Input should be a finite number"),

@@ -26,8 +26,7 @@ def diagnose_request(search: SearchState, ci: int, data: RequestData) -> Request
                               node=search.node.name, needed=data.count)
     for pool in search.pools.pools:
         if pool.incomplete:
-            result.unusable_pools[str(pool)] = (
-                f"incomplete ({pool.published_slices} of {pool.slice_count} slices published)")
+            result.unusable_pools[str(pool)] = f"incomplete ({pool.incomplete_detail})"
         elif pool.invalid:
             result.unusable_pools[str(pool)] = f"invalid: {pool.invalid_reason}"
     for name, generation in search.pools.obsolete.items():

@@ -37,24 +37,26 @@ class AllocatorFeatures:
     consumable_capacity: bool = True
     fractional_capacity_range: bool = False
 
-    def __post_init__(self) -> None:
-        # NewAllocator picks the first of stable, incubating, experimental that supports every
-        # enabled feature; stable lacks exactly these three (allocator_stable.go SupportedFeatures).
-        if not (self.consumable_capacity or self.device_binding_and_status
-                or self.fractional_capacity_range):
-            raise UnsupportedFeaturesError(
-                "with ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange all "
-                "off upstream runs its 'stable' allocator; kubedra implements 'incubating' only")
-
     @classmethod
-    def from_gate_names(cls, overrides: Mapping[str, bool]) -> AllocatorFeatures:
+    def from_gate_names(cls, overrides: Mapping[str, bool], *,
+                        allocator: str | None = None) -> AllocatorFeatures:
         """The defaults with some features set by their upstream names (``AdminAccess``,
         ``DeviceTaintRules``, ...), as in the scenarios of ``hack/allocator``.
 
+        ``allocator`` names the variant upstream ran, where a scenario says so (those recorded
+        from upstream's own test table run the incubating variant whatever their features); by
+        default it is the one ``NewAllocator`` picks: the first of stable, incubating and
+        experimental that supports every enabled feature. Stable lacks exactly
+        ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange
+        (``SupportedFeatures`` in ``allocator_stable.go``).
+
         Raises:
-            UnsupportedFeaturesError: an unknown name, an alpha feature turned on, or a set that
-                selects a variant other than incubating.
+            UnsupportedFeaturesError: an unknown name, an alpha feature turned on, or a variant
+                other than incubating (named, or picked for the set).
         """
+        if allocator not in (None, "incubating"):
+            raise UnsupportedFeaturesError(f"upstream's {allocator!r} allocator: kubedra "
+                                           "implements 'incubating' only")
         by_name = {_gate_name(f.name): f.name for f in fields(cls)}
         changes: dict[str, bool] = {}
         for name, value in overrides.items():
@@ -64,7 +66,14 @@ class AllocatorFeatures:
                 continue
             else:
                 raise UnsupportedFeaturesError(f"feature {name!r} is not supported by kubedra")
-        return replace(cls(), **changes)
+        features = replace(cls(), **changes)
+        if allocator is None and not (features.consumable_capacity
+                                      or features.device_binding_and_status
+                                      or features.fractional_capacity_range):
+            raise UnsupportedFeaturesError(
+                "with ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange all "
+                "off upstream runs its 'stable' allocator; kubedra implements 'incubating' only")
+        return features
 
     def gate_names(self) -> dict[str, bool]:
         """The features by their upstream names (the inverse of :meth:`from_gate_names`)."""

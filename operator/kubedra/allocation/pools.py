@@ -5,12 +5,16 @@ For a node, the candidate slices are those with its ``nodeName`` plus all slices
 
 1. slices using ``perDeviceNodeSelection`` or ``sharedCounters`` are ignored when partitionable
    devices are off, and so are slices with no node selection at all (a future extension);
+   slices in which a device's ``consumesCounters`` declares ``compatibilityGroups`` are always
+   ignored: the gate ``DRADeviceCompatibilityGroups`` is off in every feature set of the
+   incubating variant (``sliceUsesCompatibilityGroups``, ``compatibility_groups.go``);
 2. a slice is relevant when its node selection matches the node, or, with per-device node
    selection, when any of its devices matches;
 3. per pool (driver, pool name) only the relevant slices of the highest generation are kept;
 4. a pool is complete when it has ``resourceSliceCount`` slices. If the relevant slices are
    fewer, all slices of the pool are checked: a newer generation anywhere makes the pool
-   obsolete (ignored); still too few slices makes it *incomplete*;
+   obsolete (ignored); still too few slices, not counting those ignored for compatibility
+   groups, makes it *incomplete*;
 5. a pool is *invalid* when a device name repeats among its slices for the node, a counter set
    name repeats, or a device consumes an unknown counter set or counter;
 6. slices are ordered by name and pools by (driver, pool name), pools with binding conditions
@@ -112,10 +116,13 @@ class DeviceEntry:
 
 
 class SliceEntry:
-    """One ResourceSlice with its devices as :class:`DeviceEntry`."""
+    """One ResourceSlice with its devices as :class:`DeviceEntry`;
+    ``uses_compatibility_groups``: whether a device declares compatibility groups (then the
+    allocator ignores the slice)."""
 
     __slots__ = ("counter_sets", "devices", "driver", "generation", "name", "node_selection",
-                 "per_device", "per_device_set", "pool_name", "slice_count")
+                 "per_device", "per_device_set", "pool_name", "slice_count",
+                 "uses_compatibility_groups")
 
     def __init__(self, resource_slice: ResourceSlice, first_uid: int,
                  extra_taints: dict[str, list[DeviceTaint]]) -> None:
@@ -133,6 +140,8 @@ class SliceEntry:
             for cs in spec.shared_counters or ()]
         self.devices = [DeviceEntry(first_uid + i, self, d, extra_taints.get(d.name, ()))
                         for i, d in enumerate(spec.devices or ())]
+        self.uses_compatibility_groups = any(
+            c.compatibility_groups for d in spec.devices or () for c in d.consumes_counters or ())
 
     @property
     def has_counters(self) -> bool:
@@ -158,6 +167,9 @@ class Pool:
     published_slices: int = 0
     """For an incomplete pool: how many slices of its generation exist (of ``slice_count``)."""
     slice_count: int = 0
+    ignored_slices: list[str] = field(default_factory=list)
+    """For an incomplete pool: its slices of that generation the allocator ignores because a
+    device declares compatibility groups (they do not count towards ``slice_count``)."""
     slices: list[SliceEntry] = field(default_factory=list)
     other_slices: list[SliceEntry] = field(default_factory=list)
     counter_sets: dict[str, dict[str, Number]] = field(default_factory=dict)
@@ -173,6 +185,16 @@ class Pool:
                     if device.consumes:
                         self._consumers.setdefault(device.name, []).append(device)
         return self._consumers
+
+    @property
+    def incomplete_detail(self) -> str:
+        """For an incomplete pool, what is missing, e.g. ``1 of 2 slices published``."""
+        detail = f"{self.published_slices} of {self.slice_count} slices published"
+        if self.ignored_slices:
+            detail += (f", {len(self.ignored_slices)} of them ignored because a device declares "
+                       "compatibility groups (the DRADeviceCompatibilityGroups feature is off): "
+                       + ", ".join(self.ignored_slices))
+        return detail
 
     @property
     def invalid(self) -> bool:
@@ -335,7 +357,7 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
     relevant = [
         entry for entry in (*index.on_node.get(node.name, ()), *index.shared)
         if (features.partitionable_devices or not (entry.per_device_set or entry.has_counters))
-        and _is_relevant(entry, node)]
+        and not entry.uses_compatibility_groups and _is_relevant(entry, node)]
     candidates = newest_slices(relevant)
 
     pools: list[Pool] = []
@@ -349,9 +371,12 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
             if all_slices is None:  # obsolete: a newer generation is being published
                 obsolete[f"{key[0]}/{key[1]}"] = generation
                 continue
+            ignored = sorted(e.name for e in all_slices if e.uses_compatibility_groups)
+            published = len(all_slices)
+            all_slices = [e for e in all_slices if not e.uses_compatibility_groups]
             if len(all_slices) != wanted:
-                pools.append(Pool(*key, incomplete=True, published_slices=len(all_slices),
-                                  slice_count=wanted))
+                pools.append(Pool(*key, incomplete=True, published_slices=published,
+                                  slice_count=wanted, ignored_slices=ignored))
                 continue
         pool = _build_pool(key, slices, features, all_slices)
         has_binding = any(d.binding_conditions is not None for s in pool.slices for d in s.devices)

@@ -4,7 +4,8 @@ Follows ``Allocate`` and ``validateDeviceRequest`` in
 ``structured/internal/incubating/allocator_incubating.go`` (v0.37.2): a request is one
 ``exactly`` request or the ordered alternatives of ``firstAvailable``; API defaults apply
 (``allocationMode: ExactCount``, ``count: 1``); every selector must be CEL; the class must exist;
-``adminAccess``, ``firstAvailable`` and capacity requests need their features. An ``All`` request
+``adminAccess``, ``firstAvailable`` and capacity requests need their features; ``derivedAttributes``
+are an error (the incubating variant cannot handle them, whatever the gate). An ``All`` request
 fixes its devices up front (every device of the node's pools that passes the selectors and,
 with consumable capacity, could hold the request on an idle device) and fails hard when a pool
 is incomplete or invalid. A claim whose smallest choice needs more than 32 devices is an error.
@@ -132,6 +133,9 @@ def _cel_expressions(owner: str, selectors: list[DeviceSelector] | None) -> tupl
 def _template(snapshot: ResourceSnapshot, label: str, name: str, parent: str | None,
               part: ExactDeviceRequest | DeviceSubRequest) -> RequestTemplate:
     where = f"claim {label}, request {name}"
+    if part.derived_attributes:
+        raise AllocationError(f"{where}: cannot handle request with derived attributes, the "
+                              "feature is disabled")
     request_exprs = _cel_expressions(where, part.selectors)
     admin = part.admin_access if isinstance(part, ExactDeviceRequest) else None
     if admin is not None and not snapshot.features.admin_access:

@@ -3,6 +3,7 @@
 A scenario is one allocation attempt with everything it depends on::
 
     {"name": "...", "features": {"DeviceTaints": false},       # overrides of the defaults
+     "allocator": "incubating",     # optional: the variant upstream ran (else NewAllocator's)
      "node": {"name": "node-1", "labels": {...}},
      "slices": [ResourceSlice...], "classes": [DeviceClass...],
      "allocatedClaims": [ResourceClaim...], "taintRules": [DeviceTaintRule...],
@@ -45,7 +46,8 @@ def load_snapshot(scenario: Mapping[str, Any]) -> tuple[ResourceSnapshot, Alloca
         UnsupportedFeaturesError: the scenario's features select another allocator variant.
         pydantic.ValidationError: an object does not parse.
     """
-    features = AllocatorFeatures.from_gate_names(scenario.get("features") or {})
+    features = AllocatorFeatures.from_gate_names(scenario.get("features") or {},
+                                                 allocator=scenario.get("allocator"))
     decoder = SliceDecoder()
     snapshot = ResourceSnapshot(
         [decoder.decode(s) for s in scenario.get("slices") or ()],

@@ -4,6 +4,12 @@ Field names and shapes follow ``k8s.io/api/resource/v1/types.go`` (v0.37.2); see
 ``shared/reference/dra-api.md`` section 1. Every model parses what the API server returns
 (unknown fields are ignored) and :meth:`KubeModel.to_api` writes camelCase JSON without unset
 fields. Quantities are :class:`~kubedra.api.quantity.Quantity` and compare by value.
+
+Every field of those v1 types that the allocator or a driver can meet is modelled, the alpha
+ones too (``compatibilityGroups``, ``derivedAttributes``, ``partitionTypeAttribute``,
+``skipNodeOperations``, ``nodeAllocatableResources``), so that a rule upstream applies while
+their feature gate is off is not lost with the field: an ignored field would silently change
+the allocator's verdict. Where kubedra's allocator reads such a field, its docstring says how.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
+from pydantic.json_schema import SkipJsonSchema
 
 from kubedra.api.base import KubeModel
 from kubedra.api.limits import DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH as MAX_VALUE_BYTES
@@ -179,18 +186,43 @@ _COUNTERS: JsonDict = {"maxProperties": 32, "minProperties": 1}
 ``validateDeviceCounterConsumption``: an empty map is "Required value")."""
 
 
+def _schema_requires_counters(schema: JsonDict) -> None:
+    required = schema.setdefault("required", [])
+    assert isinstance(required, list)
+    required.append("counters")
+
+
+_COUNTERS_REQUIRED = ConfigDict(json_schema_extra=_schema_requires_counters)
+"""``counters`` is required by the schema (the CRD: "Required value", as the API server), but
+a model without it parses, as an empty map, so that the allocator decides on such a slice as
+upstream's does (its pool is invalid: a consumed counter is unknown) and
+:mod:`kubedra.api.validation` names the field."""
+
+
 class CounterSet(KubeModel):
     """A named set of shared counters that partitionable devices consume (KEP-4815)."""
 
+    model_config = _COUNTERS_REQUIRED
+
     name: DNSLabel
-    counters: dict[DNSLabel, Counter] = Field(json_schema_extra=_COUNTERS)
+    counters: dict[DNSLabel, Counter] = Field(default_factory=dict, json_schema_extra=_COUNTERS)
 
 
 class DeviceCounterConsumption(KubeModel):
     """What one device takes from one counter set when it is allocated."""
 
+    model_config = _COUNTERS_REQUIRED
+
     counter_set: DNSLabel
-    counters: dict[DNSLabel, Counter] = Field(json_schema_extra=_COUNTERS)
+    counters: dict[DNSLabel, Counter] = Field(default_factory=dict, json_schema_extra=_COUNTERS)
+    compatibility_groups: SkipJsonSchema[list[str] | None] = None
+    """Alpha (gate ``DRADeviceCompatibilityGroups``, KEP-5963): devices on one counter set may
+    be co-allocated only when their groups intersect. Left out of the DeviceInventory schema
+    (kubedra does not publish it). While the gate is off, upstream's allocator ignores every
+    slice in which a device declares groups, which makes that slice's pool incomplete
+    (``sliceUsesCompatibilityGroups`` in
+    ``structured/internal/incubating/compatibility_groups.go``); so does kubedra's
+    (:mod:`kubedra.allocation.pools`)."""
 
 
 class DeviceTaint(KubeModel):
@@ -200,6 +232,30 @@ class DeviceTaint(KubeModel):
     value: str | None = None
     effect: str = Field(json_schema_extra={"enum": ["None", "NoSchedule", "NoExecute"]})
     time_added: str | None = None
+
+
+class NodeAllocatableMapping(KubeModel):
+    """How an allocation maps to a node resource: consumed capacity ``capacity_key`` times
+    ``capacity_multiplier``, or the device count times ``device_multiplier``."""
+
+    capacity_key: str | None = None
+    capacity_multiplier: Quantity | None = None
+    device_multiplier: Quantity | None = None
+
+
+class NodeAllocatableOverhead(KubeModel):
+    """Node resources an allocation costs besides the device: once per pod and per container
+    referencing the claim."""
+
+    per_pod: Quantity | None = None
+    per_container: Quantity | None = None
+
+
+class NodeAllocatableResource(KubeModel):
+    """One node resource a device's allocation accounts for (KEP-5517)."""
+
+    mapping: NodeAllocatableMapping | None = None
+    overhead: NodeAllocatableOverhead | None = None
 
 
 class Device(KubeModel):
@@ -217,6 +273,10 @@ class Device(KubeModel):
     binding_conditions: list[str] | None = None
     binding_failure_conditions: list[str] | None = None
     allow_multiple_allocations: bool | None = None
+    node_allocatable_resources: dict[str, NodeAllocatableResource] | None = None
+    """Alpha (gate ``DRANodeAllocatableResources``, KEP-5517): node resources (cpu, memory)
+    an allocation of the device takes. The structured allocator never reads it (the scheduler
+    plugin and the kubelet do), so it does not change kubedra's verdict."""
 
 
 class ResourcePool(KubeModel):
@@ -239,6 +299,14 @@ class ResourceSliceSpec(KubeModel):
     per_device_node_selection: bool | None = None
     devices: list[Device] | None = None
     shared_counters: list[CounterSet] | None = None
+    partition_type_attribute: str | None = None
+    """Alpha (gate ``DRAPartitionableDevicesType``): the attribute naming a device's partition
+    type. Upstream's incubating allocator never reads it; nor does kubedra's."""
+    skip_node_operations: list[str] | None = None
+    """Alpha (gate ``DRAOptionalNodeOperations``, KEP-5945): node operations
+    (``NodePrepareResources``, ``NodeUnprepareResources``, ``*``) the devices need not. Only
+    upstream's experimental allocator copies it into allocation results (with its feature on);
+    the incubating one, and kubedra's, ignore it."""
 
 
 class ResourceSlice(KubeModel):
@@ -304,6 +372,14 @@ class DeviceToleration(KubeModel):
     toleration_seconds: int | None = None
 
 
+class DeviceDerivedAttribute(KubeModel):
+    """An attribute a request computes per device with CEL, for its constraints (alpha, gate
+    ``DRADerivedAttributes``, KEP-6080)."""
+
+    name: str
+    expression: str
+
+
 class CapacityRequirements(KubeModel):
     """Capacity a request consumes from a shared device (``DRAConsumableCapacity``)."""
 
@@ -320,6 +396,11 @@ class DeviceSubRequest(KubeModel):
     count: int | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None
+    derived_attributes: list[DeviceDerivedAttribute] | None = None
+    """Alpha (gate ``DRADerivedAttributes``). Upstream's incubating allocator cannot handle
+    them: a request that has any is an error for the whole attempt (``validateDeviceRequest``
+    in ``structured/internal/incubating/allocator_incubating.go``), and so it is in kubedra's
+    (:mod:`kubedra.allocation.requests`)."""
 
 
 class ExactDeviceRequest(KubeModel):
@@ -332,6 +413,11 @@ class ExactDeviceRequest(KubeModel):
     admin_access: bool | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None
+    derived_attributes: list[DeviceDerivedAttribute] | None = None
+    """Alpha (gate ``DRADerivedAttributes``). Upstream's incubating allocator cannot handle
+    them: a request that has any is an error for the whole attempt (``validateDeviceRequest``
+    in ``structured/internal/incubating/allocator_incubating.go``), and so it is in kubedra's
+    (:mod:`kubedra.allocation.requests`)."""
 
 
 class DeviceRequest(KubeModel):
@@ -384,6 +470,9 @@ class DeviceRequestAllocationResult(KubeModel):
     binding_failure_conditions: list[str] | None = None
     share_id: str | None = Field(default=None, alias="shareID")
     consumed_capacity: dict[str, Quantity] | None = None
+    skip_node_operations: list[str] | None = None
+    """Copied from the slice by upstream's experimental allocator only (alpha,
+    ``DRAOptionalNodeOperations``)."""
 
 
 class DeviceAllocationConfiguration(KubeModel):
@@ -472,6 +561,12 @@ class DeviceTaintRuleSpec(KubeModel):
     taint: DeviceTaint
 
 
+class DeviceTaintRuleStatus(KubeModel):
+    """``DeviceTaintRuleStatus``: conditions such as ``EvictionInProgress``."""
+
+    conditions: list[Condition] | None = None
+
+
 class DeviceTaintRule(KubeModel):
     """A DeviceTaintRule object (``resource.k8s.io/v1`` since 1.37)."""
 
@@ -479,6 +574,7 @@ class DeviceTaintRule(KubeModel):
     kind: str = "DeviceTaintRule"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: DeviceTaintRuleSpec
+    status: DeviceTaintRuleStatus | None = None
 
 
 AllocationMode = Literal["ExactCount", "All"]

@@ -9,6 +9,7 @@ the key with back-off.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -49,11 +50,13 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         ApiException: deleting a slice of a withdrawn pool, or the status write, failed.
         Retry: a slice write failed in a way worth retrying (the status says why).
     """
+    started = time.monotonic()
     raw = state.inventory_overlay.merge(name, state.view.inventory(name))
     if raw is None:
         await _reconcile_deleted(state, name)
         return
     if await _verify_unchanged(state, raw):
+        state.metrics.published("unchanged", started)
         return
     inputs = await _inventory_inputs(state, raw)
     decision = decide_inventory(inputs)
@@ -61,6 +64,7 @@ async def reconcile_inventory(state: OperatorState, name: str) -> None:
         # what keeps the held devices must be in the API before their slices go
         await _write_status(state, inputs, decision)
     decision = await _write_slices(state, name, decision)
+    state.metrics.published(decision.publish_result, started)
     if decision.forget:
         state.pools.pop(name, None)
     elif decision.pool is not None:

@@ -195,6 +195,16 @@ class InventoryDecision:
         return self.reason in PUBLISHED
 
     @property
+    def publish_result(self) -> str:
+        """What the slice writes came to (the ``result`` of
+        ``kubedra_operator_publish_duration_seconds``, :mod:`kubedra.controller.histograms`):
+        ``failed`` (the API server refused one: :meth:`publish_failed`), ``written`` (a slice
+        deleted or written) or ``unchanged``."""
+        if self.reason == "PublishFailed":
+            return "failed"
+        return "written" if self.delete or (self.plan and self.plan.writes) else "unchanged"
+
+    @property
     def drain_until(self) -> datetime | None:
         """When the first drain grace of ``leaving`` ends (the slices change then), or None."""
         return min(self.leaving.values(), default=None)

@@ -16,8 +16,18 @@ when ``/metrics`` is scraped, so that no reconciler does any work for them.
 - ``kubedra_operator_unschedulable_pod_max_age_seconds`` (gauge): seconds since the oldest of
   them became unschedulable (its ``PodScheduled=False`` condition's
   ``lastTransitionTime``); 0 when there is none.
+- ``kubedra_operator_pending_claims`` (gauge): ResourceClaims not allocated (of every driver;
+  a claim no pod names yet included).
+- ``kubedra_operator_fleet_devices_published{driver, model, profile}``,
+  ``kubedra_operator_fleet_devices_allocated{...}``, ``kubedra_operator_fleet_devices_free{...}``
+  (gauges): the devices of every usable pool per driver and model as ``kubectl dra status``
+  counts them (its ``devices`` rows: ``model`` the ``productName`` or ``vendorID:deviceID``,
+  ``profile`` the MIG profile, ``""`` for a whole device), counted every
+  ``fleet_metrics_interval`` seconds at most (:mod:`kubedra.controller.fleet`); none until the
+  first count, nor with that setting 0.
 
-These are the series the alerts of ``manifests/monitoring`` read.
+The histograms of :mod:`kubedra.controller.histograms` are served with them. These are the
+series the alerts and the dashboard of ``manifests/monitoring`` read.
 """
 
 from __future__ import annotations
@@ -25,11 +35,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from kubedra.api.time import parse_timestamp, utcnow
 from kubedra.controller.runtime import Runtime
 from kubedra.controller.state import OperatorState
+from kubedra.explain.status import Rows
 
 
 def _gauge(name: str, text: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
@@ -56,14 +68,18 @@ class OperatorCollector(Collector):
         self.runtime = runtime
         self.leading = leading
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        """The gauges now (pool and pod gauges only on the leader, which has the state)."""
+    def collect(self) -> Iterator[Metric]:
+        """The gauges now (pool, pod, claim and fleet gauges only on the leader, which has
+        the state), then the histograms."""
         leader = _gauge("leader", "1 while this replica holds the leader Lease.")
         leader.add_metric([], 1.0 if self.leading() else 0.0)
         yield leader
         state = self.runtime.state
         if state is not None:
             yield from _state_gauges(state)
+            if state.fleet is not None:
+                yield from _fleet_gauges(state.fleet)
+        yield from self.runtime.metrics.collect()
 
 
 def _state_gauges(state: OperatorState) -> Iterator[GaugeMetricFamily]:
@@ -95,4 +111,22 @@ def _state_gauges(state: OperatorState) -> Iterator[GaugeMetricFamily]:
     oldest = _gauge("unschedulable_pod_max_age_seconds",
                     "Seconds since the oldest unschedulable pod became unschedulable.")
     oldest.add_metric([], max(0.0, utcnow().timestamp() - min(since)) if since else 0.0)
-    yield from (pods, oldest)
+    pending = _gauge("pending_claims", "ResourceClaims not allocated.")
+    pending.add_metric([], float(len(state.view.pending_claims)))
+    yield from (pods, oldest, pending)
+
+
+def _fleet_gauges(rows: Rows) -> Iterator[GaugeMetricFamily]:
+    labels = ("driver", "model", "profile")
+    published = _gauge("fleet_devices_published", "Devices of usable pools, per model.", labels)
+    allocated = _gauge("fleet_devices_allocated", "Devices allocated to claims, per model.",
+                       labels)
+    free = _gauge("fleet_devices_free", "Devices a claim could be given now, per model.",
+                  labels)
+    for (driver, model, profile), counts in sorted(rows.items(), key=lambda r: (
+            r[0][0], r[0][1], r[0][2] or "")):
+        key = [driver, model, profile or ""]
+        published.add_metric(key, float(counts.published))
+        allocated.add_metric(key, float(counts.allocated))
+        free.add_metric(key, float(counts.free))
+    yield from (published, allocated, free)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import gc
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -22,10 +24,12 @@ from kubedra.controller.executor import reconcile_claim, reconcile_inventory
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.explanations import explain_pod
 from kubedra.controller.features import detect_served
+from kubedra.controller.fleet import count_fleet
+from kubedra.controller.histograms import OperatorHistograms
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.listwatch import Index, ListWatch
 from kubedra.controller.nodes import NODES_PATH, node_record
-from kubedra.controller.queue import WorkQueue
+from kubedra.controller.queue import Retry, WorkQueue
 from kubedra.controller.state import ClusterView, OperatorState
 from kubedra.logging import get_logger
 from kubedra.settings import Settings
@@ -63,6 +67,8 @@ class Runtime:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     claim_pools: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    metrics: OperatorHistograms = field(default_factory=OperatorHistograms)
+    """The reconcilers' histograms, served from the start (standby included)."""
 
     def begin(self, view: ClusterView) -> OperatorState:
         """Create the state over the filled caches and let the workers start.
@@ -76,7 +82,7 @@ class Runtime:
         self.state = OperatorState(
             api=self.api, settings=self.settings, view=view, leases=self.leases,
             explain=ExplainState(event_interval=self.settings.explain_event_interval),
-            attacher=load_attacher(self.settings.attacher))
+            attacher=load_attacher(self.settings.attacher), metrics=self.metrics)
         # what is cached now lives long: the cyclic collector need not walk it again (a full
         # collection of the millions of objects a large fleet's caches hold is seconds of CPU
         # under the interpreter lock, the election thread's too); freed objects are still
@@ -130,6 +136,8 @@ async def run(runtime: Runtime) -> None:
         raise RuntimeError("the operator state is missing after the caches became ready")
     state.served = await detect_served(state)
     workers = start_workers(state)
+    if state.settings.fleet_metrics_interval:
+        workers.append(asyncio.create_task(count_fleet(state)))
     try:
         await tick(state)
     finally:
@@ -140,11 +148,15 @@ async def run(runtime: Runtime) -> None:
 def start_workers(state: OperatorState) -> list[asyncio.Task[None]]:
     """The workers of the three queues: ``INVENTORY_WORKERS``, ``CLAIM_WORKERS`` and one
     explainer (its allocator runs in a thread of its own)."""
-    workers = [asyncio.create_task(work(state.inventory_queue, inventory_step(state)))
+    timed = state.metrics.reconciled
+    workers = [asyncio.create_task(work(state.inventory_queue, inventory_step(state),
+                                        functools.partial(timed, "inventories")))
                for _ in range(INVENTORY_WORKERS)]
-    workers += [asyncio.create_task(work(state.claim_queue, claim_step(state)))
+    workers += [asyncio.create_task(work(state.claim_queue, claim_step(state),
+                                         functools.partial(timed, "claims")))
                 for _ in range(CLAIM_WORKERS)]
-    workers.append(asyncio.create_task(work(state.explain_queue, explain_step(state))))
+    workers.append(asyncio.create_task(work(state.explain_queue, explain_step(state),
+                                            functools.partial(timed, "explain"))))
     return workers
 
 
@@ -175,11 +187,14 @@ def explain_step(state: OperatorState) -> Step[tuple[str, str]]:
     return step
 
 
-async def work(queue: WorkQueue[K], step: Step[K]) -> None:
+async def work(queue: WorkQueue[K], step: Step[K],
+               timed: Callable[[str, float], None]) -> None:
     """Take keys from ``queue`` forever and run ``step`` on each; a failure is logged and the
-    key retried with back-off."""
+    key retried with back-off. ``timed(outcome, started)`` is told how each step ended
+    (``done``, ``retry`` or ``error``) and when it began (``time.monotonic()``)."""
     while True:
         key = await queue.get()
+        started = time.monotonic()
         try:
             await step(key)
         except asyncio.CancelledError:
@@ -187,8 +202,10 @@ async def work(queue: WorkQueue[K], step: Step[K]) -> None:
         except Exception as err:  # retried with back-off
             log.warning("reconcile failed; will retry", key=str(key), error=str(err),
                         failures=queue.failures(key) + 1)
+            timed("retry" if isinstance(err, Retry) else "error", started)
             queue.done(key, failed=True)
         else:
+            timed("done", started)
             queue.done(key)
 
 

@@ -19,8 +19,10 @@ from kubernetes_asyncio.client import ApiClient
 from kubedra.api.resource import OwnerReference
 from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
+from kubedra.controller.histograms import OperatorHistograms
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.queue import WorkQueue
+from kubedra.explain.status import Rows
 from kubedra.publishing.features import ServedFeatures
 from kubedra.publishing.pool import DesiredPool, name_pool
 from kubedra.settings import Settings
@@ -319,6 +321,11 @@ class OperatorState:
     inventories_unchanged: int = 0
     """Of those, the ones that found the pool as ``status.publishedFrom`` recorded it
     (:mod:`kubedra.controller.fingerprint`)."""
+    metrics: OperatorHistograms = field(default_factory=OperatorHistograms)
+    """How long reconciles and publishes take (served on ``/metrics``)."""
+    fleet: Rows | None = None
+    """The fleet's devices per driver and model as ``kubedra status`` counts them, last
+    counted by :func:`kubedra.controller.fleet.count_fleet` (None until then)."""
 
     def explain_again(self) -> None:
         """Queue every unschedulable pod (pods whose inputs did not change are skipped)."""

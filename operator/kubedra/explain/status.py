@@ -305,8 +305,7 @@ def _pool_status(snapshot: ClusterSnapshot, allocator: Allocator, pool: Pool,
     """One pool a node sees; ``newest``: the pool's slices of its newest generation."""
     node = next((e.node_selection.node_name for e in newest if e.node_selection.node_name),
                 None) or ""
-    reason = (f"incomplete: {pool.published_slices} of {pool.slice_count} slices published"
-              if pool.incomplete else pool.invalid_reason)
+    reason = f"incomplete: {pool.incomplete_detail}" if pool.incomplete else pool.invalid_reason
     rows = pool_rows(snapshot, allocator, pool) if reason is None else _published_rows(newest)
     return PoolStatus(pool.driver, pool.name, node, newest[0].generation, len(newest), rows,
                       reason)
@@ -346,10 +345,9 @@ def pending_groups(snapshot: ClusterSnapshot, pods: Sequence[Mapping[str, Any]]
     return sorted(groups.values(), key=lambda g: (-len(g.claims), g.verdict, g.failed_at or ""))
 
 
-def fleet_status(snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]] = ()
-                 ) -> FleetStatus:
-    """The fleet's devices and pending claims, from ``snapshot`` and the cluster's pods
-    (plain Pod objects; they narrow where a pending claim is explained).
+def fleet_devices(snapshot: ClusterSnapshot) -> FleetStatus:
+    """The fleet's devices from ``snapshot``, without the pending claims (``pending`` is
+    empty: explaining them is the costly part of :func:`fleet_status`).
 
     A node whose slices do not parse (a node selector the allocator rejects) has its pools
     left out.
@@ -373,4 +371,13 @@ def fleet_status(snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]] = 
     return FleetStatus(
         nodes=len(snapshot.nodes), nodes_with_devices=with_devices,
         pools=sorted(seen.values(), key=lambda p: (p.driver, p.pool)),
-        pools_on_no_node=on_no_node, pending=pending_groups(snapshot, list(pods)))
+        pools_on_no_node=on_no_node, pending=[])
+
+
+def fleet_status(snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]] = ()
+                 ) -> FleetStatus:
+    """The fleet's devices (:func:`fleet_devices`) and pending claims, from ``snapshot`` and
+    the cluster's pods (plain Pod objects; they narrow where a pending claim is explained)."""
+    found = fleet_devices(snapshot)
+    found.pending = pending_groups(snapshot, list(pods))
+    return found

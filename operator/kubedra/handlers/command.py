@@ -23,6 +23,7 @@ from kubedra.handlers.operator import Memo, health
 from kubedra.handlers.resources import registry
 from kubedra.logging import configure_logging, get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
+from kubedra.metrics_auth import CertificateError, secure_serving
 from kubedra.options import common_options
 from kubedra.settings import Settings, settings_from_flags
 
@@ -32,7 +33,8 @@ log = get_logger(__name__)
 @click.command("operator", short_help="Run the operator (publish slices, reconcile claims).")
 @common_options
 @click.option("--liveness-port", type=click.IntRange(0, 65535), default=8080, show_default=True,
-              help="Port of /healthz and /metrics (0 disables it)")
+              help="Port of /healthz and /metrics, HTTPS unless --metrics-secure=false "
+                   "(0 disables it)")
 @click.option("--health-socket", type=click.Path(dir_okay=False),
               help="Also serve /healthz and /metrics on this Unix socket, for an exec probe "
                    "(`kubedra probe --socket PATH`) where replicas share a host network")
@@ -51,7 +53,7 @@ def operator_command(liveness_port: int, health_socket: str | None, leader_elect
     with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, SIGTERM
         try:
             asyncio.run(run_operator(settings, liveness_port, leader_elect, health_socket))
-        except kube.KubeconfigError as err:
+        except (kube.KubeconfigError, CertificateError) as err:
             raise click.ClickException(str(err)) from None
 
 
@@ -88,9 +90,19 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
                 **({"kubedra": health(memo.runtime)} if leadership.leading else {})}
     collector = OperatorCollector(memo.runtime, lambda: leadership.leading)
     REGISTRY.register(collector)
-    server = await start_metrics_server(
-        liveness_port or None, report,
-        socket_path=health_socket) if liveness_port or health_socket else None
+    serving = bool(liveness_port or health_socket)
+    # the scrapers' reviews go through a client of their own: kopf's is made later, the
+    # election's lives in its thread
+    reviews = await kube.make_api_client(settings.kubeconfig) \
+        if serving and settings.metrics_secure else None
+    try:
+        server = await start_metrics_server(
+            liveness_port or None, report, socket_path=health_socket,
+            secure=secure_serving(reviews, settings)) if serving else None
+    except BaseException:
+        if reviews is not None:
+            await reviews.close()
+        raise
     # SIGTERM stops a standby at once (PID 1 in a container ignores it otherwise); kopf, while
     # it runs, handles SIGTERM itself and returns, and the Lease is released
     main = asyncio.current_task()
@@ -105,6 +117,8 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
         REGISTRY.unregister(collector)
         if server is not None:
             await server.cleanup()
+        if reviews is not None:
+            await reviews.close()
 
 
 def _exit_fenced(leadership: Leadership, err: LostLeadership) -> None:

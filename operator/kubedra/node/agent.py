@@ -39,6 +39,7 @@ from kubedra.api.time import timestamp, utcnow
 from kubedra.discovery import DiscoveryError, discover
 from kubedra.logging import get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
+from kubedra.metrics_auth import secure_serving
 from kubedra.node.checkpoint import read_boot_id
 from kubedra.node.health import HealthFeed, health_timeout, stamp_health_transitions
 from kubedra.node.metrics import PluginMetrics
@@ -268,7 +269,8 @@ async def run_agent(settings: Settings) -> None:
                                 devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig,
                                 health=agent.health, counter_sets=agent.counter_sets)
         metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict,
-                                              hosts=settings.metrics_hosts)
+                                              hosts=settings.metrics_hosts,
+                                              secure=secure_serving(api, settings))
                    if settings.metrics_port else None)
         loops = [asyncio.create_task(agent.run_discovery()),
                  asyncio.create_task(agent.run_lease())]

@@ -9,6 +9,7 @@ import click
 
 from kubedra.kube import KubeconfigError
 from kubedra.logging import configure_logging
+from kubedra.metrics_auth import CertificateError
 from kubedra.node.agent import run_agent
 from kubedra.options import common_options
 from kubedra.settings import settings_from_flags
@@ -36,8 +37,8 @@ from kubedra.settings import settings_from_flags
                    "metadata exist (missing ones are written again) "
                    "[env KUBEDRA_CDI_CHECK_INTERVAL; default 30]")
 @click.option("--metrics-port", type=int, default=None,
-              help="Port of /metrics and /healthz, 0 = none [env KUBEDRA_METRICS_PORT; "
-                   "default 8080]")
+              help="Port of /metrics and /healthz, HTTPS unless --metrics-secure=false; "
+                   "0 = none [env KUBEDRA_METRICS_PORT; default 8080]")
 @click.option("--metrics-address", default=None,
               help="IP addresses /metrics and /healthz listen on, comma-separated; 0.0.0.0 = "
                    "every interface [env KUBEDRA_METRICS_ADDRESS; default 127.0.0.1]")
@@ -66,5 +67,6 @@ def agent_command(**flags: object) -> None:
         asyncio.run(run_agent(settings))
     except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM
         pass
-    except (OSError, KubeconfigError) as err:  # the metrics port, a socket directory
+    except (OSError, KubeconfigError, CertificateError) as err:  # the metrics port or its
+        # certificate, a socket directory
         raise click.ClickException(str(err)) from None

@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +185,7 @@ class ClaimPreparer:
 
     async def prepare(self, claims: list[ClaimRef]) -> dict[str, PrepareResult]:
         """Prepare ``claims``; the result has an entry for every claim UID."""
+        started = time.monotonic()
         fetched = await asyncio.gather(*(self._fetch(c) for c in claims))
         results: dict[str, PrepareResult] = {}
         async with self._serialized():
@@ -194,23 +196,25 @@ class ClaimPreparer:
                         raise claim
                     prepared, done = await self._prepare_claim(ref, claim, devices)
                     results[ref.uid] = PrepareResult(prepared)
-                    self._metrics.claims.labels("prepare", "done" if done else "cached").inc()
+                    self._answered("prepare", "done" if done else "cached", started)
                 except Exception as err:  # every claim gets an answer
-                    results[ref.uid] = PrepareResult([], self._failed("prepare", ref, err))
+                    results[ref.uid] = PrepareResult([], self._failed("prepare", ref, err,
+                                                                      started))
             self._update_gauge()
         return results
 
     async def unprepare(self, claims: list[ClaimRef]) -> dict[str, str]:
         """Unprepare ``claims``; the result maps every claim UID to an error ("" = done)."""
+        started = time.monotonic()
         results: dict[str, str] = {}
         async with self._serialized():
             for ref in claims:
                 try:
                     done = await self._unprepare_claim(ref)
                     results[ref.uid] = ""
-                    self._metrics.claims.labels("unprepare", "done" if done else "cached").inc()
+                    self._answered("unprepare", "done" if done else "cached", started)
                 except Exception as err:  # every claim gets an answer
-                    results[ref.uid] = self._failed("unprepare", ref, err)
+                    results[ref.uid] = self._failed("unprepare", ref, err, started)
             self._update_gauge()
         return results
 
@@ -563,8 +567,16 @@ class ClaimPreparer:
             raise ClaimError("Internal", f"writing checkpoint {self._checkpoint_path}: {err}"
                              ) from err
 
-    def _failed(self, operation: str, ref: ClaimRef, err: Exception) -> str:
-        """Count and log a claim's failure; the message for the kubelet."""
+    def _answered(self, operation: str, result: str, started: float) -> None:
+        """Count a claim's answer and the time since its call ``started``
+        (``time.monotonic()`` seconds)."""
+        self._metrics.claims.labels(operation, result).inc()
+        self._metrics.claim_duration.labels(operation, result).observe(
+            time.monotonic() - started)
+
+    def _failed(self, operation: str, ref: ClaimRef, err: Exception, started: float) -> str:
+        """Count and log a claim's failure (its call ``started`` at that
+        ``time.monotonic()``); the message for the kubelet."""
         if isinstance(err, ClaimError):
             reason, message = err.reason, str(err)
         elif isinstance(err, ValidationError):
@@ -573,7 +585,7 @@ class ClaimPreparer:
             reason = "Internal"
             message = f"claim {claim_key(ref.namespace, ref.name)}: {type(err).__name__}: {err}"
             log.exception("unexpected failure", operation=operation, uid=ref.uid)
-        self._metrics.claims.labels(operation, "error").inc()
+        self._answered(operation, "error", started)
         self._metrics.claim_errors.labels(operation, reason).inc()
         log.warning(f"{operation} failed", claim=claim_key(ref.namespace, ref.name),
                     uid=ref.uid, reason=reason, error=message)

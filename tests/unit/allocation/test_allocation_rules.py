@@ -19,6 +19,7 @@ from kubedra.allocation.capacity import (
 from kubedra.allocation.constraints import DistinctAttribute, MatchAttribute, attribute_key
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.node_selection import NodeInfo, NodeSelection, compile_node_selector
+from kubedra.allocation.scenario import load_snapshot, node_info, run_scenario
 from kubedra.allocation.taints import tolerated, tolerates
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
@@ -30,8 +31,14 @@ from kubedra.api.resource import (
     NodeSelector,
     ResourceClaim,
 )
+from tests.support.edge_cases import CASES
 
 NODE = NodeInfo("node-a", {"zone": "z1", "tier": "5"})
+
+
+def edge_case(name: str) -> dict[str, object]:
+    """The scenario of a hand-written edge case (``tests/support/edge_cases.py``)."""
+    return next(c.scenario for c in CASES if c.scenario["name"] == name)
 
 
 def selector(*requirements: dict[str, object], fields: bool = False) -> NodeSelector:
@@ -236,6 +243,41 @@ def test_features_by_upstream_names() -> None:
     with pytest.raises(UnsupportedFeaturesError, match="stable"):
         AllocatorFeatures.from_gate_names({"ConsumableCapacity": False,
                                            "DeviceBindingAndStatus": False})
+
+
+def test_features_of_a_named_variant() -> None:
+    """Upstream's own table runs the incubating variant with features that would make
+    ``NewAllocator`` pick stable; a scenario naming the variant is accepted, another is not."""
+    all_off = {"ConsumableCapacity": False, "DeviceBindingAndStatus": False}
+    features = AllocatorFeatures.from_gate_names(all_off, allocator="incubating")
+    assert (features.consumable_capacity, features.device_binding_and_status,
+            features.fractional_capacity_range) == (False, False, False)
+    with pytest.raises(UnsupportedFeaturesError, match="'experimental' allocator"):
+        AllocatorFeatures.from_gate_names({}, allocator="experimental")
+
+
+def test_derived_attributes_are_an_error_with_upstreams_words() -> None:
+    """``validateDeviceRequest`` (incubating): a request with derivedAttributes is an error,
+    worded as upstream's, naming the claim and the (sub)request."""
+    scenario = edge_case("derived-attributes-subrequest")
+    assert run_scenario(scenario) == {
+        "name": "derived-attributes-subrequest", "outcome": "error",
+        "message": "claim default/c, request small: cannot handle request with derived "
+                   "attributes, the feature is disabled"}
+
+
+def test_a_slice_with_compatibility_groups_leaves_its_pool_incomplete() -> None:
+    """``GatherPools`` (incubating) ignores the slice; the pool is incomplete, its other slice
+    alone counted, none of its devices is a candidate, and the diagnosis says why."""
+    scenario = edge_case("compatibility-groups-off-pool-incomplete")
+    snapshot, _ = load_snapshot(scenario)
+    pools = snapshot.node_pools(node_info(scenario["node"]))
+    assert [(str(p), p.incomplete, p.published_slices, p.slice_count, p.ignored_slices)
+            for p in pools.pools] == [("gpu.example.com/mig", True, 2, 2, ["parts"])]
+    assert pools.devices == []
+    assert pools.pools[0].incomplete_detail == (
+        "2 of 2 slices published, 1 of them ignored because a device declares compatibility "
+        "groups (the DRADeviceCompatibilityGroups feature is off): parts")
 
 
 def allocated_claim(*results: dict[str, object]) -> ResourceClaim:

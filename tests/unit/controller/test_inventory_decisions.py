@@ -255,6 +255,17 @@ def test_the_earliest_inventory_wins_whatever_its_name() -> None:
     assert decision.reason == "SlicesPublished"
 
 
+def test_the_publish_result_of_each_decision() -> None:
+    published = decide_inventory(PUBLISHED)
+    assert [d.publish_result for d in (
+        published, decide_inventory(inputs(raw_inventory(), existing=EXISTING)),
+        decide_inventory(inputs(raw_inventory(), lease="expired", existing=DRAINED, now=LATER)),
+        decide_inventory(inputs(raw_inventory(devices=0, reported=False))),
+        published.publish_failed(SliceWrite("create", "node-1-gpu-00000"), "forbidden",
+                                 retry=False))] == [
+        "written", "unchanged", "written", "unchanged", "failed"]
+
+
 def test_publish_failed_keeps_the_plan_and_says_which_write() -> None:
     decision = decide_inventory(PUBLISHED).publish_failed(
         SliceWrite("create", "node-1-gpu-00000"), "forbidden", retry=False)

@@ -51,12 +51,19 @@ async def test_register_serve_and_stop(node: PluginNode, api: ApiClient, version
                                            "registrationError": None,
                                            "checkpointProblem": None}
         assert node.metric("kubedra_plugin_registered") == 1
+        timed = "kubedra_plugin_claim_duration_seconds_count"
+        assert node.metrics_registry.get_sample_value(
+            timed, {"operation": "prepare", "result": "done"}) == 0  # present before any claim
         response = await kubelet.unprepare([Claim("ns", "never-prepared", "uid-x")])
         assert dict(response.claims) == {"uid-x": type(response.claims["uid-x"])(error="")}
         assert node.metric("kubedra_plugin_requests_total", method="NodeUnprepareResources",
                            api=version) == 1
         assert node.metric("kubedra_plugin_claims_total", operation="unprepare",
                            result="cached") == 1
+        assert [node.metric(timed, operation="unprepare", result=r)
+                for r in ("done", "cached", "error")] == [0, 1, 0]
+        assert 0 < node.metric("kubedra_plugin_claim_duration_seconds_sum",
+                               operation="unprepare", result="cached") < 5
     finally:
         await kubelet.close()
         await plugin.stop()

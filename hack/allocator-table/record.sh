@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Records upstream's own allocator test table (k8s.io/dynamic-resource-allocation
+# structured/internal/allocatortesting, at the version hack/allocator pins, or the tool module
+# named by $ALLOCATOR_MODULE, e.g. another minor's) as differential-corpus scenarios:
+# tests/allocation_corpus/upstream-table.jsonl, or the file given as $1.
+#
+# The table is internal to its module, so the module is taken from the Go module proxy, copied
+# to a writable build directory under .cache (or $KUBEDRA_CACHE), and record_test.go (beside this
+# script) is added to it as structured/internal/kubedrarecord; `go test` there writes one
+# scenario per Allocate call. Nothing of upstream's code enters the repository.
+#
+# Usage: hack/allocator-table/record.sh [output.jsonl]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+prog=record-allocator-table
+die() { echo "$prog: error: $*" >&2; exit 1; }
+command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
+out=$(realpath -m "${1:-$root/tests/allocation_corpus/upstream-table.jsonl}")
+module=k8s.io/dynamic-resource-allocation
+pins="$root/${ALLOCATOR_MODULE:-hack/allocator}"
+version=$(cd "$pins" && go list -m -f '{{.Version}}' "$module") \
+  || die "no version of $module pinned in $pins/go.mod"
+source_dir=$(cd "$pins" && go mod download -json "$module@$version" \
+  | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+[[ -d "$source_dir" ]] || die "'go mod download $module@$version' gave no module directory"
+work="${KUBEDRA_CACHE:-$root/.cache}/allocator-table/dynamic-resource-allocation@$version"
+rm -rf "$work" && mkdir -p "$(dirname "$work")"
+cp -r "$source_dir" "$work" && chmod -R u+w "$work"
+mkdir -p "$work/structured/internal/kubedrarecord"
+cp "$root/hack/allocator-table/record_test.go" "$work/structured/internal/kubedrarecord/"
+echo "$prog: running $module@$version's allocator table (a cold build takes minutes)..."
+start=$SECONDS
+( cd "$work" && KUBEDRA_TABLE_OUT="$out" nice -n 15 go test -count=1 -run '^TestRecord$' \
+    ./structured/internal/kubedrarecord/ ) >"$work/go-test.log" 2>&1 \
+  || { tail -40 "$work/go-test.log" >&2; die "the table's run failed (log: $work/go-test.log)"; }
+echo "$prog: $(wc -l <"$out") scenarios in $out ($((SECONDS - start)) s)"
