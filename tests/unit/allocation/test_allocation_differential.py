@@ -76,32 +76,22 @@ def _picked_variant(scenario: dict[str, Any]) -> str:
 def test_upstream_table_replays_through_the_reference_allocator() -> None:
     """Each recorded case of upstream's table, replayed from its scenario by the reference
     allocator, gets the outcome and steps upstream recorded, where the reference runs the
-    recorded variant and the scenario holds the case. The others run the stable variant there,
-    which differs from incubating (kubedra's) on these cases: pools and slices in another
-    order, and searches of other lengths."""
+    recorded variant and the scenario holds the case (at least 100 cases).
+
+    The others run the stable variant there, which is not compared: it returns pools in the
+    order Go ranges over a map of them (``GatherPools`` in
+    ``structured/internal/stable/pools_stable.go``; Go randomises that order per run), so on
+    cases with several pools or slices its devices and steps differ from the recording on some
+    runs only (``lexicographical-sorting-pools``, ``devices-split-across-different-slices``,
+    ``all-devices-many`` and others were seen to)."""
     table = [s for s in upstream_table() if "notRepresentable" not in s]
     replayed = run_reference(table)
     same = {s["name"]: (comparable(o) == comparable(s["upstream"]),
                         o["steps"] == s["upstream"]["steps"])
             for s, o in zip(table, replayed, strict=True)}
-    assert [n for s in table if _picked_variant(s) != "stable"
-            and same[n := s["name"]] != (True, True)] == []
-    assert {n: same[n] for s in table if _picked_variant(s) == "stable"
-            and same[n := s["name"]] != (True, True)} == {
-        "lexicographical/lexicographical-sorting-pools": (False, True),
-        "lexicographical/lexicographical-sorting-slices": (False, True),
-        "table/check-combinations-with-backtracking": (True, False),
-        "table/check-combinations-with-prioritized-list": (True, False),
-        "table/check-combinations-within-single-request-many-pools": (True, False),
-        "table/check-combinations-within-single-request-multiple-pools-multiple-slices":
-            (True, False),
-        "table/check-combinations-within-single-request-single-pool-multiple-slices":
-            (True, False),
-        "table/check-combinations-within-single-request-single-pool-single-slice":
-            (True, False),
-        "table/interrupt/off": (True, False),
-        "table/many-network-attached-devices": (False, True),
-        "table/partitionable-devices-with-attribute-selector": (True, False)}
+    compared = [s["name"] for s in table if _picked_variant(s) != "stable"]
+    assert len(compared) >= 100
+    assert [n for n in compared if same[n] != (True, True)] == []
 
 
 def test_search_steps_are_upstreams_and_finish_where_upstream_does() -> None:
