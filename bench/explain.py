@@ -57,8 +57,8 @@ def kubedra(dump: pathlib.Path, claim: pathlib.Path, code: pathlib.Path | None =
             ) -> dict[str, Any]:
     """``kubedra simulate -f claim --from dump`` (of the code in ``code``, else this one's):
     figures, lines printed, nodes that fit."""
-    command = [str(pathlib.Path(sys.executable).parent / "kubedra"), "simulate", "-f", str(claim),
-               "--from", str(dump)]
+    # ``python -m kubedra``: each version's own entry point (the ``kubedra`` script is this one's)
+    command = [sys.executable, "-m", "kubedra", "simulate", "-f", str(claim), "--from", str(dump)]
     figures, text = _timed(command, code=code)
     _, as_json = _timed([*command, "-o", "json"], code=code)
     fits = sorted(c["node"] for c in json.loads(as_json)["explanation"]["candidates"]

@@ -94,7 +94,7 @@ def main() -> None:
                         help="also time the operator/ code in DIR (git archive main operator), "
                              "each row right before this one's")
     args = parser.parse_args()
-    kubedra = str(Path(sys.executable).parent / "kubedra")
+    kubedra = [sys.executable, "-m", "kubedra"]  # each version's own entry point
     env = {**os.environ, "PYTHONPATH": "operator"}
     with tempfile.TemporaryDirectory() as folder:
         dump = Path(folder) / f"fleet.{args.format}"
@@ -110,7 +110,7 @@ def main() -> None:
         if args.before:
             versions.insert(0, (" (before)", {**os.environ, "PYTHONPATH": str(args.before)}))
         for extra in ([], ["--by", "node"], ["--by", "pool"], ["-o", "json"]):
-            command = [kubedra, "status", "--from", str(dump), *extra]
+            command = [*kubedra, "status", "--from", str(dump), *extra]
             for label, version_env in versions:
                 lines = subprocess.run(command, env=version_env, check=True, capture_output=True,
                                        text=True).stdout.count("\n")

@@ -17,6 +17,7 @@ from kubedra.explain.command import (
     _output_option,
     _print,
     _read,
+    done,
     one_shot,
 )
 from kubedra.options import kubeconfig_option
@@ -56,3 +57,4 @@ def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ..
     status = fleet_status(objects.snapshot(), objects.pods)
     _print(status.to_json(by) if output == "json" else None,
            render_status(status, by=by, every=every_node))
+    done()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,6 +152,27 @@ def test_one_shot_commands_run_without_the_cycle_collector_and_restore_it() -> N
         assert not gc.isenabled()  # left as the caller had it
     finally:
         gc.enable()
+
+
+def test_the_executables_end_at_once_after_all_their_output(tmp_path: Path) -> None:
+    """``kubedra`` and ``kubectl-dra`` end their process when the command has written its
+    output (no atexit handler runs), and every byte of it arrives through a pipe; run from
+    click's test runner the same command returns."""
+    dump = str(_cluster(tmp_path))
+    args = ["explain", "resourceclaim", "too-big", "-n", "demo", "--from", dump, "-o", "json"]
+    expected = CliRunner().invoke(main, args)
+    assert expected.exit_code == 0, expected.output
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "none")}
+    binaries = Path(sys.executable).parent
+    runs = {
+        "kubedra": [str(binaries / "kubedra"), *args],
+        "kubectl-dra": [str(binaries / "kubectl-dra"), *args],
+        "atexit": [sys.executable, "-c", "import atexit, sys; atexit.register(print, 'atexit "
+                   "ran'); from kubedra.cli import run; sys.argv[1:] = " + repr(args) + "; run()"],
+    }
+    for name, command in runs.items():
+        ran = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        assert (name, ran.returncode, ran.stdout, ran.stderr) == (name, 0, expected.output, "")
 
 
 def test_pods_of_other_namespaces_do_not_use_the_claim() -> None:
