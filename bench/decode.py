@@ -8,9 +8,18 @@ cache's record), and validated by pydantic (kubedra's ``DeviceInventory`` model)
 applies. Prints a JSON object: CPU milliseconds per page (best of ``--repeat``) and the
 longest single call, which is what holds the interpreter lock.
 
+With ``--fleet N`` it decodes instead the whole dump that ``kubedra explain/simulate/status
+--from`` read (:mod:`bench.fleet_dump`'s N nodes x 8 H200, as JSON and as YAML): ``json``,
+``orjson`` and ``msgspec`` on the JSON, PyYAML's libyaml loader (``CSafeLoader``) and
+``yaml_rs`` on the YAML, each with Python's cyclic garbage collector on (the default) and off
+(as those commands run), CPU seconds of one decode in a fresh process (the fewest of ``--repeat``
+processes) and its peak RSS (MiB, ``VmHWM``: the process's, interpreter and input bytes
+included).
+
 Usage::
 
     PYTHONPATH=.:operator .venv/bin/python -m bench.decode [--page 100]
+    PYTHONPATH=.:operator .venv/bin/python -m bench.decode --fleet 2000
 
 Decoders that are not installed are reported as ``"missing"``.
 """
@@ -19,6 +28,11 @@ Decoders that are not installed are reported as ``"missing"``.
 import argparse
 import importlib
 import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -119,11 +133,78 @@ def best(call: Callable[[], Any], repeat: int) -> float:
     return min(times)
 
 
+DUMP_DECODERS = {
+    "json": ("json", "import json; decode = json.loads"),
+    "orjson": ("json", "import orjson; decode = orjson.loads"),
+    "msgspec": ("json", "import msgspec; decode = msgspec.json.Decoder().decode"),
+    "libyaml": ("yaml", "import yaml\n"
+                        "decode = lambda b: yaml.load(b, Loader=yaml.CSafeLoader)"),
+    "yaml_rs": ("yaml", "import yaml_rs; decode = lambda b: yaml_rs.loads(b.decode())"),
+}
+"""Name -> (the dump's format, the code that defines ``decode(bytes)``)."""
+
+_ONE_DECODE = """
+import gc, sys, time
+{setup}
+data = open(sys.argv[1], "rb").read()
+if sys.argv[2] == "off":
+    gc.disable()
+start = time.process_time()
+decode(data)
+cpu = time.process_time() - start
+peak = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM")]
+print(cpu, int(peak[0]) // 1024)
+"""
+
+
+def fleet_rows(nodes: int, repeat: int) -> Json:
+    """Decode :mod:`bench.fleet_dump`'s dump of ``nodes`` nodes by every decoder of
+    :data:`DUMP_DECODERS`, garbage collector on and off, each ``repeat`` times in a fresh
+    process."""
+    import yaml
+
+    from bench.fleet_dump import fleet
+
+    document = fleet(nodes)
+    result: Json = {"nodes": nodes, "load": round(os.getloadavg()[0], 2), "decoders": {}}
+    with tempfile.TemporaryDirectory() as folder:
+        files = {"json": pathlib.Path(folder) / "fleet.json",
+                 "yaml": pathlib.Path(folder) / "fleet.yaml"}
+        files["json"].write_text(json.dumps(document))
+        files["yaml"].write_text(yaml.dump(document, Dumper=yaml.CSafeDumper))
+        result["MiB"] = {k: round(f.stat().st_size / 2**20, 1) for k, f in files.items()}
+        for name, (kind, setup) in DUMP_DECODERS.items():
+            row: Json = {}
+            for collector in ("on", "off"):
+                runs = []
+                for _ in range(repeat):
+                    done = subprocess.run(
+                        [sys.executable, "-c", _ONE_DECODE.format(setup=setup),
+                         str(files[kind]), collector], capture_output=True, text=True,
+                        check=False)
+                    if done.returncode:
+                        break
+                    runs.append(done.stdout.split())
+                if not runs:
+                    row = {"missing": done.stderr.strip().splitlines()[-1]}
+                    break
+                row[f"gc_{collector}"] = {"cpu_s": round(min(float(c) for c, _ in runs), 2),
+                                          "rssMiB": max(int(r) for _, r in runs)}
+            result["decoders"][name] = row
+    result["loadAfter"] = round(os.getloadavg()[0], 2)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--page", type=int, default=100, help="objects per list page")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--fleet", type=int, default=0, metavar="NODES",
+                        help="decode the fleet dump of NODES nodes instead")
     args = parser.parse_args()
+    if args.fleet:
+        print(json.dumps(fleet_rows(args.fleet, args.repeat), indent=1))
+        return
     from kubedra.api.inventory import DeviceInventory
 
     result: Json = {"page": args.page, "objects": {}}

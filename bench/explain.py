@@ -10,6 +10,10 @@ reference is ``dra-reference-allocator allocate`` in one process over one scenar
 (that node's slice, the class, that node's allocated claim, the claim: what the scheduler's
 Filter does per node), its JSON decoding included. Both report wall and CPU seconds and peak
 RSS (``wait4``); kubedra also the lines it printed. Both must agree on which nodes fit.
+
+With ``--before DIR`` (the ``operator/`` directory of another version, e.g. ``git archive main
+operator | tar -x -C /tmp/before``) the same command is also run with that version's code
+(``PYTHONPATH=DIR``), right before this one's, so both see the same load.
 """
 
 from __future__ import annotations
@@ -30,11 +34,14 @@ from bench.allocate.__main__ import reference_binary
 REPO = pathlib.Path(__file__).parents[1]
 
 
-def _timed(argv: list[str], stdin: pathlib.Path | None = None) -> tuple[dict[str, float], str]:
-    """Run ``argv``; its wall and CPU seconds, peak RSS (MiB), and its standard output."""
+def _timed(argv: list[str], stdin: pathlib.Path | None = None,
+           code: pathlib.Path | None = None) -> tuple[dict[str, float], str]:
+    """Run ``argv`` (with ``PYTHONPATH=code`` when given); its wall and CPU seconds, peak RSS
+    (MiB), and its standard output."""
+    env = {**os.environ, "PYTHONPATH": str(code)} if code else None
     with tempfile.TemporaryFile() as out, open(stdin or os.devnull, "rb") as given:
         start = time.perf_counter()
-        process = subprocess.Popen(argv, stdin=given, stdout=out)
+        process = subprocess.Popen(argv, stdin=given, stdout=out, env=env)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -46,12 +53,14 @@ def _timed(argv: list[str], stdin: pathlib.Path | None = None) -> tuple[dict[str
              "rssMiB": round(usage.ru_maxrss / 1024)}, text)
 
 
-def kubedra(dump: pathlib.Path, claim: pathlib.Path) -> dict[str, Any]:
-    """``kubedra simulate -f claim --from dump``: figures, lines printed, nodes that fit."""
-    command = [str(pathlib.Path(sys.executable).parent / "kubedra"), "simulate", "-f", str(claim),
-               "--from", str(dump)]
-    figures, text = _timed(command)
-    _, as_json = _timed([*command, "-o", "json"])
+def kubedra(dump: pathlib.Path, claim: pathlib.Path, code: pathlib.Path | None = None
+            ) -> dict[str, Any]:
+    """``kubedra simulate -f claim --from dump`` (of the code in ``code``, else this one's):
+    figures, lines printed, nodes that fit."""
+    # ``python -m kubedra``: each version's own entry point (the ``kubedra`` script is this one's)
+    command = [sys.executable, "-m", "kubedra", "simulate", "-f", str(claim), "--from", str(dump)]
+    figures, text = _timed(command, code=code)
+    _, as_json = _timed([*command, "-o", "json"], code=code)
     fits = sorted(c["node"] for c in json.loads(as_json)["explanation"]["candidates"]
                   if c["fits"])
     return {**figures, "lines": len(text.splitlines()), "fits": fits}
@@ -94,17 +103,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--claim", action="append", choices=sorted(fleet_dump.CLAIMS))
+    parser.add_argument("--before", type=pathlib.Path, metavar="DIR",
+                        help="also run the operator/ code in DIR, beside")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         dump = fleet_dump.write(pathlib.Path(tmp), args.nodes)
         for name in args.claim or list(fleet_dump.CLAIMS):
             claim = pathlib.Path(tmp) / f"claim-{name}.yaml"
+            before = kubedra(dump, claim, args.before) if args.before else None
             ours, theirs = kubedra(dump, claim), reference(dump, claim)
-            if ours.pop("fits") != theirs.pop("fits"):
+            fits = theirs.pop("fits")
+            if ours.pop("fits") != fits:
                 raise SystemExit(f"{name}: kubedra and the reference disagree on where it fits")
+            if before is not None and before.pop("fits") != fits:
+                raise SystemExit(f"{name}: --before and the reference disagree")
             print(json.dumps({"claim": name, "nodes": args.nodes, "kubedra": ours,
-                              "reference": theirs,
+                              "before": before, "reference": theirs,
                               "cpuRatio": round(ours["cpu"] / theirs["cpu"], 2),
                               "rssRatio": round(ours["rssMiB"] / theirs["rssMiB"], 2),
                               "load": round(os.getloadavg()[0], 2)}))

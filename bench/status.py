@@ -8,15 +8,21 @@ capture, ``resource.kubernetes.io/numaNode`` 0/1 by GPU index), node *k* with GP
 
 Rows: ``kubedra status`` (by model), ``--by node``, ``--by pool``, ``-o json``; each run is a
 fresh process (wall and CPU seconds, as ``bench/cli.py`` counts them) and the lines printed.
+With ``--before DIR`` (another version's ``operator/``) each row is first timed with that
+code (``PYTHONPATH=DIR``), so both see the same load.
+
+The dump is JSON, as ``kubedra dump`` writes it; ``--format yaml`` writes it as YAML instead
+(libyaml, as ``kubectl get -o yaml`` gives it), read twenty times slower.
 
 Usage: ``PYTHONPATH=.:operator .venv/bin/python bench/status.py [--nodes 2000] [--runs 3]
-[--pending 0]``. Prints a Markdown table.
+[--pending 0] [--format json|yaml]``. Prints a Markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import statistics
 import subprocess
@@ -83,27 +89,37 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pending", type=int, default=0)
+    parser.add_argument("--format", choices=["json", "yaml"], default="json")
+    parser.add_argument("--before", type=Path, metavar="DIR",
+                        help="also time the operator/ code in DIR (git archive main operator), "
+                             "each row right before this one's")
     args = parser.parse_args()
-    kubedra = str(Path(sys.executable).parent / "kubedra")
+    kubedra = [sys.executable, "-m", "kubedra"]  # each version's own entry point
     env = {**os.environ, "PYTHONPATH": "operator"}
     with tempfile.TemporaryDirectory() as folder:
-        dump = Path(folder) / "fleet.yaml"
-        dump.write_text(yaml.dump(fleet_dump(args.nodes, args.pending),
-                                  Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
+        dump = Path(folder) / f"fleet.{args.format}"
+        document = fleet_dump(args.nodes, args.pending)
+        dump.write_text(json.dumps(document) if args.format == "json" else yaml.dump(
+            document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
         print(f"{args.nodes} nodes, {args.nodes * GPUS} devices, {1 + args.pending} pending; "
-              f"dump {dump.stat().st_size / 2**20:.1f} MiB; load {os.getloadavg()[0]:.2f}\n")
+              f"dump {dump.stat().st_size / 2**20:.1f} MiB of {args.format}; "
+              f"load {os.getloadavg()[0]:.2f}\n")
         print("| command | wall min / median / max | CPU median | lines |\n| --- | --- | --- "
               "| --- |")
+        versions = [("", env)]
+        if args.before:
+            versions.insert(0, (" (before)", {**os.environ, "PYTHONPATH": str(args.before)}))
         for extra in ([], ["--by", "node"], ["--by", "pool"], ["-o", "json"]):
-            command = [kubedra, "status", "--from", str(dump), *extra]
-            lines = subprocess.run(command, env=env, check=True, capture_output=True,
-                                   text=True).stdout.count("\n")
-            runs = timed(command, args.runs, env)
-            walls = [w for w, _ in runs]
-            print(f"| `kubedra status {' '.join(extra)}` | {min(walls):.2f} / "
-                  f"{statistics.median(walls):.2f} / {max(walls):.2f} s | "
-                  f"{statistics.median(c for _, c in runs):.2f} s | {lines} |")
-
+            command = [*kubedra, "status", "--from", str(dump), *extra]
+            for label, version_env in versions:
+                lines = subprocess.run(command, env=version_env, check=True, capture_output=True,
+                                       text=True).stdout.count("\n")
+                runs = timed(command, args.runs, version_env)
+                walls = [w for w, _ in runs]
+                print(f"| `kubedra status {' '.join(extra)}`{label} | {min(walls):.2f} / "
+                      f"{statistics.median(walls):.2f} / {max(walls):.2f} s | "
+                      f"{statistics.median(c for _, c in runs):.2f} s | {lines} |")
+        print(f"\nload {os.getloadavg()[0]:.2f} at the end")
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,5 @@
 """``python -m kubedra`` runs the same command line as the ``kubedra`` script."""
 
-from kubedra.cli import main
+from kubedra.cli import run
 
-main()
+run()

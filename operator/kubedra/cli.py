@@ -98,11 +98,23 @@ def kubectl_dra() -> None:
       kubectl dra explain resourceclaim my-claim -n my-namespace
       kubectl dra explain resourceclaim my-claim -o json
       kubectl dra simulate -f claim.yaml
-      kubectl dra dump -o cluster.yaml
+      kubectl dra dump -o cluster.json
       kubectl dra status --by node
     """
 
 
+OWN_PROCESS = {"ownProcess": True}
+"""The click context object of a command line that has its process to itself (the
+executables, ``python -m kubedra``): a one-shot command may then end the process as soon as it
+has written its output (:func:`kubedra.explain.command.done`). Commands run otherwise (click's
+test runner, another program) get none and return."""
+
+
+def run() -> None:
+    """Entry point of the ``kubedra`` executable and of ``python -m kubedra``."""
+    main(obj=OWN_PROCESS)
+
+
 def kubectl_plugin() -> None:
     """Entry point of the ``kubectl-dra`` executable (kubectl runs it for ``kubectl dra``)."""
-    kubectl_dra(prog_name="kubectl dra", args=sys.argv[1:])
+    kubectl_dra(prog_name="kubectl dra", args=sys.argv[1:], obj=OWN_PROCESS)

@@ -57,7 +57,7 @@ class DeviceEntry:
     of matching DeviceTaintRules.
     """
 
-    __slots__ = ("_cel", "allow_multiple", "attributes", "binding_conditions",
+    __slots__ = ("_cel", "_conversion", "allow_multiple", "attributes", "binding_conditions",
                  "binding_failure_conditions", "binds_to_node", "capacity", "consumes",
                  "consumes_counters", "device", "driver", "id", "name", "node_selection",
                  "slice", "taints", "uid")
@@ -85,6 +85,16 @@ class DeviceEntry:
         self.node_selection = NodeSelection(device.node_name, device.all_nodes,
                                             device.node_selector)
         self._cel: CELDevice | None = None
+        self._conversion: tuple[str | None] | None = None
+
+    def conversion_error(self) -> str | None:
+        """The first attribute upstream's ``DeviceMatches`` cannot convert, or None
+        (:func:`kubedra.cel.reads.conversion_error`, computed once)."""
+        if self._conversion is None:
+            from kubedra.cel.reads import conversion_error
+
+            self._conversion = (conversion_error(self.driver, self.attributes),)
+        return self._conversion[0]
 
     def blocking_taints(self) -> Iterable[DeviceTaint]:
         """Taints that prevent allocation unless a toleration matches."""

@@ -30,14 +30,17 @@ from kubedra.allocation.search_steps import SearchSteps, SearchTime, scheduler_s
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
 from kubedra.api.quantity import Quantity
-from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
+from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim
+from kubedra.api.slice_decoding import SliceDecoder
 
 INVALID_POOLS_MESSAGE = "invalid resource pools were encountered"
 """Upstream's message when nothing fits and some pool of the node is invalid."""
 
 
 def load_snapshot(scenario: Mapping[str, Any]) -> tuple[ResourceSnapshot, AllocatedState]:
-    """The snapshot and allocated state of a scenario (or of a benchmark input).
+    """The snapshot and allocated state of a scenario (or of a benchmark input); the slices
+    share the models of equal attribute values and capacities (:class:`SliceDecoder`), as
+    explain's do, so the differential corpus decides through that decoder too.
 
     Raises:
         UnsupportedFeaturesError: the scenario's features select another allocator variant.
@@ -45,8 +48,9 @@ def load_snapshot(scenario: Mapping[str, Any]) -> tuple[ResourceSnapshot, Alloca
     """
     features = AllocatorFeatures.from_gate_names(scenario.get("features") or {},
                                                  allocator=scenario.get("allocator"))
+    decoder = SliceDecoder()
     snapshot = ResourceSnapshot(
-        [ResourceSlice.from_api(s) for s in scenario.get("slices") or ()],
+        [decoder.decode(s) for s in scenario.get("slices") or ()],
         [DeviceClass.from_api(c) for c in scenario.get("classes") or ()],
         [DeviceTaintRule.from_api(r) for r in scenario.get("taintRules") or ()],
         features)

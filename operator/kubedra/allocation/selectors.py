@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.pools import DeviceEntry
 from kubedra.cel import CELCompileError, CELRuntimeError, CompiledSelector, compile_selector
-from kubedra.cel.reads import conversion_error, reads, values_key
+from kubedra.cel.reads import reads, values_key
 
 
 class SelectorError(AllocationError):
@@ -69,8 +69,7 @@ class SelectorSet:
                              on_device=isinstance(err, CELRuntimeError))
 
     def _evaluate(self, device: DeviceEntry) -> bool | SelectorError:
-        error = (conversion_error(device.driver, device.attributes)
-                 if any(r is not None for r in self._reads) else None)
+        error = device.conversion_error() if any(r is not None for r in self._reads) else None
         for position, expression in enumerate(self.expressions):
             read = self._reads[position]
             key = None if read is None else values_key(

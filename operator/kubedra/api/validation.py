@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from kubedra.api.inventory import InventoryDevice, Rejection
 from kubedra.api.limits import (
     DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH,
     RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE,
@@ -28,6 +28,9 @@ from kubedra.api.limits import (
 )
 from kubedra.api.names import qualified_name_error
 from kubedra.api.resource import SEMVER_PATTERN, CounterSet, DeviceAttribute, DeviceTaint
+
+if TYPE_CHECKING:  # claim validation (explain, simulate) needs no inventory models: 60 ms
+    from kubedra.api.inventory import InventoryDevice, Rejection
 
 _SEMVER = re.compile(SEMVER_PATTERN)
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -198,5 +201,7 @@ def taint_errors(taint: DeviceTaint) -> list[FieldError]:
 def model_rejections(name: str, err: ValidationError) -> list[Rejection]:
     """Each error of a model that could not be built for device ``name`` (a value the models
     refuse, e.g. a name that is not a DNS label), as a :class:`Rejection`."""
+    from kubedra.api.inventory import Rejection
+
     return [Rejection(name=name, field=f"devices[{name}]." + ".".join(str(p) for p in e["loc"]),
                       message=e["msg"]) for e in err.errors()]

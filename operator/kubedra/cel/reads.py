@@ -60,7 +60,8 @@ def values_key(reads_: Reads, error: str | None, driver: str,
     """The values of a device that ``reads_`` names, and its :func:`conversion_error`
     ``error`` (hashable):
     devices with equal keys get the same outcome from the selector. ``capacity`` is the
-    device's ``capacity`` (values compared as written, ``80Gi`` apart from ``81920Mi``)."""
+    device's ``capacity`` (values compared with their format, ``80Gi`` apart from
+    ``85899345920``, as their canonical strings differ)."""
     key: list[Any] = [error]
     for kind, domain, ident in reads_:
         if kind == "driver":
@@ -72,9 +73,16 @@ def values_key(reads_: Reads, error: str | None, driver: str,
             key.append(_value(attributes.get(ident)) if domain == driver else None)
         else:
             qualified, bare = capacity.get(f"{domain}/{ident}"), capacity.get(ident)
-            key.append(None if qualified is None else str(qualified.value))
-            key.append(None if bare is None or domain != driver else str(bare.value))
+            key.append(None if qualified is None else _quantity(qualified))
+            key.append(None if bare is None or domain != driver else _quantity(bare))
     return tuple(key)
+
+
+def _quantity(capacity: DeviceCapacity) -> tuple[Any, str]:
+    """A capacity's value and format: what its canonical string is made from (equal pairs
+    have equal strings), without writing the string (``Quantity.canonical`` was most of this
+    key's cost)."""
+    return capacity.value.value, capacity.value.format
 
 
 def _value(attr: DeviceAttribute | None) -> Any:

@@ -33,6 +33,7 @@ from kubedra.api.resource import (
     ResourceClaim,
     ResourceSlice,
 )
+from kubedra.api.slice_decoding import SliceDecoder
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,14 @@ class ClusterSnapshot:
                  taint_rules: Iterable[Mapping[str, Any]],
                  claims: Iterable[Mapping[str, Any]],
                  nodes: Iterable[Mapping[str, Any]]) -> ClusterSnapshot:
-        """A snapshot of objects as the API server returns them (plain dicts).
+        """A snapshot of objects as the API server returns them (plain dicts); slices share
+        the models of equal attribute values and capacities (:class:`SliceDecoder`).
 
         Raises:
             pydantic.ValidationError: an object does not parse.
         """
-        return cls.build([ResourceSlice.from_api(s) for s in slices],
+        decoder = SliceDecoder()
+        return cls.build([decoder.decode(s) for s in slices],
                          [DeviceClass.from_api(c) for c in classes],
                          [DeviceTaintRule.from_api(r) for r in taint_rules],
                          [ResourceClaim.from_api(c) for c in claims],

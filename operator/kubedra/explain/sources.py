@@ -13,12 +13,12 @@ server's lists as JSON; those objects are then read as a dump's are.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from kubedra.api.resource import ResourceClaim
@@ -39,8 +39,12 @@ _LIST_PATHS = {"ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
 :class:`ClusterObjects`."""
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-"""libyaml's safe loader and dumper when PyYAML has them: ten times faster on a large dump."""
+"""libyaml's safe loader when PyYAML has it: three times faster than PyYAML's own on a large
+dump, and still twenty times slower than JSON (bench/RESULTS.md, round 6)."""
+
+_JSON = msgspec.json.Decoder()
+"""Decodes a JSON dump into plain dicts and lists: the fastest of ``json``, ``orjson`` and
+``msgspec`` on the 2,000-node dump, and the smallest result (``bench/decode.py --fleet``)."""
 
 DUMP_SUFFIXES = (".yaml", ".yml", ".json")
 """Files of a dump directory that are read (in name order); others are skipped."""
@@ -161,15 +165,21 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, ...]:
     return (obj["kind"], meta.get("namespace") or "", name)
 
 
-def _documents(text: str) -> list[Any]:
-    """The documents of a file: JSON (a subset of YAML, as ``kubectl get -o json`` writes
-    it) through the JSON parser, fifty times faster than YAML's on a 13 MB dump; else YAML."""
-    if text.lstrip()[:1] in ("{", "["):
+def _documents(data: bytes) -> list[Any]:
+    """The documents of a file: JSON (a subset of YAML, as ``kubectl get -o json`` and
+    ``kubedra dump`` write it) through the JSON decoder, twenty times faster than YAML's
+    on a 13 MB dump (with Python's garbage collector off; sixty with it on); else YAML.
+
+    Raises:
+        UnicodeDecodeError: the file is not UTF-8.
+        yaml.YAMLError: it is neither JSON nor YAML.
+    """
+    if data.lstrip()[:1] in (b"{", b"["):
         try:
-            return [json.loads(text)]
-        except ValueError:
+            return [_JSON.decode(data)]
+        except msgspec.DecodeError:
             pass
-    return list(yaml.load_all(text, Loader=_LOADER))
+    return list(yaml.load_all(data.decode(), Loader=_LOADER))
 
 
 def read_dump(paths: Iterable[Path]) -> ClusterObjects:
@@ -185,7 +195,7 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
     for path in paths:
         for source in _dump_files(path):
             try:
-                documents = _documents(source.read_text())
+                documents = _documents(source.read_bytes())
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
                 raise DumpError(f"{source}: {err}") from None
             for document in documents:
@@ -222,8 +232,10 @@ def _trimmed(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def dump_text(objects: ClusterObjects) -> str:
-    """:func:`dump_document` as YAML."""
-    return yaml.dump(dump_document(objects), Dumper=_DUMPER, sort_keys=False)
+    """:func:`dump_document` as JSON, two spaces an indent, as ``--from`` reads it fastest
+    (JSON is YAML too: any YAML reader reads it)."""
+    encoded = msgspec.json.format(msgspec.json.encode(dump_document(objects)), indent=2)
+    return encoded.decode() + "\n"
 
 
 def dump_document(objects: ClusterObjects) -> dict[str, Any]:

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import click
 
-from kubedra.explain.command import _cluster, _from_option, _output_option, _print, _read
+from kubedra.explain.command import (
+    _cluster,
+    _from_option,
+    _output_option,
+    _print,
+    _read,
+    done,
+    one_shot,
+)
 from kubedra.options import kubeconfig_option
 
 
@@ -24,6 +32,7 @@ from kubedra.options import kubeconfig_option
                    "same but for their names are grouped]")
 @_from_option
 @kubeconfig_option
+@one_shot
 def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ...],
                    kubeconfig: Path | None) -> None:
     """The fleet at a glance, as kube-scheduler's allocator sees it.
@@ -38,7 +47,7 @@ def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ..
     Examples:
       kubectl dra status
       kubectl dra status --by node
-      kubedra status --by pool -o json --from cluster.yaml
+      kubedra status --by pool -o json --from cluster.json
     """
     with _cluster(kubeconfig, dumps) as proxy:
         objects = _read(proxy, dumps, "reading the cluster", None)
@@ -48,3 +57,4 @@ def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ..
     status = fleet_status(objects.snapshot(), objects.pods)
     _print(status.to_json(by) if output == "json" else None,
            render_status(status, by=by, every=every_node))
+    done()

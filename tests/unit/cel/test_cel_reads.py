@@ -3,6 +3,8 @@ evaluation (issue 24: a memory selector over 16,000 GPUs)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from kubedra.api.resource import DeviceAttribute, DeviceCapacity
@@ -49,8 +51,8 @@ def test_devices_that_differ_only_in_unread_values_have_one_key() -> None:
     two = values_key(read, None, D, _attrs(uuid={"string": "GPU-2"}), memory, False)
     other = values_key(read, None, D, _attrs(uuid={"string": "GPU-2"}),
                        {"memory": DeviceCapacity.model_validate({"value": "80Gi"})}, False)
-    assert one == two == (None, None, "143771Mi")
-    assert other == (None, None, "80Gi")
+    assert one == two == (None, None, (Fraction(143771 * 2**20), "BinarySI"))
+    assert other == (None, None, (Fraction(80 * 2**30), "BinarySI"))
 
 
 def test_a_device_upstream_cannot_convert_keys_apart() -> None:
