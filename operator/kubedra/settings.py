@@ -150,7 +150,7 @@ class Settings(BaseSettings):
     fleet_metrics_interval: Seconds = 30.0
     """Seconds between two counts of the fleet's devices per model, at least (the
     ``kubedra_operator_fleet_devices_*`` gauges, :mod:`kubedra.controller.fleet`); 0: never
-    (no such gauges, and no parsed copy of the slices kept for them: 156 MiB at 2,000 nodes
+    (no such gauges, and no parsed copy of the slices kept for them: 42 MiB at 2,000 nodes
     of 8 H200)."""
     attacher: str = "immediate"
     """The attach step for devices with binding conditions (KEP-5007): ``immediate`` or

@@ -10,6 +10,7 @@ from typing import Any
 
 from kubedra.allocation import ResourceSnapshot
 from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
+from kubedra.api.slice_decoding import SliceDecoder
 from kubedra.explain import ClusterSnapshot
 from kubedra.explain.snapshot import node_info
 
@@ -65,6 +66,8 @@ class ExplainState:
     """Claim → (message, time) of the last Event posted on it."""
     executor: ThreadPoolExecutor = field(default_factory=_explain_thread)
     _resources: tuple[int, ResourceSnapshot, list[DeviceTaintRule]] | None = None
+    _slices: dict[str, tuple[str, ResourceSlice]] = field(default_factory=dict)
+    """Slice name → (resourceVersion, parsed) of the last snapshot, reused while unchanged."""
     _allocated: tuple[int, list[ResourceClaim]] | None = None
 
     def node_changed(self, name: str, labels: Mapping[str, str] | None) -> bool:
@@ -114,7 +117,7 @@ class ExplainState:
         version did not change (called from the worker thread only)."""
         if self._resources is None or self._resources[0] != inputs.inventory_version:
             rules = [DeviceTaintRule.from_api(r) for r in inputs.taint_rules]
-            resources = ResourceSnapshot([ResourceSlice.from_api(s) for s in inputs.slices],
+            resources = ResourceSnapshot(self._parsed_slices(inputs.slices),
                                          [DeviceClass.from_api(c) for c in inputs.classes], rules)
             self._resources = (inputs.inventory_version, resources, rules)
         if self._allocated is None or self._allocated[0] != inputs.claims_version:
@@ -124,3 +127,23 @@ class ExplainState:
         return ClusterSnapshot(resources, rules, self._allocated[1],
                                sorted((node_info(n) for n in inputs.nodes),
                                       key=lambda n: n.name))
+
+    def _parsed_slices(self, slices: list[dict[str, Any]]) -> list[ResourceSlice]:
+        """``slices`` parsed: a slice at the resourceVersion it was last parsed at is the same
+        model again (none mutates them), the others go through one :class:`SliceDecoder`, so
+        their equal attribute values and capacities share models. A change of one slice in a
+        fleet costs one slice's parse, not the fleet's; the memory the snapshot holds is that
+        of the distinct values, not of every device's copy."""
+        decoder = SliceDecoder()
+        parsed: dict[str, tuple[str, ResourceSlice]] = {}
+        models = []
+        for data in slices:
+            metadata = data.get("metadata") or {}
+            name, version = metadata.get("name") or "", metadata.get("resourceVersion") or ""
+            known = self._slices.get(name)
+            model = known[1] if known and version and known[0] == version else decoder.decode(data)
+            if name and version:
+                parsed[name] = (version, model)
+            models.append(model)
+        self._slices = parsed
+        return models

@@ -15,7 +15,7 @@ from kubedra.controller.explain_state import (
     Inputs,
 )
 from kubedra.controller.explanations import unschedulable_for_claims
-from kubedra.explain import explain_claim
+from kubedra.explain import ClusterSnapshot, explain_claim
 from tests.support.explain_builders import gpu_claim, h200_slices, node, shipped_classes
 
 SCHEDULER_MESSAGE = ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 "
@@ -93,6 +93,28 @@ def test_parsed_inputs_are_reused_until_their_version_changes() -> None:
     assert state.snapshot(inputs).resources is first.resources
     inputs.inventory_version = 2
     assert state.snapshot(inputs).resources is not first.resources
+
+
+def test_unchanged_slices_are_not_parsed_again() -> None:
+    slices = [{**s, "metadata": {**s["metadata"], "resourceVersion": str(i + 1)}}
+              for i, s in enumerate(h200_slices("n1") + h200_slices("n2"))]
+    state = ExplainState()
+    inputs = Inputs(slices=slices, classes=shipped_classes(), taint_rules=[], allocated=[],
+                    nodes=[node("n1"), node("n2")], inventory_version=1, claims_version=1)
+    def devices(snapshot: ClusterSnapshot) -> list[Any]:
+        """The first device model of each slice, in the snapshot's order."""
+        return [entry.devices[0].device for entry in snapshot.resources.slices.all]
+
+    one, two = devices(state.snapshot(inputs))
+    assert (one.name, two.name) == ("gpu-0", "gpu-0")
+    # equal values of the two slices' devices are one model
+    assert one.attributes["productName"] is two.attributes["productName"]
+    changed = {**slices[1], "metadata": {**slices[1]["metadata"], "resourceVersion": "9"}}
+    inputs.slices, inputs.inventory_version = [slices[0], changed], 2
+    again = devices(state.snapshot(inputs))
+    assert again[0] is one, "an unchanged slice is not parsed again"
+    assert again[1] is not two
+    assert again[1] == two
 
 
 def test_every_evaluation_runs_in_the_same_thread() -> None:
