@@ -66,35 +66,27 @@ class SliceDecoder:
 
 def _shared_map(cache: dict[tuple[Any, ...], _M | None], model: type[_M],
                 values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` (attribute or capacity name -> value) with each value replaced by its shared
-    model (:func:`_shared`). Once every value of a device has been seen (most devices of a
-    fleet), one comprehension looks them all up."""
-    try:
-        found = {name: cache[(*value.items(), *map(type, value.values()))]
-                 for name, value in values.items()}
-    except (KeyError, TypeError, AttributeError):  # new, unhashable, or not a dict
-        pass
-    else:
-        if None not in found.values():
-            return found
-    return {name: _shared(cache, model, value) for name, value in values.items()}
-
-
-def _shared(cache: dict[tuple[Any, ...], _M | None], model: type[_M], value: Any) -> Any:
-    """The shared model of ``value`` (a dict of hashable values: scalars), validated the first
-    time it is seen; ``value`` itself when it holds anything else (a list) or does not
-    validate (the caller's validation then parses it in place, or reports it there). The key
-    holds each value's type too: ``{"bool": 1.0}`` is not ``{"bool": true}``."""
-    if type(value) is not dict:
-        return value
-    key = (*value.items(), *map(type, value.values()))
-    try:
-        found = cache[key]
-    except TypeError:  # unhashable: a list value
-        return value
-    except KeyError:
-        try:
-            found = cache[key] = model.model_validate(value)
-        except ValidationError:
-            found = cache[key] = None
-    return value if found is None else found
+    """``values`` (attribute or capacity name -> value) with each value that is a dict of
+    hashable values (scalars) replaced by its shared model, validated the first time it is
+    seen; a value holding anything else (a list), or one that does not validate, stays as it
+    is (the caller's validation then parses it in place, or reports it there). The key holds
+    each value's type too: ``{"bool": 1.0}`` is not ``{"bool": true}``. One loop, one lookup
+    per value: most values of a fleet's devices are seen before, a few (UUIDs, PCI addresses)
+    never."""
+    shared: dict[str, Any] = {}
+    for name, value in values.items():
+        if type(value) is dict:
+            key = (*value.items(), *map(type, value.values()))
+            try:
+                found = cache[key]
+            except KeyError:
+                try:
+                    found = cache[key] = model.model_validate(value)
+                except ValidationError:
+                    found = cache[key] = None
+            except TypeError:  # unhashable: a list value
+                found = None
+            if found is not None:
+                value = found
+        shared[name] = value
+    return shared
