@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -74,13 +75,37 @@ def _kubeconfig_found(kubeconfig: Path | None) -> str:
     return where
 
 
+def _tls_client(configuration: client.Configuration, where: str) -> ApiClient:
+    """An ``ApiClient`` of ``configuration`` (its TLS files are read here, by
+    kubernetes-asyncio's ``RESTClientObject``); ``where``: what the configuration came from
+    (``kubeconfig /x``), for the error.
+
+    Raises:
+        KubeconfigError: a certificate authority, client certificate or key cannot be loaded
+            (an empty or non-PEM file, a key that does not match), naming the files and
+            OpenSSL's reason rather than a traceback from ``ssl.create_default_context``.
+    """
+    try:
+        return ApiClient(configuration)
+    except OSError as err:  # ssl.SSLError is one
+        files = ", ".join(f"{what} {path}" for what, path in (
+            ("certificate authority", configuration.ssl_ca_cert),
+            ("client certificate", configuration.cert_file),
+            ("client key", configuration.key_file)) if path)
+        reason = f"{err.library}: {err.reason}" if isinstance(err, ssl.SSLError) and err.reason \
+            else err.strerror or str(err)
+        raise KubeconfigError(f"{where} cannot be used: its TLS files ({files}) cannot be "
+                              f"loaded: {reason}") from None
+
+
 async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
     """An ``ApiClient`` from ``kubeconfig``, else the in-cluster service account, else
     ``$KUBECONFIG`` / ``~/.kube/config``.
 
     Raises:
         KubeconfigError: no usable configuration was found (a missing file is named as such,
-            not as kubernetes-asyncio's ``Expected key current-context``).
+            not as kubernetes-asyncio's ``Expected key current-context``), or its TLS files
+            cannot be loaded (:func:`_tls_client`).
     """
     configuration = client.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -88,14 +113,14 @@ async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
             config.load_incluster_config(client_configuration=configuration)
         except config.ConfigException as err:
             raise KubeconfigError(f"in-cluster configuration cannot be used: {err}") from None
-        return ApiClient(configuration)
+        return _tls_client(configuration, "in-cluster configuration")
     where = _kubeconfig_found(kubeconfig)
     try:
         await config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,
                                       client_configuration=configuration)
     except config.ConfigException as err:
         raise KubeconfigError(f"kubeconfig {where} cannot be used: {err}") from None
-    return ApiClient(configuration)
+    return _tls_client(configuration, f"kubeconfig {where}")
 
 
 class WriteFenced(Exception):

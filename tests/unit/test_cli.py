@@ -97,9 +97,17 @@ def _loaded(code: str, modules: tuple[str, ...]) -> list[str]:
       "--metrics-cert-dir", "{tmp}/certs", "--kubeconfig", "{tmp}/valid.kubeconfig"], {},
      "metrics certificate directory {tmp}/certs (tls.crt, tls.key) cannot be used: [Errno 2] "
      "No such file or directory: '{tmp}/certs/tls.crt'"),
+    (["operator", "--liveness-port", "0", "--kubeconfig", "{tmp}/bad-ca.kubeconfig"], {},
+     "kubeconfig {tmp}/bad-ca.kubeconfig cannot be used: its TLS files (certificate authority "
+     "{tmp}/ca.crt) cannot be loaded: X509: NO_CERTIFICATE_OR_CRL_FOUND"),
+    (["agent", "--node-name", "n", "--metrics-port", "0",
+      "--kubeconfig", "{tmp}/bad-ca.kubeconfig"], {},
+     "kubeconfig {tmp}/bad-ca.kubeconfig cannot be used: its TLS files (certificate authority "
+     "{tmp}/ca.crt) cannot be loaded: X509: NO_CERTIFICATE_OR_CRL_FOUND"),
 ], ids=["dump to a missing directory", "a bad environment value", "no kubeconfig for the agent",
         "no kubeconfig for the operator", "an empty kubeconfig",
-        "no metrics certificate"])
+        "no metrics certificate", "a certificate authority that is no certificate",
+        "the agent's certificate authority that is no certificate"])
 def test_bad_input_is_a_one_line_error_not_a_traceback(
         args: list[str], env: dict[str, str], error: str, tmp_path: Path) -> None:
     tmp = str(tmp_path)
@@ -107,6 +115,13 @@ def test_bad_input_is_a_one_line_error_not_a_traceback(
     (tmp_path / "valid.kubeconfig").write_text(yaml.safe_dump({  # nothing listens there
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    (tmp_path / "ca.crt").write_text("")  # as a failed copy of a CA leaves it
+    (tmp_path / "bad-ca.kubeconfig").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9",
+                                               "certificate-authority": f"{tmp}/ca.crt"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     environment = {k: v for k, v in os.environ.items()
