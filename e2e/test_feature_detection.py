@@ -41,10 +41,15 @@ GATES_CAN_BE_OFF = pytest.mark.skipif(MINOR not in GATES_OFF, reason=(
 def gates_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kubedra, int]]:
     """kubedra installed on a second control plane whose kube-apiserver, kube-scheduler and
     kube-controller-manager have the gates of :data:`GATES_OF_1_34` off (by default, or by
-    :data:`GATES_OFF`), its operator serving ``/healthz`` on the returned port (everything
-    stopped by PID afterwards)."""
-    plane = ControlPlane(Path(tmp_path_factory.mktemp("gates-off")),
-                         feature_gates=GATES_OFF[MINOR])
+    :data:`GATES_OFF`)."""
+    yield from _kubedra_on(Path(tmp_path_factory.mktemp("gates-off")), GATES_OFF[MINOR])
+
+
+def _kubedra_on(directory: Path, feature_gates: str) -> Iterator[tuple[Kubedra, int]]:
+    """kubedra installed on a control plane of its own in ``directory`` with
+    ``feature_gates`` (for kube-apiserver, kube-scheduler and kube-controller-manager), its
+    operator serving ``/healthz`` on the port yielded (everything stopped by PID after)."""
+    plane = ControlPlane(directory, feature_gates=feature_gates)
     plane.start()
     try:
         deployment = Kubedra(plane)
@@ -54,6 +59,18 @@ def gates_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kubedr
         yield deployment, port
     finally:
         assert plane.stop() == []
+
+
+async def _served_features(deployment: Kubedra, port: int) -> dict[str, Any]:
+    """The operator's ``/healthz`` ``kubedra.servedFeatures``, once detected."""
+    async def health() -> dict[str, Any] | None:
+        async with aiohttp.ClientSession() as http, http.get(
+                f"https://127.0.0.1:{port}/healthz",
+                ssl=client_tls(deployment.plane)) as response:
+            body: dict[str, Any] = json.loads(await response.read())
+        return (body.get("kubedra") or {}).get("servedFeatures")
+    found: dict[str, Any] = await eventually(health, timeout=60, what="the operator's /healthz")
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -99,15 +116,7 @@ async def test_a_cluster_with_the_gates_off_is_detected(gates_off: tuple[Kubedra
                           "DRAOptionalNodeOperations")
     assert served.server_version == f"v{kube_version()}"
     assert served.resource_versions[0] == "v1"
-
-    async def health() -> dict[str, Any] | None:
-        async with aiohttp.ClientSession() as http, http.get(
-                f"https://127.0.0.1:{gates_off[1]}/healthz",
-                ssl=client_tls(gates_off[0].plane)) as response:
-            body: dict[str, Any] = json.loads(await response.read())
-        return body if (body.get("kubedra") or {}).get("servedFeatures") else None
-    body = await eventually(health, timeout=60, what="the operator's /healthz")
-    assert body["kubedra"]["servedFeatures"] == {
+    assert await _served_features(*gates_off) == {
         "serverVersion": f"v{kube_version()}", "resourceVersions": list(served.resource_versions),
         "deviceTaints": False, "partitionableDevices": False, "deviceTaintRules": rules_listed,
         "skipNodeOperations": False, "off": list(served.off)}
@@ -197,19 +206,10 @@ NO_NODE_OPERATIONS = ["NodePrepareResources", "NodeUnprepareResources"]
 @pytest.fixture(scope="module")
 def node_operations_optional(tmp_path_factory: pytest.TempPathFactory
                              ) -> Iterator[tuple[Kubedra, int]]:
-    """kubedra on a control plane with ``DRAOptionalNodeOperations`` on (KEP-5945), its
-    operator serving ``/healthz`` on the returned port (everything stopped by PID after)."""
-    plane = ControlPlane(Path(tmp_path_factory.mktemp("skip-node-ops")),
-                         feature_gates="DRAOptionalNodeOperations=true")
-    plane.start()
-    try:
-        deployment = Kubedra(plane)
-        deployment.install()
-        port = free_port()
-        deployment.start_operator(liveness_port=port)
-        yield deployment, port
-    finally:
-        assert plane.stop() == []
+    """kubedra on a control plane with ``DRAOptionalNodeOperations`` on (KEP-5945), as
+    :func:`_kubedra_on`."""
+    yield from _kubedra_on(Path(tmp_path_factory.mktemp("skip-node-ops")),
+                           "DRAOptionalNodeOperations=true")
 
 
 async def _publish_network_pool(api: ApiClient, name: str) -> dict[str, Any]:
@@ -258,15 +258,11 @@ async def test_a_network_pool_skips_node_operations_where_the_cluster_keeps_the_
             "SlicesPublished", "1 device in 1 ResourceSlice (pool fabric-skip, generation 1); "
             "the kubelet skips node operations for its devices (skipNodeOperations: "
             "NodePrepareResources, NodeUnprepareResources)")
-
-        async def health() -> dict[str, Any] | None:
-            async with aiohttp.ClientSession() as http, http.get(
-                    f"https://127.0.0.1:{port}/healthz",
-                    ssl=client_tls(deployment.plane)) as response:
-                body: dict[str, Any] = json.loads(await response.read())
-            return (body.get("kubedra") or {}).get("servedFeatures")
-        features = await eventually(health, timeout=60, what="the operator's /healthz")
-        assert (features["skipNodeOperations"], features["off"]) == (True, list(served.off))
+        assert await _served_features(deployment, port) == {
+            "serverVersion": f"v{kube_version()}",
+            "resourceVersions": list(served.resource_versions), "deviceTaints": True,
+            "partitionableDevices": True, "deviceTaintRules": True, "skipNodeOperations": True,
+            "off": []}
         await _delete_inventory(api, "fabric-skip")
 
 

@@ -11,7 +11,10 @@ out, with the reason, what the cluster cannot carry, instead of publishing it st
 
 ``skipNodeOperations`` (KEP-5945, gate ``DRAOptionalNodeOperations``: alpha and off by default
 in 1.37) is only an optimisation: where the cluster does not keep it, a pool is published
-without it (the kubelet then calls the driver as before), and the detected set says so.
+without it (the kubelet then calls the driver as before), and the detected set says so, as
+upstream's resourceslice controller reports the gate ``DRAOptionalNodeOperations`` disabled
+when a written slice comes back without it (k8s.io/dynamic-resource-allocation
+resourceslice/resourceslicecontroller.go).
 """
 
 from __future__ import annotations
