@@ -24,6 +24,7 @@ from e2e.harness.kubedra import Kubedra
 from e2e.harness.scrape import client_tls
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+from kubedra import kube
 from kubedra.controller.features import PROBE_DRIVER, detect
 from kubedra.kube import make_api_client
 
@@ -40,10 +41,15 @@ GATES_CAN_BE_OFF = pytest.mark.skipif(MINOR not in GATES_OFF, reason=(
 def gates_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kubedra, int]]:
     """kubedra installed on a second control plane whose kube-apiserver, kube-scheduler and
     kube-controller-manager have the gates of :data:`GATES_OF_1_34` off (by default, or by
-    :data:`GATES_OFF`), its operator serving ``/healthz`` on the returned port (everything
-    stopped by PID afterwards)."""
-    plane = ControlPlane(Path(tmp_path_factory.mktemp("gates-off")),
-                         feature_gates=GATES_OFF[MINOR])
+    :data:`GATES_OFF`)."""
+    yield from _kubedra_on(Path(tmp_path_factory.mktemp("gates-off")), GATES_OFF[MINOR])
+
+
+def _kubedra_on(directory: Path, feature_gates: str) -> Iterator[tuple[Kubedra, int]]:
+    """kubedra installed on a control plane of its own in ``directory`` with
+    ``feature_gates`` (for kube-apiserver, kube-scheduler and kube-controller-manager), its
+    operator serving ``/healthz`` on the port yielded (everything stopped by PID after)."""
+    plane = ControlPlane(directory, feature_gates=feature_gates)
     plane.start()
     try:
         deployment = Kubedra(plane)
@@ -55,6 +61,18 @@ def gates_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kubedr
         assert plane.stop() == []
 
 
+async def _served_features(deployment: Kubedra, port: int) -> dict[str, Any]:
+    """The operator's ``/healthz`` ``kubedra.servedFeatures``, once detected."""
+    async def health() -> dict[str, Any] | None:
+        async with aiohttp.ClientSession() as http, http.get(
+                f"https://127.0.0.1:{port}/healthz",
+                ssl=client_tls(deployment.plane)) as response:
+            body: dict[str, Any] = json.loads(await response.read())
+        return (body.get("kubedra") or {}).get("servedFeatures")
+    found: dict[str, Any] = await eventually(health, timeout=60, what="the operator's /healthz")
+    return found
+
+
 @pytest.fixture(scope="module")
 async def gates_off_api(gates_off: tuple[Kubedra, int]) -> AsyncIterator[ApiClient]:
     api = await make_api_client(gates_off[0].plane.admin_kubeconfig)
@@ -63,14 +81,17 @@ async def gates_off_api(gates_off: tuple[Kubedra, int]) -> AsyncIterator[ApiClie
 
 
 DEFAULT_OFF = {
-    "1.34": ("DRADeviceTaints", "DRAPartitionableDevices", "DRADeviceTaintRules"),
-    "1.35": ("DRADeviceTaints", "DRAPartitionableDevices", "DRADeviceTaintRules"),
-    "1.36": ("DRADeviceTaintRules",),
-    "1.37": (),
+    "1.34": ("DRADeviceTaints", "DRAPartitionableDevices", "DRADeviceTaintRules",
+             "DRAOptionalNodeOperations"),
+    "1.35": ("DRADeviceTaints", "DRAPartitionableDevices", "DRADeviceTaintRules",
+             "DRAOptionalNodeOperations"),
+    "1.36": ("DRADeviceTaintRules", "DRAOptionalNodeOperations"),
+    "1.37": ("DRAOptionalNodeOperations",),
 }
 """What each minor has off by default, by the gate stages of reference/dra-api.md section 6
-(DeviceTaintRule joins resource.k8s.io/v1 in 1.37); measured on 1.34.4, 1.35.4, 1.36.3 and
-1.37.2."""
+(DeviceTaintRule joins resource.k8s.io/v1 in 1.37; DRAOptionalNodeOperations is alpha, off, in
+1.37 and unknown before); measured on 1.34.4, 1.35.4, 1.36.3 and 1.37.2 (all but
+DRAOptionalNodeOperations, measured on 1.37.2 only)."""
 
 
 async def test_the_default_cluster_is_detected_as_its_release_ships(
@@ -91,20 +112,14 @@ async def test_a_cluster_with_the_gates_off_is_detected(gates_off: tuple[Kubedra
     # 1.37 DeviceTaintRule is not in v1 at all
     rules_listed = MINOR == "1.37"
     assert served.off == ("DRADeviceTaints", "DRAPartitionableDevices",
-                          *(() if rules_listed else ("DRADeviceTaintRules",)))
+                          *(() if rules_listed else ("DRADeviceTaintRules",)),
+                          "DRAOptionalNodeOperations")
     assert served.server_version == f"v{kube_version()}"
     assert served.resource_versions[0] == "v1"
-
-    async def health() -> dict[str, Any] | None:
-        async with aiohttp.ClientSession() as http, http.get(
-                f"https://127.0.0.1:{gates_off[1]}/healthz",
-                ssl=client_tls(gates_off[0].plane)) as response:
-            body: dict[str, Any] = json.loads(await response.read())
-        return body if (body.get("kubedra") or {}).get("servedFeatures") else None
-    body = await eventually(health, timeout=60, what="the operator's /healthz")
-    assert body["kubedra"]["servedFeatures"] == {
+    assert await _served_features(*gates_off) == {
         "serverVersion": f"v{kube_version()}", "resourceVersions": list(served.resource_versions),
-        "deviceTaints": False, "partitionableDevices": False, "deviceTaintRules": rules_listed}
+        "deviceTaints": False, "partitionableDevices": False, "deviceTaintRules": rules_listed,
+        "skipNodeOperations": False, "off": list(served.off)}
 
 
 @GATES_CAN_BE_OFF
@@ -181,3 +196,88 @@ async def test_an_inventory_node_selector_of_two_terms_is_refused(
                       "message": f"Invalid value: {rule}"},
                      {"reason": "FieldValueInvalid", "field": "spec.nodeSelector",
                       "message": f'Invalid value: "object": {rule}'})
+
+
+GATE_CAN_BE_ON = pytest.mark.skipif(MINOR in ("1.34", "1.35", "1.36"), reason=(
+    f"Kubernetes {MINOR} has no DRAOptionalNodeOperations gate (alpha from 1.37)"))
+NO_NODE_OPERATIONS = ["NodePrepareResources", "NodeUnprepareResources"]
+
+
+@pytest.fixture(scope="module")
+def node_operations_optional(tmp_path_factory: pytest.TempPathFactory
+                             ) -> Iterator[tuple[Kubedra, int]]:
+    """kubedra on a control plane with ``DRAOptionalNodeOperations`` on (KEP-5945), as
+    :func:`_kubedra_on`."""
+    yield from _kubedra_on(Path(tmp_path_factory.mktemp("skip-node-ops")),
+                           "DRAOptionalNodeOperations=true")
+
+
+async def _publish_network_pool(api: ApiClient, name: str) -> dict[str, Any]:
+    """Create network pool ``name`` (allNodes, one declared device) and return its one slice,
+    as the API server stored it, once published and its condition written. Read raw: the
+    client's models drop the fields they do not know (``skipNodeOperations``)."""
+    await client.CustomObjectsApi(api).create_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", {
+            "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+            "metadata": {"name": name},
+            "spec": {"driver": "pci.kubedra.io", "allNodes": True, "pool": name,
+                     "devices": [{"name": "nic-0"}]}})
+
+    async def published() -> dict[str, Any] | None:
+        ready = condition(await read_inventory(api, name), "Published")
+        found = await slices_of(api, name)
+        return found[0] if ready and len(found) == 1 else None
+    stored = await eventually(published, timeout=60, what=f"{name} published")
+    raw: dict[str, Any] = await kube.get_discovery(  # a raw GET of the one object
+        api, f"/apis/resource.k8s.io/v1/resourceslices/{stored['metadata']['name']}")
+    return raw
+
+
+async def _delete_inventory(api: ApiClient, name: str) -> None:
+    await client.CustomObjectsApi(api).delete_cluster_custom_object(
+        "kubedra.io", "v1alpha1", "deviceinventories", name)
+
+
+@GATE_CAN_BE_ON
+async def test_a_network_pool_skips_node_operations_where_the_cluster_keeps_the_field(
+        node_operations_optional: tuple[Kubedra, int]) -> None:
+    deployment, port = node_operations_optional
+    api = await make_api_client(deployment.plane.admin_kubeconfig)
+    async with api:
+        served = await detect(api, PROBE_DRIVER)
+        assert served.skip_node_operations
+        assert "DRAOptionalNodeOperations" not in served.off
+        published = await _publish_network_pool(api, "fabric-skip")
+        # read back from the API server: the field survived the write, written once (a
+        # slice whose stored copy differed from what the operator wants would be rewritten)
+        assert published["spec"]["skipNodeOperations"] == NO_NODE_OPERATIONS
+        assert published["metadata"]["generation"] == 1
+        ready = condition(await read_inventory(api, "fabric-skip"), "Published")
+        assert ready is not None
+        assert (ready["reason"], ready["message"]) == (
+            "SlicesPublished", "1 device in 1 ResourceSlice (pool fabric-skip, generation 1); "
+            "the kubelet skips node operations for its devices (skipNodeOperations: "
+            "NodePrepareResources, NodeUnprepareResources)")
+        assert await _served_features(deployment, port) == {
+            "serverVersion": f"v{kube_version()}",
+            "resourceVersions": list(served.resource_versions), "deviceTaints": True,
+            "partitionableDevices": True, "deviceTaintRules": True, "skipNodeOperations": True,
+            "off": []}
+        await _delete_inventory(api, "fabric-skip")
+
+
+async def test_the_default_cluster_reports_skip_node_operations_unavailable(
+        kubedra: Kubedra, admin_api: ApiClient) -> None:
+    served = await detect(admin_api, PROBE_DRIVER)
+    assert not served.skip_node_operations
+    assert "DRAOptionalNodeOperations" in served.off
+    published = await _publish_network_pool(admin_api, "fabric-no-skip")
+    try:
+        assert "skipNodeOperations" not in published["spec"]
+        assert published["spec"]["devices"] == [{"name": "nic-0"}]
+        ready = condition(await read_inventory(admin_api, "fabric-no-skip"), "Published")
+        assert ready is not None
+        assert (ready["reason"], ready["message"]) == (
+            "SlicesPublished", "1 device in 1 ResourceSlice (pool fabric-no-skip, generation 1)")
+    finally:
+        await _delete_inventory(admin_api, "fabric-no-skip")

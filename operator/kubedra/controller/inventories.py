@@ -394,7 +394,8 @@ def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[
     newest = sorted(existing, key=lambda s: -s.spec.pool.generation)
     first = newest[0].spec
     pool = DesiredPool(driver=first.driver, name=first.pool.name, node_name=first.node_name,
-                       node_selector=first.node_selector, all_nodes=bool(first.all_nodes))
+                       node_selector=first.node_selector, all_nodes=bool(first.all_nodes),
+                       skip_node_operations=tuple(first.skip_node_operations or ()))
     devices = _first_by_name([d for s in newest for d in s.spec.devices or []])
     sets = _first_by_name([c for s in newest for c in s.spec.shared_counters or []])
     kept, left_out = _kept_only(name, pool, devices, sets, uses, existing, owner, "deleted",
@@ -526,6 +527,9 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
     disabled = sorted(set(pool.disabled) - set(draining) - left_out)
     if disabled:
         message += f"; disabled by an override, not published: {named_devices(disabled)}"
+    if pool.skip_node_operations:  # kept by this cluster (fit_pool), so in effect
+        message += ("; the kubelet skips node operations for its devices (skipNodeOperations: "
+                    f"{', '.join(pool.skip_node_operations)})")
     return message
 
 

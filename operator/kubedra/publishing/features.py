@@ -8,6 +8,13 @@ would vanish and the device be allocated; counters would vanish and MIG partitio
 allocated together. The operator therefore learns what survives a write (a server-side dry-run
 create of :func:`probe_slice`, compared by :func:`served_from_probe`) and :func:`fit_pool` leaves
 out, with the reason, what the cluster cannot carry, instead of publishing it stripped.
+
+``skipNodeOperations`` (KEP-5945, gate ``DRAOptionalNodeOperations``: alpha and off by default
+in 1.37) is only an optimisation: where the cluster does not keep it, a pool is published
+without it (the kubelet then calls the driver as before), and the detected set says so, as
+upstream's resourceslice controller reports the gate ``DRAOptionalNodeOperations`` disabled
+when a written slice comes back without it (k8s.io/dynamic-resource-allocation
+resourceslice/resourceslicecontroller.go).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from typing import Any
 
 from kubedra.api.inventory import Rejection
 from kubedra.api.resource import Device
-from kubedra.publishing.pool import DesiredPool
+from kubedra.publishing.pool import NO_NODE_OPERATIONS, DesiredPool
 
 PROBE_SLICE_NAME = "kubedra-feature-probe"
 """Name of the slice the operator dry-run creates to learn what the API server keeps."""
@@ -32,6 +39,10 @@ class ServedFeatures:
         partitionable_devices: ``sharedCounters`` and ``devices[].consumesCounters`` survive
             (gate ``DRAPartitionableDevices``).
         device_taint_rules: the API serves DeviceTaintRule in ``resource.k8s.io/v1``.
+        skip_node_operations: ``spec.skipNodeOperations`` survives a write (gate
+            ``DRAOptionalNodeOperations``). False until a probe shows it, unlike the others
+            (on by default where they exist): a slice written with a field the server drops
+            differs from its stored copy, and would be written again on every reconcile.
         resource_versions: the served versions of ``resource.k8s.io``, preferred first.
         server_version: the API server's ``gitVersion`` (``v1.37.2``), or "" when unknown.
     """
@@ -39,6 +50,7 @@ class ServedFeatures:
     device_taints: bool = True
     partitionable_devices: bool = True
     device_taint_rules: bool = True
+    skip_node_operations: bool = False
     resource_versions: tuple[str, ...] = ("v1",)
     server_version: str = ""
 
@@ -47,7 +59,8 @@ class ServedFeatures:
         """The feature gates, by upstream name, whose fields this cluster does not keep."""
         gates = (("DRADeviceTaints", self.device_taints),
                  ("DRAPartitionableDevices", self.partitionable_devices),
-                 ("DRADeviceTaintRules", self.device_taint_rules))
+                 ("DRADeviceTaintRules", self.device_taint_rules),
+                 ("DRAOptionalNodeOperations", self.skip_node_operations))
         return tuple(name for name, on in gates if not on)
 
     def to_json(self) -> dict[str, Any]:
@@ -56,16 +69,21 @@ class ServedFeatures:
                 "resourceVersions": list(self.resource_versions),
                 "deviceTaints": self.device_taints,
                 "partitionableDevices": self.partitionable_devices,
-                "deviceTaintRules": self.device_taint_rules}
+                "deviceTaintRules": self.device_taint_rules,
+                "skipNodeOperations": self.skip_node_operations,
+                "off": list(self.off)}
 
 
 def probe_slice(driver: str) -> dict[str, Any]:
     """The ResourceSlice body the operator dry-run creates (never stored) to learn whether the
-    server keeps device taints: one pool-wide device with one taint."""
+    server keeps device taints and ``skipNodeOperations``: one pool-wide device with one taint,
+    skipping :data:`~kubedra.publishing.pool.NO_NODE_OPERATIONS` (a server without the field
+    drops it as unknown: field validation ``Warn`` is the default)."""
     return {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": PROBE_SLICE_NAME},
         "spec": {"driver": driver, "allNodes": True,
+                 "skipNodeOperations": list(NO_NODE_OPERATIONS),
                  "pool": {"name": PROBE_SLICE_NAME, "generation": 1, "resourceSliceCount": 1},
                  "devices": [{"name": "probe", "taints": [
                      {"key": "kubedra.io/probe", "effect": "NoSchedule"}]}]},
@@ -86,9 +104,11 @@ def served_from_probe(returned_taints: dict[str, Any], returned_counters: dict[s
                       server_version: str = "") -> ServedFeatures:
     """The features, from what the API server returned for the dry-run creates of
     :func:`probe_slice` and :func:`probe_counter_slice` (a dropped field is absent)."""
-    devices = (returned_taints.get("spec") or {}).get("devices") or [{}]
+    spec = returned_taints.get("spec") or {}
+    devices = spec.get("devices") or [{}]
     return ServedFeatures(
         device_taints=bool(devices[0].get("taints")),
+        skip_node_operations=spec.get("skipNodeOperations") == list(NO_NODE_OPERATIONS),
         partitionable_devices=bool((returned_counters.get("spec") or {}).get("sharedCounters")),
         device_taint_rules=device_taint_rules,
         resource_versions=resource_versions,
@@ -110,7 +130,10 @@ def fit_pool(pool: DesiredPool, served: ServedFeatures) -> DesiredPool:
     taint); with partitionable devices off, every counter set and every device that consumes
     counters but the :func:`sole_consumers`, published without ``consumesCounters`` (a GPU
     with MIG partitions on is published whole, its partitions left out). Unchanged when the
-    cluster serves both."""
+    cluster serves both. Without ``skipNodeOperations`` served, the pool is published without
+    it (nothing is left out: the kubelet calls the driver as it would without the field)."""
+    if pool.skip_node_operations and not served.skip_node_operations:
+        pool = replace(pool, skip_node_operations=())
     left_out: list[Rejection] = []
     devices = []
     sole = {} if served.partitionable_devices else sole_consumers(pool)

@@ -36,6 +36,12 @@ RECOVERED_TAINT_VALUE = "recovered-hold-down"
 
 _TAINT_VALUE_MAX = 63
 
+NO_NODE_OPERATIONS = ("NodePrepareResources", "NodeUnprepareResources")
+"""``skipNodeOperations`` of a pool that needs no node work: the kubelet calls neither gRPC
+for a claim whose devices of the driver all skip them (KEP-5945; ``SkipNodeOperations`` in
+k8s.io/api/resource/v1/types.go). Both, as ``NodePrepareResources`` may not be skipped alone
+(``validateSkipNodeOperations`` in pkg/apis/resource/validation/validation.go)."""
+
 
 @dataclass(frozen=True)
 class DesiredPool:
@@ -58,6 +64,9 @@ class DesiredPool:
     left out of its report come first."""
     held_until: datetime | None = None
     """When the first hold-down of a recovered device ends (the pool changes then), or None."""
+    skip_node_operations: tuple[str, ...] = ()
+    """The slices' ``spec.skipNodeOperations`` (KEP-5945): :data:`NO_NODE_OPERATIONS` for a
+    pool without node (no agent prepares its devices), else empty."""
 
 
 def pool_name(inventory: DeviceInventory) -> str:
@@ -123,6 +132,8 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
     less than that long before ``now`` (default: the current time), with the value
     :data:`RECOVERED_TAINT_VALUE`; ``held_until`` of the result says when to build again.
     Binding conditions that break a rule of :func:`binding_errors` leave the device out too.
+    A pool without node (``spec.nodeSelector`` or ``spec.allNodes``: no agent serves it) skips
+    the node operations (:data:`NO_NODE_OPERATIONS`).
 
     A value the API server refuses in a slice must not cost the devices that do not depend on
     it, so nothing here raises: a counter set whose name is taken already or that breaks a
@@ -211,6 +222,7 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
         disabled=disabled,
         left_out=left_out,
         held_until=held_until,
+        skip_node_operations=() if spec.node_name else NO_NODE_OPERATIONS,
     )
 
 

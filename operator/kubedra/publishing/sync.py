@@ -111,6 +111,7 @@ def _spec(pool: DesiredPool, content: SliceContent, resource_pool: ResourcePool,
         devices=(_with_taint_times(content.devices, times)
                  or None if not content.counter_sets else None),
         shared_counters=list(content.counter_sets) or None,
+        skip_node_operations=list(pool.skip_node_operations) or None,
     )
 
 

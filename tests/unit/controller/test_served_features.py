@@ -101,19 +101,69 @@ def test_the_probe_read_back_decides_each_feature() -> None:
     taints, counters = probe_slice("gpu.kubedra.io"), probe_counter_slice("gpu.kubedra.io")
     kept = served_from_probe(taints, counters, resource_versions=("v1", "v1beta2"),
                              device_taint_rules=True, server_version="v1.37.2")
-    assert kept == ServedFeatures(resource_versions=("v1", "v1beta2"), server_version="v1.37.2")
+    assert kept == ServedFeatures(resource_versions=("v1", "v1beta2"), server_version="v1.37.2",
+                                  skip_node_operations=True)
     assert kept.off == ()
     taints["spec"]["devices"][0].pop("taints")
+    taints["spec"].pop("skipNodeOperations")
     counters["spec"].pop("sharedCounters")
     dropped = served_from_probe(taints, counters, resource_versions=("v1",),
                                 device_taint_rules=False)
-    assert dropped.off == ("DRADeviceTaints", "DRAPartitionableDevices", "DRADeviceTaintRules")
+    off = ("DRADeviceTaints", "DRAPartitionableDevices", "DRADeviceTaintRules",
+           "DRAOptionalNodeOperations")
+    assert dropped.off == off
     assert dropped.to_json() == {"serverVersion": "", "resourceVersions": ["v1"],
                                  "deviceTaints": False, "partitionableDevices": False,
-                                 "deviceTaintRules": False}
+                                 "deviceTaintRules": False, "skipNodeOperations": False,
+                                 "off": list(off)}
 
 
 def test_a_cluster_that_changes_its_features_changes_the_fingerprint() -> None:
     raw = raw_inventory()
     assert inputs_digest(raw, "uid", 0.0) == inputs_digest(raw, "uid", 0.0, ())
     assert inputs_digest(raw, "uid", 0.0) != inputs_digest(raw, "uid", 0.0, NO_TAINTS.off)
+
+
+def _network_slices(served: ServedFeatures) -> list[dict[str, object]]:
+    """The slice bodies the decision writes for network pool ``pool-a`` on ``served``."""
+    decision = decide_inventory(inputs(raw_inventory(node=None, devices=1), served=served))
+    assert decision.plan is not None
+    return [w.body for w in decision.plan.writes if w.body is not None]
+
+
+NETWORK_SLICE_SPEC = {
+    "driver": "gpu.kubedra.io", "allNodes": True,
+    "pool": {"name": "pool-a", "generation": 1, "resourceSliceCount": 1},
+    "devices": [{"name": "gpu-0", "attributes": {"index": {"int": 0}}}]}
+
+
+def test_a_network_pool_skips_node_operations_where_the_cluster_keeps_the_field() -> None:
+    served = ServedFeatures(skip_node_operations=True)
+    [body] = _network_slices(served)
+    assert body["spec"] == {**NETWORK_SLICE_SPEC, "skipNodeOperations": [
+        "NodePrepareResources", "NodeUnprepareResources"]}
+    decision = decide_inventory(inputs(raw_inventory(node=None, devices=1), served=served))
+    assert (decision.reason, decision.message) == (
+        "SlicesPublished", "1 device in 1 ResourceSlice (pool pool-a, generation 1); the "
+        "kubelet skips node operations for its devices (skipNodeOperations: "
+        "NodePrepareResources, NodeUnprepareResources)")
+
+
+def test_a_network_pool_is_published_without_the_field_where_it_is_not_kept() -> None:
+    served = ServedFeatures()  # the default: DRAOptionalNodeOperations is alpha and off
+    [body] = _network_slices(served)
+    assert body["spec"] == NETWORK_SLICE_SPEC
+    decision = decide_inventory(inputs(raw_inventory(node=None, devices=1), served=served))
+    assert decision.message == "1 device in 1 ResourceSlice (pool pool-a, generation 1)"
+    assert served.off == ("DRAOptionalNodeOperations",)
+    assert served.to_json()["skipNodeOperations"] is False
+
+
+def test_a_node_pool_never_skips_node_operations() -> None:
+    decision = decide_inventory(inputs(raw_inventory(devices=1),
+                                       served=ServedFeatures(skip_node_operations=True)))
+    assert decision.plan is not None
+    [write] = decision.plan.writes
+    assert write.body is not None
+    assert "skipNodeOperations" not in write.body["spec"]
+    assert write.body["spec"]["nodeName"] == "node-1"
