@@ -30,7 +30,7 @@ from kubedra.api.resource import CounterSet
 from kubedra.node.cdi import transient_spec_path
 from kubedra.node.checkpoint import CHECKPOINT_FILE, PreparedClaim
 from kubedra.node.claimspec import cdi_kind
-from kubedra.node.exclusivity import find_conflict, pool_counters
+from kubedra.node.exclusivity import find_conflict, node_devices, pool_counters
 from kubedra.publishing.pool import pool_name
 
 DRIVERS = ("gpu.kubedra.io", "pci.kubedra.io")
@@ -233,9 +233,7 @@ def _node_devices(raw: dict[str, Any]) -> tuple[dict[str, InventoryDevice], list
     inventory = inv.DeviceInventory.model_validate(raw)
     found = inventory.status.discovered if inventory.status else None
     discovered = expand(found) if found else None
-    devices: dict[str, InventoryDevice] = {}
-    for device in [*(inventory.spec.devices or []), *(discovered.devices if discovered else [])]:
-        devices.setdefault(device.name, device)
+    devices = node_devices(inventory.spec.devices or [], discovered.devices if discovered else [])
     counter_sets = [*(inventory.spec.counter_sets or []),
                     *((discovered.counter_sets or []) if discovered else [])]
     return devices, counter_sets, pool_name(inventory)

@@ -41,6 +41,7 @@ from kubedra.logging import get_logger
 from kubedra.metrics import REGISTRY, start_metrics_server
 from kubedra.metrics_auth import secure_serving
 from kubedra.node.checkpoint import read_boot_id
+from kubedra.node.exclusivity import node_devices
 from kubedra.node.health import HealthFeed, health_timeout, stamp_health_transitions
 from kubedra.node.metrics import PluginMetrics
 from kubedra.node.mig import NvmlMigPartitioner
@@ -97,10 +98,7 @@ class Agent:
         What the kubelet plugin may prepare."""
         declared = self.inventory.spec.devices or [] if self.inventory else []
         found = self.discovered.devices if self.discovered else []
-        devices: dict[str, InventoryDevice] = {}
-        for device in [*declared, *found]:
-            devices.setdefault(device.name, device)
-        return devices
+        return node_devices(declared, found)
 
     def counter_sets(self) -> list[CounterSet]:
         """The pool's shared counter sets: those the inventory declares (``spec.counterSets``,

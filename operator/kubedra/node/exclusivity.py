@@ -82,6 +82,17 @@ class Conflict:
                 "prepared once that claim is unprepared")
 
 
+def node_devices(declared: Iterable[InventoryDevice],
+                 found: Iterable[InventoryDevice]) -> dict[str, InventoryDevice]:
+    """A node's devices by name: those its inventory declares (``spec.devices``) first, then
+    those the agent found; of two with one name the declared one counts, as the operator
+    merges them."""
+    devices: dict[str, InventoryDevice] = {}
+    for device in [*declared, *found]:
+        devices.setdefault(device.name, device)
+    return devices
+
+
 def pool_counters(counter_sets: Iterable[CounterSet]) -> dict[CounterKey, Fraction]:
     """The value of every shared counter of a pool by ``(counter set, counter)``; of two sets
     with one name the first counts (spec before discovered, as the operator publishes)."""
