@@ -55,6 +55,7 @@ from kubedra.explain.model import (
     RequestOutcome,
     SelectorReason,
 )
+from kubedra.explain.node_shapes import NodeShapes
 from kubedra.explain.search_time import TIMED_OUT, judge_search
 from kubedra.explain.selectors import format_value, judge_parts, references
 from kubedra.explain.shapes import NODES_NAMED, masked, names, others
@@ -276,6 +277,19 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
     return outcome
 
 
+def _evaluate(shapes: NodeShapes, node: NodeInfo, pools: NodePools, claim: ResourceClaim,
+              by_shape: bool) -> NodeOutcome:
+    """:func:`evaluate_node`, once per node shape (:mod:`kubedra.explain.node_shapes`) unless
+    not ``by_shape``."""
+    shape = shapes.shape(node, pools) if by_shape else None
+    if shape is not None and (outcome := shapes.reused(shape)) is not None:
+        return outcome
+    outcome = evaluate_node(shapes.snapshot, shapes.allocator, claim, node, pools)
+    if shape is not None:
+        shapes.keep(shape, outcome, pools)
+    return outcome
+
+
 def _grouped(outcomes: Iterable[NodeOutcome]) -> list[list[NodeOutcome]]:
     """Failed nodes grouped by shape (:mod:`kubedra.explain.shapes`: the request and check
     that failed, every request's counts, and the message but for the names of the node, its
@@ -410,8 +424,8 @@ def _holding_claims(snapshot: ClusterSnapshot, claim: ResourceClaim,
 
 
 def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[PodPlacement],
-             nodes: Sequence[str] | None, explanation: ClaimExplanation) -> None:
-    allocator = snapshot.allocator()
+             nodes: Sequence[str] | None, explanation: ClaimExplanation, by_shape: bool) -> None:
+    shapes = NodeShapes(snapshot, snapshot.allocator(), claim)
     counts = explanation.nodes
     holding = _holding_claims(snapshot, claim, pods)
     counts.holding_claims = list(holding)
@@ -437,7 +451,7 @@ def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[Pod
             counts.without_devices += 1
             continue
         counts.evaluated += 1
-        explanation.candidates.append(evaluate_node(snapshot, allocator, claim, node, pools))
+        explanation.candidates.append(_evaluate(shapes, node, pools, claim, by_shape))
     fitting = [c for c in explanation.candidates if c.fits]
     erred = [c for c in explanation.candidates if c.error is not None]
     timed_out = [c for c in explanation.candidates if c.times_out()]
@@ -528,12 +542,14 @@ def _allocated(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[P
 
 def explain_claim(snapshot: ClusterSnapshot, claim: ResourceClaim,
                   pods: Sequence[PodPlacement] = (), *,
-                  nodes: Sequence[str] | None = None) -> ClaimExplanation:
+                  nodes: Sequence[str] | None = None, by_shape: bool = True) -> ClaimExplanation:
     """Explain ``claim`` against ``snapshot``.
 
     Args:
         pods: the pods using the claim; only nodes every one of them may run on are evaluated.
         nodes: evaluate only these nodes (``None``: all).
+        by_shape: evaluate each node shape once (:mod:`kubedra.explain.node_shapes`; the same
+            outcome as node by node, which ``False`` does, for comparison).
     """
     explanation = ClaimExplanation(
         namespace=claim.metadata.namespace or "", name=claim.metadata.name or "",
@@ -541,6 +557,6 @@ def explain_claim(snapshot: ClusterSnapshot, claim: ResourceClaim,
     if claim.status.allocation is not None:
         _allocated(snapshot, claim, pods, explanation)
     else:
-        _pending(snapshot, claim, pods, nodes, explanation)
+        _pending(snapshot, claim, pods, nodes, explanation, by_shape)
     return explanation
 

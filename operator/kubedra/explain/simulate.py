@@ -174,9 +174,10 @@ def _nodes(names: list[str]) -> str:
 
 def simulate_claim(snapshot: ClusterSnapshot, claim: ResourceClaim, *,
                    nodes: Sequence[str] | None = None,
-                   max_copies: int = MAX_COPIES) -> Simulation:
-    """Explain ``claim`` on the cluster now and count the copies of it that fit."""
-    simulation = Simulation(explain_claim(snapshot, claim, nodes=nodes))
+                   max_copies: int = MAX_COPIES, by_shape: bool = True) -> Simulation:
+    """Explain ``claim`` on the cluster now and count the copies of it that fit
+    (``by_shape``: as :func:`~kubedra.explain.claims.explain_claim`)."""
+    simulation = Simulation(explain_claim(snapshot, claim, nodes=nodes, by_shape=by_shape))
     fits = {c.node for c in simulation.explanation.candidates if c.fits}
     left = [node for node in snapshot.nodes if node.name in fits]
     consumable = snapshot.resources.features.consumable_capacity

@@ -1,0 +1,214 @@
+"""Evaluate each distinct node shape once: nodes that differ only in names get one search.
+
+On a fleet, most nodes are copies of a few: the same devices, the same values, the same
+devices taken, differing only in the names of the node, its pools and slices and the claims
+holding its devices. The allocator's search, its diagnosis and the count of kube-scheduler's
+search steps (:func:`kubedra.explain.claims.evaluate_node`) then come out the same but for
+those names, so :class:`NodeShapes` evaluates the first node of each shape and gives every
+later node of that shape a copy of its outcome with the names replaced, word for word.
+
+A node's *shape* (:meth:`NodeShapes.shape`) is, in search order, every device's pool and slice
+position, name, the values the claim's selectors read (:func:`kubedra.cel.reads.values_key`,
+the device's CEL conversion error included), the values its constraints compare, its
+capacities, whether it is allocated and the position and request of each claim holding it;
+then each pool's driver, generation and slice count, and which of the names are equal. The
+shape decides the search: devices are tried in that order and every check reads only these
+(``allocator_incubating.go``: ``allocateDevice``, ``isSelectable``, the constraints'
+``add``). A node is evaluated on its own whenever something else could matter: a pool without
+this node's ``nodeName`` (shared by several nodes, or chosen by labels), per-device node
+selection, shared counters, taints, binding conditions, shared devices or capacity, an
+incomplete, invalid, obsolete or outdated pool, or a selector that reads the device in a way
+:mod:`kubedra.cel.reads` cannot key.
+
+Names are replaced as whole words (``[\\w.-]+``, as :mod:`kubedra.explain.shapes` masks
+them). A name that could also stand in the text for something else is never replaced: each
+word that changes must hold a letter and be none of the words of the explanation's and the
+allocator's source (their sentences), of the claim, of its classes, or of the first node's
+devices; otherwise the node is evaluated on its own.
+"""
+
+from __future__ import annotations
+
+import copy as copy_module
+import dataclasses
+import pathlib
+import re
+from functools import cache
+from typing import Any
+
+from kubedra.allocation import Allocator, NodeInfo, NodePools, lookup_attribute
+from kubedra.api.resource import ResourceClaim
+from kubedra.cel.reads import Reads, reads, values_key
+from kubedra.explain.findings import request_specs
+from kubedra.explain.model import NodeOutcome
+from kubedra.explain.snapshot import ClusterSnapshot
+
+_WORD = re.compile(r"[\w.-]+")
+_LETTER = re.compile(r"[a-z]", re.IGNORECASE)
+
+_SOURCES = ("explain", "allocation", "cel")
+"""The packages (of ``kubedra``) whose words the text may contain."""
+
+
+@cache
+def source_words() -> frozenset[str]:
+    """Every word of the modules that write an explanation (code, sentences, docstrings)."""
+    root = pathlib.Path(__file__).parents[1]
+    return frozenset(word for package in _SOURCES for path in (root / package).glob("*.py")
+                     for word in _WORD.findall(path.read_text()))
+
+
+Shape = tuple[tuple[Any, ...], tuple[str, ...]]
+"""A node's shape key and its names, word by word, in the order the key places them."""
+
+
+class NodeShapes:
+    """The outcome of the first node of each shape, for one claim against one snapshot.
+
+    Attributes:
+        evaluated: nodes whose outcome was computed (not reused); for benchmarks and tests.
+    """
+
+    def __init__(self, snapshot: ClusterSnapshot, allocator: Allocator,
+                 claim: ResourceClaim) -> None:
+        self.snapshot = snapshot
+        self.allocator = allocator
+        self.evaluated = 0
+        specs = request_specs(claim, snapshot).values()
+        expressions = {e for s in specs for e in (*s.class_selectors, *s.request_selectors)}
+        found = [reads(e) for e in sorted(expressions)]
+        self._reads: list[Reads] | None = None if any(r is None for r in found) else \
+            [r for r in found if r is not None]
+        devices = claim.spec.devices
+        self._attributes = sorted({c.match_attribute or c.distinct_attribute or ""
+                                   for c in (devices.constraints or () if devices else ())})
+        self._claim_words = frozenset(_WORD.findall(claim.model_dump_json())) | frozenset(
+            word for s in specs if (c := snapshot.resources.classes.get(s.device_class))
+            for word in _WORD.findall(c.model_dump_json()))
+        self._first: dict[tuple[Any, ...], tuple[NodeOutcome, tuple[str, ...],
+                                                 frozenset[str], Plan]] = {}
+
+    def shape(self, node: NodeInfo, pools: NodePools) -> Shape | None:
+        """The node's shape, or None when it must be evaluated on its own (module docstring)."""
+        if self._reads is None or pools.obsolete or pools.outdated:
+            return None
+        allocated = self.allocator.allocated
+        holders = self.snapshot.holders
+        names: list[str] = [node.name]
+        key: list[Any] = []
+        for pool in pools.pools:
+            if (pool.incomplete or pool.invalid or pool.other_slices or pool.counter_sets
+                    or any(s.node_selection.node_name != node.name or s.per_device_set
+                           for s in pool.slices)):
+                return None
+            names.append(pool.name)
+            names.extend(s.name for s in pool.slices)
+            key.append((pool.driver, len(pool.slices), tuple(
+                (s.generation, s.slice_count, len(s.devices)) for s in pool.slices)))
+        slice_at = {s.name: i for p in pools.pools for i, s in enumerate(p.slices)}
+        claims: dict[str, int] = {}
+        for device in pools.devices:
+            if (device.taints or device.consumes_counters or device.allow_multiple
+                    or device.binding_conditions is not None or device.binds_to_node
+                    or device.node_selection.is_set or device.id in allocated.shared_devices
+                    or device.id in allocated.consumed_capacity):
+                return None
+            error = device.conversion_error()
+            capacity = device.capacity or {}
+            held = []
+            for holder in holders.get(device.id, ()):
+                if holder.claim not in claims:
+                    claims[holder.claim] = len(claims)
+                    names.append(holder.claim)
+                held.append((claims[holder.claim], holder.request))
+            key.append((slice_at[device.slice.name], device.name, device.id in allocated.devices,
+                        tuple(held),
+                        tuple(values_key(r, error, device.driver, device.attributes, capacity,
+                                         False) for r in self._reads),
+                        tuple(lookup_attribute(device, a) for a in self._attributes),
+                        tuple((n, id(c)) for n, c in capacity.items())))
+        words = [_WORD.findall(name) for name in names]
+        flat = [w for group in words for w in group]
+        first: dict[str, int] = {}
+        same = tuple(first.setdefault(w, len(first)) for w in flat)
+        return (tuple(key), tuple(len(g) for g in words), same), tuple(flat)
+
+    def reused(self, shape: Shape) -> NodeOutcome | None:
+        """The outcome of the first node of this shape with this node's names, or None (no
+        node of the shape yet, or a name that cannot be replaced safely)."""
+        key, names = shape
+        found = self._first.get(key)
+        if found is None:
+            return None
+        outcome, first_names, taken, where = found
+        words = {a: b for a, b in zip(first_names, names, strict=True) if a != b}
+        if any(word in taken or not _LETTER.search(word) for word in words):
+            return None
+        copy = renamed(outcome, where, words)
+        assert isinstance(copy, NodeOutcome)
+        return copy
+
+    def keep(self, shape: Shape, outcome: NodeOutcome, pools: NodePools) -> None:
+        """Remember a node's own outcome as its shape's (not one that erred: an error's text
+        comes from outside), or in place of it when fewer of this node's names are words of
+        the text."""
+        self.evaluated += 1
+        if outcome.error is not None or any(r.errors or r.compile_errors
+                                            for r in outcome.requests):
+            return
+        key, names = shape
+        found = self._first.get(key)
+        taken = source_words() | self._claim_words | _device_words(pools)
+        # the node whose names are least often words of the text serves its shape best
+        if found is None or len(taken.intersection(names)) < len(found[2].intersection(found[1])):
+            self._first[key] = (outcome, names, taken, plan(outcome, frozenset(names)))
+
+
+def _device_words(pools: NodePools) -> frozenset[str]:
+    """The words of the node's devices' names, attributes and capacities."""
+    return frozenset(word for d in pools.devices
+                     for text in (d.name, repr(d.attributes), repr(d.capacity))
+                     for word in _WORD.findall(text))
+
+
+Plan = Any
+"""Where a value holds names (:func:`plan`): ``None`` nowhere; ``True`` for a string that
+does; per list, tuple or dict the plans of its items (by position; a dict's as ``(key plan,
+value plan)``); per dataclass the plans of its fields, by name."""
+
+
+def plan(value: Any, names: frozenset[str]) -> Plan:
+    """Where ``value`` holds any of the words ``names``: what :func:`renamed` must copy."""
+    if isinstance(value, str):
+        return True if any(w in names for w in _WORD.findall(value)) else None
+    if isinstance(value, list | tuple):
+        items = [plan(v, names) for v in value]
+        return items if any(p is not None for p in items) else None
+    if isinstance(value, dict):
+        pairs = [(plan(k, names), plan(v, names)) for k, v in value.items()]
+        return pairs if any(p != (None, None) for p in pairs) else None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {name: p for name, field in vars(value).items()
+                  if (p := plan(field, names)) is not None}
+        return fields or None
+    return None
+
+
+def renamed(value: Any, where: Plan, words: dict[str, str]) -> Any:
+    """``value`` with every whole word in ``words`` replaced in the strings ``where`` (its
+    :func:`plan`) names; what holds no name is shared, not copied (outcomes are not changed
+    once made)."""
+    if where is None:
+        return value
+    if where is True:
+        return _WORD.sub(lambda m: words.get(m[0], m[0]), value)
+    if isinstance(value, list | tuple):
+        items = [renamed(v, p, words) for v, p in zip(value, where, strict=True)]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {renamed(k, pk, words): renamed(v, pv, words)
+                for (k, v), (pk, pv) in zip(value.items(), where, strict=True)}
+    copy = copy_module.copy(value)
+    vars(copy).update({name: renamed(getattr(value, name), p, words)
+                       for name, p in where.items()})
+    return copy
