@@ -283,6 +283,7 @@ def _evaluate(shapes: NodeShapes, node: NodeInfo, pools: NodePools, claim: Resou
     not ``by_shape``."""
     shape = shapes.shape(node, pools) if by_shape else None
     if shape is not None and (outcome := shapes.reused(shape)) is not None:
+        assert isinstance(outcome, NodeOutcome)
         return outcome
     outcome = evaluate_node(shapes.snapshot, shapes.allocator, claim, node, pools)
     if shape is not None:
@@ -424,8 +425,9 @@ def _holding_claims(snapshot: ClusterSnapshot, claim: ResourceClaim,
 
 
 def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[PodPlacement],
-             nodes: Sequence[str] | None, explanation: ClaimExplanation, by_shape: bool) -> None:
-    shapes = NodeShapes(snapshot, snapshot.allocator(), claim)
+             nodes: Sequence[str] | None, explanation: ClaimExplanation, by_shape: bool,
+             shapes: NodeShapes | None) -> None:
+    shapes = shapes or NodeShapes(snapshot, snapshot.allocator(), claim)
     counts = explanation.nodes
     holding = _holding_claims(snapshot, claim, pods)
     counts.holding_claims = list(holding)
@@ -542,7 +544,8 @@ def _allocated(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[P
 
 def explain_claim(snapshot: ClusterSnapshot, claim: ResourceClaim,
                   pods: Sequence[PodPlacement] = (), *,
-                  nodes: Sequence[str] | None = None, by_shape: bool = True) -> ClaimExplanation:
+                  nodes: Sequence[str] | None = None, by_shape: bool = True,
+                  shapes: NodeShapes | None = None) -> ClaimExplanation:
     """Explain ``claim`` against ``snapshot``.
 
     Args:
@@ -550,6 +553,8 @@ def explain_claim(snapshot: ClusterSnapshot, claim: ResourceClaim,
         nodes: evaluate only these nodes (``None``: all).
         by_shape: evaluate each node shape once (:mod:`kubedra.explain.node_shapes`; the same
             outcome as node by node, which ``False`` does, for comparison).
+        shapes: the shapes to use and fill (default: new ones), to share them with later
+            searches for the same claim on the same snapshot.
     """
     explanation = ClaimExplanation(
         namespace=claim.metadata.namespace or "", name=claim.metadata.name or "",
@@ -557,6 +562,6 @@ def explain_claim(snapshot: ClusterSnapshot, claim: ResourceClaim,
     if claim.status.allocation is not None:
         _allocated(snapshot, claim, pods, explanation)
     else:
-        _pending(snapshot, claim, pods, nodes, explanation, by_shape)
+        _pending(snapshot, claim, pods, nodes, explanation, by_shape, shapes)
     return explanation
 

@@ -36,7 +36,14 @@ import re
 from functools import cache
 from typing import Any
 
-from kubedra.allocation import Allocator, NodeInfo, NodePools, lookup_attribute
+from kubedra.allocation import (
+    AllocatedState,
+    Allocator,
+    DeviceID,
+    NodeInfo,
+    NodePools,
+    lookup_attribute,
+)
 from kubedra.api.resource import ResourceClaim
 from kubedra.cel.reads import Reads, reads, values_key
 from kubedra.explain.findings import request_specs
@@ -85,14 +92,32 @@ class NodeShapes:
         self._claim_words = frozenset(_WORD.findall(claim.model_dump_json())) | frozenset(
             word for s in specs if (c := snapshot.resources.classes.get(s.device_class))
             for word in _WORD.findall(c.model_dump_json()))
-        self._first: dict[tuple[Any, ...], tuple[NodeOutcome, tuple[str, ...],
-                                                 frozenset[str], Plan]] = {}
+        self._first: dict[tuple[str, tuple[Any, ...]], tuple[Any, tuple[str, ...],
+                                                            frozenset[str], Plan]] = {}
+        self._static: dict[str, tuple[tuple[Any, ...], tuple[str, ...],
+                                      list[DeviceID]] | None] = {}
 
-    def shape(self, node: NodeInfo, pools: NodePools) -> Shape | None:
-        """The node's shape, or None when it must be evaluated on its own (module docstring)."""
+    def shape(self, node: NodeInfo, pools: NodePools,
+              allocated: AllocatedState | None = None) -> Shape | None:
+        """The node's shape with ``allocated`` taken (default: the allocator's), or None when
+        it must be evaluated on its own (module docstring)."""
+        if node.name not in self._static:
+            self._static[node.name] = self._node_shape(node, pools)
+        static = self._static[node.name]
+        if static is None:
+            return None
+        key, names, ids = static
+        allocated = allocated if allocated is not None else self.allocator.allocated
+        if any(i in allocated.shared_devices or i in allocated.consumed_capacity for i in ids):
+            return None
+        return (key, tuple(i in allocated.devices for i in ids)), names
+
+    def _node_shape(self, node: NodeInfo, pools: NodePools
+                    ) -> tuple[tuple[Any, ...], tuple[str, ...], list[DeviceID]] | None:
+        """All of the shape but what is allocated: the key, the names, the devices in search
+        order."""
         if self._reads is None or pools.obsolete or pools.outdated:
             return None
-        allocated = self.allocator.allocated
         holders = self.snapshot.holders
         names: list[str] = [node.name]
         key: list[Any] = []
@@ -110,8 +135,7 @@ class NodeShapes:
         for device in pools.devices:
             if (device.taints or device.consumes_counters or device.allow_multiple
                     or device.binding_conditions is not None or device.binds_to_node
-                    or device.node_selection.is_set or device.id in allocated.shared_devices
-                    or device.id in allocated.consumed_capacity):
+                    or device.node_selection.is_set):
                 return None
             error = device.conversion_error()
             capacity = device.capacity or {}
@@ -121,8 +145,7 @@ class NodeShapes:
                     claims[holder.claim] = len(claims)
                     names.append(holder.claim)
                 held.append((claims[holder.claim], holder.request))
-            key.append((slice_at[device.slice.name], device.name, device.id in allocated.devices,
-                        tuple(held),
+            key.append((slice_at[device.slice.name], device.name, tuple(held),
                         tuple(values_key(r, error, device.driver, device.attributes, capacity,
                                          False) for r in self._reads),
                         tuple(lookup_attribute(device, a) for a in self._attributes),
@@ -131,37 +154,38 @@ class NodeShapes:
         flat = [w for group in words for w in group]
         first: dict[str, int] = {}
         same = tuple(first.setdefault(w, len(first)) for w in flat)
-        return (tuple(key), tuple(len(g) for g in words), same), tuple(flat)
+        return ((tuple(key), tuple(len(g) for g in words), same), tuple(flat),
+                [d.id for d in pools.devices])
 
-    def reused(self, shape: Shape) -> NodeOutcome | None:
-        """The outcome of the first node of this shape with this node's names, or None (no
-        node of the shape yet, or a name that cannot be replaced safely)."""
+    def reused(self, shape: Shape, kind: str = "outcome") -> Any:
+        """What was kept (:meth:`keep`) for the first node of this shape, with this node's
+        names; None when nothing was, or a name cannot be replaced safely."""
         key, names = shape
-        found = self._first.get(key)
+        found = self._first.get((kind, key))
         if found is None:
             return None
-        outcome, first_names, taken, where = found
+        value, first_names, taken, where = found
         words = {a: b for a, b in zip(first_names, names, strict=True) if a != b}
         if any(word in taken or not _LETTER.search(word) for word in words):
             return None
-        copy = renamed(outcome, where, words)
-        assert isinstance(copy, NodeOutcome)
-        return copy
+        return renamed(value, where, words)
 
-    def keep(self, shape: Shape, outcome: NodeOutcome, pools: NodePools) -> None:
-        """Remember a node's own outcome as its shape's (not one that erred: an error's text
-        comes from outside), or in place of it when fewer of this node's names are words of
-        the text."""
-        self.evaluated += 1
-        if outcome.error is not None or any(r.errors or r.compile_errors
-                                            for r in outcome.requests):
-            return
+    def keep(self, shape: Shape, value: Any, pools: NodePools, kind: str = "outcome") -> None:
+        """Keep what a node of this shape got (its :class:`NodeOutcome`, or for another
+        ``kind`` any value :func:`renamed` can rename) for the later nodes of the shape; in
+        place of what was kept when fewer of this node's names are words of the text. An
+        outcome that erred is not kept: an error's text comes from outside."""
+        if isinstance(value, NodeOutcome):
+            self.evaluated += 1
+            if value.error is not None or any(r.errors or r.compile_errors
+                                              for r in value.requests):
+                return
         key, names = shape
-        found = self._first.get(key)
+        found = self._first.get((kind, key))
         taken = source_words() | self._claim_words | _device_words(pools)
         # the node whose names are least often words of the text serves its shape best
         if found is None or len(taken.intersection(names)) < len(found[2].intersection(found[1])):
-            self._first[key] = (outcome, names, taken, plan(outcome, frozenset(names)))
+            self._first[kind, key] = (value, names, taken, plan(value, frozenset(names)))
 
 
 def _device_words(pools: NodePools) -> frozenset[str]:

@@ -27,6 +27,7 @@ from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.cel import CELCompileError, compile_selector
 from kubedra.explain.claims import explain_claim, result_devices
 from kubedra.explain.model import API_VERSION, MAX_COPIES, ClaimExplanation
+from kubedra.explain.node_shapes import NodeShapes
 from kubedra.explain.shapes import NODES_NAMED, named
 from kubedra.explain.snapshot import ClusterSnapshot
 
@@ -177,13 +178,16 @@ def simulate_claim(snapshot: ClusterSnapshot, claim: ResourceClaim, *,
                    max_copies: int = MAX_COPIES, by_shape: bool = True) -> Simulation:
     """Explain ``claim`` on the cluster now and count the copies of it that fit
     (``by_shape``: as :func:`~kubedra.explain.claims.explain_claim`)."""
-    simulation = Simulation(explain_claim(snapshot, claim, nodes=nodes, by_shape=by_shape))
+    shapes = NodeShapes(snapshot, snapshot.allocator(), claim)
+    simulation = Simulation(explain_claim(snapshot, claim, nodes=nodes, by_shape=by_shape,
+                                          shapes=shapes))
     fits = {c.node for c in simulation.explanation.candidates if c.fits}
     left = [node for node in snapshot.nodes if node.name in fits]
     consumable = snapshot.resources.features.consumable_capacity
     allocated = AllocatedState.from_claims(snapshot.claims, consumable_capacity=consumable)
     while left:
-        found = _next_copy(Allocator(snapshot.resources, allocated), claim, left)
+        found = _next_copy(Allocator(snapshot.resources, allocated), claim, left,
+                           shapes if by_shape else None)
         if found is None:
             break
         if len(simulation.copies) == max_copies:
@@ -195,15 +199,37 @@ def simulate_claim(snapshot: ClusterSnapshot, claim: ResourceClaim, *,
     return simulation
 
 
-def _next_copy(allocator: Allocator, claim: ResourceClaim, left: list[NodeInfo]
-               ) -> tuple[str, AllocationResult] | None:
+_COPY = "copy"
+"""What :class:`NodeShapes` keeps per shape for the copies: the allocation result (as JSON),
+or ``False`` where the claim does not fit."""
+
+
+def _next_copy(allocator: Allocator, claim: ResourceClaim, left: list[NodeInfo],
+               shapes: NodeShapes | None) -> tuple[str, AllocationResult] | None:
     """Allocate one more copy on the first node of ``left`` where it fits; nodes where it does
-    not are removed from ``left``."""
+    not are removed from ``left``. With ``shapes``, once per node shape (and allocated state):
+    a later node of the shape gets the first one's result with its names."""
     while left:
-        try:
-            [allocation] = allocator.allocate(left[0], [claim])
-        except (AllocationFailed, AllocationError):
+        node = left[0]
+        pools = allocator.snapshot.node_pools(node)
+        shape = shapes.shape(node, pools, allocator.allocated) if shapes is not None else None
+        found = shapes.reused(shape, _COPY) if shapes is not None and shape is not None \
+            else None
+        if found is None:
+            try:
+                [allocation] = allocator.allocate(node, [claim])
+            except AllocationFailed:
+                found = False
+            except AllocationError:
+                left.pop(0)
+                continue
+            if shapes is not None and shape is not None:
+                shapes.keep(shape, found if found is False else allocation.model_dump(
+                    mode="json", by_alias=True, exclude_none=True), pools, _COPY)
+            if found is None:
+                return node.name, allocation
+        if found is False:
             left.pop(0)
             continue
-        return left[0].name, allocation
+        return node.name, AllocationResult.model_validate(found)
     return None
