@@ -5,7 +5,9 @@ devices taken, differing only in the names of the node, its pools and slices and
 holding its devices. The allocator's search, its diagnosis and the count of kube-scheduler's
 search steps (:func:`kubedra.explain.claims.evaluate_node`) then come out the same but for
 those names, so :class:`NodeShapes` evaluates the first node of each shape and gives every
-later node of that shape a copy of its outcome with the names replaced, word for word.
+later node of that shape a copy of its outcome with the names replaced, word for word. The
+copies :func:`kubedra.explain.simulate.simulate_claim` counts are placed the same way, the
+copies placed so far being part of what is allocated.
 
 A node's *shape* (:meth:`NodeShapes.shape`) is, in search order, every device's pool and slice
 position, name, the values the claim's selectors read (:func:`kubedra.cel.reads.values_key`,
@@ -59,7 +61,8 @@ _SOURCES = ("explain", "allocation", "cel")
 
 @cache
 def source_words() -> frozenset[str]:
-    """Every word of the modules that write an explanation (code, sentences, docstrings)."""
+    """Every word of the modules that write an explanation (code, sentences, docstrings);
+    empty where their sources are not installed (then no outcome is reused)."""
     root = pathlib.Path(__file__).parents[1]
     return frozenset(word for package in _SOURCES for path in (root / package).glob("*.py")
                      for word in _WORD.findall(path.read_text()))
@@ -180,6 +183,8 @@ class NodeShapes:
             if value.error is not None or any(r.errors or r.compile_errors
                                               for r in value.requests):
                 return
+        if not source_words():  # no sources to read (a build without them): nothing is safe
+            return
         key, names = shape
         found = self._first.get((kind, key))
         taken = source_words() | self._claim_words | _device_words(pools)
