@@ -31,23 +31,24 @@ devices; otherwise the node is evaluated on its own.
 
 from __future__ import annotations
 
-import copy as copy_module
 import dataclasses
 import pathlib
 import re
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
 from kubedra.allocation import (
     AllocatedState,
     Allocator,
+    DeviceEntry,
     DeviceID,
     NodeInfo,
     NodePools,
     lookup_attribute,
 )
 from kubedra.api.resource import ResourceClaim
-from kubedra.cel.reads import Reads, reads, values_key
+from kubedra.cel.reads import reads
 from kubedra.explain.findings import request_specs
 from kubedra.explain.model import NodeOutcome
 from kubedra.explain.snapshot import ClusterSnapshot
@@ -87,8 +88,8 @@ class NodeShapes:
         specs = request_specs(claim, snapshot).values()
         expressions = {e for s in specs for e in (*s.class_selectors, *s.request_selectors)}
         found = [reads(e) for e in sorted(expressions)]
-        self._reads: list[Reads] | None = None if any(r is None for r in found) else \
-            [r for r in found if r is not None]
+        self._reads: set[tuple[str, str, str]] | None = None if any(
+            r is None for r in found) else {read for r in found if r is not None for read in r}
         devices = claim.spec.devices
         self._attributes = sorted({c.match_attribute or c.distinct_attribute or ""
                                    for c in (devices.constraints or () if devices else ())})
@@ -140,7 +141,6 @@ class NodeShapes:
                     or device.binding_conditions is not None or device.binds_to_node
                     or device.node_selection.is_set):
                 return None
-            error = device.conversion_error()
             capacity = device.capacity or {}
             held = []
             for holder in holders.get(device.id, ()):
@@ -149,8 +149,7 @@ class NodeShapes:
                     names.append(holder.claim)
                 held.append((claims[holder.claim], holder.request))
             key.append((slice_at[device.slice.name], device.name, tuple(held),
-                        tuple(values_key(r, error, device.driver, device.attributes, capacity,
-                                         False) for r in self._reads),
+                        device.conversion_error(), _read_values(self._reads, device),
                         tuple(lookup_attribute(device, a) for a in self._attributes),
                         tuple((n, id(c)) for n, c in capacity.items())))
         words = [_WORD.findall(name) for name in names]
@@ -193,6 +192,22 @@ class NodeShapes:
             self._first[kind, key] = (value, names, taken, plan(value, frozenset(names)))
 
 
+def _read_values(read: set[tuple[str, str, str]], device: DeviceEntry) -> tuple[int, ...]:
+    """The values of ``device`` that selectors read (as :func:`kubedra.cel.reads.values_key`
+    names them: a qualified attribute, and the bare one under the device's own driver), by
+    identity: :class:`~kubedra.api.slice_decoding.SliceDecoder` shares one model per distinct
+    value, so equal values are one object (values equal but not shared only make more shapes).
+    The driver is the pool's, in the key already."""
+    attributes, capacity = device.attributes, device.capacity or {}
+    found: list[int] = []
+    for kind, domain, ident in read:
+        values: Mapping[str, object] = attributes if kind == "attributes" else \
+            capacity if kind == "capacity" else {}
+        found.append(id(values.get(f"{domain}/{ident}")))
+        found.append(id(values.get(ident)) if domain == device.driver else 0)
+    return tuple(found)
+
+
 def _device_words(pools: NodePools) -> frozenset[str]:
     """The words of the node's devices' names, attributes and capacities."""
     return frozenset(word for d in pools.devices
@@ -201,15 +216,21 @@ def _device_words(pools: NodePools) -> frozenset[str]:
 
 
 Plan = Any
-"""Where a value holds names (:func:`plan`): ``None`` nowhere; ``True`` for a string that
-does; per list, tuple or dict the plans of its items (by position; a dict's as ``(key plan,
-value plan)``); per dataclass the plans of its fields, by name."""
+"""Where a value holds names (:func:`plan`): ``None`` nowhere; for a string that does, its
+pieces (text between names at even positions, the names at odd ones); per list, tuple or dict
+the plans of its items (by position; a dict's as ``(key plan, value plan)``); per dataclass
+the plans of its fields, by name."""
 
 
 def plan(value: Any, names: frozenset[str]) -> Plan:
     """Where ``value`` holds any of the words ``names``: what :func:`renamed` must copy."""
     if isinstance(value, str):
-        return True if any(w in names for w in _WORD.findall(value)) else None
+        pieces, last = [], 0
+        for word in _WORD.finditer(value):
+            if word[0] in names:
+                pieces += [value[last:word.start()], word[0]]
+                last = word.end()
+        return (*pieces, value[last:]) if pieces else None
     if isinstance(value, list | tuple):
         items = [plan(v, names) for v in value]
         return items if any(p is not None for p in items) else None
@@ -229,15 +250,16 @@ def renamed(value: Any, where: Plan, words: dict[str, str]) -> Any:
     once made)."""
     if where is None:
         return value
-    if where is True:
-        return _WORD.sub(lambda m: words.get(m[0], m[0]), value)
+    if isinstance(value, str):
+        return "".join([p if i % 2 == 0 else words.get(p, p) for i, p in enumerate(where)])
     if isinstance(value, list | tuple):
         items = [renamed(v, p, words) for v, p in zip(value, where, strict=True)]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
         return {renamed(k, pk, words): renamed(v, pv, words)
                 for (k, v), (pk, pv) in zip(value.items(), where, strict=True)}
-    copy = copy_module.copy(value)
-    vars(copy).update({name: renamed(getattr(value, name), p, words)
-                       for name, p in where.items()})
+    copy = object.__new__(type(value))
+    # object's own __setattr__: a frozen dataclass refuses its own
+    object.__setattr__(copy, "__dict__", {**vars(value), **{
+        name: renamed(getattr(value, name), p, words) for name, p in where.items()}})
     return copy
