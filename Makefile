@@ -83,7 +83,8 @@ test-matrix: venv binaries
 ## registration, prepare, health (SKEW_TESTS); JUnit results in
 ## .cache/matrix/1.37.2-kubelet-<version>.xml, columns of the same table. Root.
 SKEW_KUBELETS ?= 1.36.3 1.35.4
-SKEW_TESTS ?= e2e/test_real_node.py \
+SKEW_TESTS ?= e2e/test_real_node.py::test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it \
+	e2e/test_real_node.py::test_kubelet_restart_keeps_the_pod_and_prepares_nothing_twice \
 	e2e/test_node_contracts.py::test_device_health_shows_in_the_running_pods_status_where_the_kubelet_watches_it
 test-skew: venv binaries
 	@mkdir -p .cache/matrix; status=0; for k in $(SKEW_KUBELETS); do \

@@ -88,14 +88,13 @@ async def test_device_health_shows_in_the_running_pods_status_where_the_kubelet_
         assert claim is not None
         resource_id = f"{DRIVER}/claim={claim['metadata']['uid']}-gpu-0"
 
-        async def health_is(health: str | None, message: str | None
-                            ) -> list[dict[str, Any]] | None:
+        async def health_is(health: str | None, message: str | None) -> bool:
+            """The pod's health of the GPU is ``health`` (None: the status has none)."""
             main = _main_container(await _pod(admin_api, ns, "watched"))
-            statuses: list[dict[str, Any]] = main.get("allocatedResourcesStatus") or []
             want = {"resourceID": resource_id, "health": health,
                     **({"message": message} if message else {})}
-            expected = [{"name": "claim:gpu", "resources": [want]}] if health else []
-            return statuses if statuses == expected else None
+            return bool(main.get("allocatedResourcesStatus") == (
+                [{"name": "claim:gpu", "resources": [want]}] if health else None))
 
         async def inventory_says(health: str) -> bool:
             status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
