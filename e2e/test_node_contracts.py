@@ -1,7 +1,8 @@
 """The contracts of Kubernetes 1.37 between kubedra and the rest of the cluster, proven with the
 v1.37.2 kubelet, scheduler and controller-manager: device health in the pod's status
-(KEP-4680), device metadata in the container (KEP-5304), admin access (KEP-5018), extended
-resources (KEP-5004), the standard numaNode attribute, and the hold-down of a recovered GPU.
+(KEP-4680; also with an older kubelet, ``KUBELET_VERSION``: ``make test-skew``), device
+metadata in the container (KEP-5304), admin access (KEP-5018), extended resources (KEP-5004),
+the standard numaNode attribute, and the hold-down of a recovered GPU.
 
 The real node ``real-h200`` (shared with e2e/test_real_node.py: the first module that needs it
 starts it) replays the H200 capture with stand-in device nodes; each test starts with the GPU
@@ -20,6 +21,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
+from e2e.harness.controlplane import kubelet_version
 from e2e.harness.kubedra import HEALTH_HOLD_DOWN, Kubedra, kubectl
 from e2e.harness.wait import eventually
 from e2e.kube_objects import (
@@ -55,6 +57,9 @@ pytestmark = pytest.mark.cluster
 
 H200_BUS_ID = "0000:00:06.0"
 XID = "XID 79: GPU has fallen off the bus"
+KUBELET_WATCHES_HEALTH = int(kubelet_version().split(".")[1]) >= 36
+"""The kubelet opens the agent's health stream: gate ``ResourceHealthStatus`` is beta and on by
+default from 1.36 (``pkg/features/kube_features.go``), alpha and off before."""
 
 
 async def _pod(api: ApiClient, namespace: str, name: str) -> dict[str, Any]:
@@ -63,11 +68,15 @@ async def _pod(api: ApiClient, namespace: str, name: str) -> dict[str, Any]:
     return pod
 
 
-async def test_unhealthy_device_shows_in_the_running_pods_status_and_recovers(
+async def test_device_health_shows_in_the_running_pods_status_where_the_kubelet_watches_it(
         node: Node, admin_api: ApiClient, ns: str) -> None:
-    """The agent's health stream (v1.DRAResourceHealth) carries a fault of the GPU to the
-    kubelet, which writes it into the running pod's allocatedResourcesStatus with kubedra's
-    message, and Healthy again once discovery finds the GPU well."""
+    """The agent's health stream carries a fault of the GPU to the kubelet, which writes it into
+    the running pod's allocatedResourcesStatus with kubedra's message, and Healthy again once
+    discovery finds the GPU well: on a kubelet of 1.36 or later (``ResourceHealthStatus`` beta
+    and on by default; the stream is ``v1.DRAResourceHealth`` from 1.37, ``v1alpha1`` on 1.36,
+    ``pickHealthService``). An older kubelet (``KUBELET_VERSION=1.35.4``: the gate is alpha and
+    off) never opens the stream: the pod's status has no health while the inventory says the
+    GPU is Unhealthy, and the agent serves its prepares as before."""
     kubedra, plane = node.kubedra, node.kubedra.plane
     faults = faults_file(node.real.root / "plugins")
     plane.stop_component(kubedra.agents.pop(NODE))
@@ -79,22 +88,33 @@ async def test_unhealthy_device_shows_in_the_running_pods_status_and_recovers(
         assert claim is not None
         resource_id = f"{DRIVER}/claim={claim['metadata']['uid']}-gpu-0"
 
-        async def health_is(health: str, message: str | None) -> list[dict[str, Any]] | None:
+        async def health_is(health: str | None, message: str | None) -> bool:
+            """The pod's health of the GPU is ``health`` (None: the status has none)."""
             main = _main_container(await _pod(admin_api, ns, "watched"))
-            statuses: list[dict[str, Any]] = main.get("allocatedResourcesStatus") or []
             want = {"resourceID": resource_id, "health": health,
                     **({"message": message} if message else {})}
-            return statuses if statuses == [{"name": "claim:gpu", "resources": [want]}] else None
+            return bool(main.get("allocatedResourcesStatus") == (
+                [{"name": "claim:gpu", "resources": [want]}] if health else None))
 
-        await eventually(lambda: health_is("Healthy", None), timeout=TIMEOUT,
-                         what="the H200 Healthy in the pod's status")
+        async def inventory_says(health: str) -> bool:
+            status = (await read_inventory(admin_api, INVENTORY) or {}).get("status") or {}
+            [device] = status["discovered"]["devices"]
+            return bool(device.get("health", "Healthy") == health)
+
+        watched = KUBELET_WATCHES_HEALTH
+        await eventually(lambda: health_is("Healthy" if watched else None, None),
+                         timeout=TIMEOUT, what="the H200's health in the pod's status")
         faults.write_text(json.dumps({"gpu-0": XID}))
-        await eventually(lambda: health_is("Unhealthy", XID), timeout=TIMEOUT,
-                         what="the H200 Unhealthy in the pod's status")
+        await eventually(lambda: inventory_says("Unhealthy"), timeout=TIMEOUT,
+                         what="the H200 Unhealthy in its inventory")
         assert XID in kubectl(plane, "describe", "deviceinventory", INVENTORY)
+        await eventually(lambda: health_is("Unhealthy" if watched else None, XID),
+                         timeout=TIMEOUT, what="the H200's health in the pod's status")
         faults.unlink()
-        await eventually(lambda: health_is("Healthy", None), timeout=TIMEOUT,
-                         what="the H200 Healthy again in the pod's status")
+        await eventually(lambda: inventory_says("Healthy"), timeout=TIMEOUT,
+                         what="the H200 healthy again in its inventory")
+        await eventually(lambda: health_is("Healthy" if watched else None, None),
+                         timeout=TIMEOUT, what="the H200's health in the pod's status")
         assert _main_container(await _pod(admin_api, ns, "watched"))["restartCount"] == 0
         await _delete_pod(admin_api, ns, "watched")
     finally:
@@ -103,7 +123,7 @@ async def test_unhealthy_device_shows_in_the_running_pods_status_and_recovers(
         node.start_agent()
     # the stream ended cleanly when the agent stopped, and the kubelet logged no error
     log = node.kubelet_log
-    assert "Successfully started WatchResources health stream" in log
+    assert ("Successfully started WatchResources health stream" in log) == watched
     assert "Error receiving from WatchResources stream" not in log
 
 

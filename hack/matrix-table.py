@@ -2,9 +2,12 @@
 """Print the compatibility table of docs/operating.md ("Kubernetes versions") from the JUnit
 files ``make test-matrix`` writes (``.cache/matrix/<release>.xml``): one row per test, one
 column per release, each cell ``pass``, ``skip``, ``FAIL`` or ``error`` with the test's
-seconds, and a first row with each release's totals and wall time (the JUnit suite's).
+seconds, and a first row with each release's totals and wall time (the JUnit suite's). A
+release ``<plane>-kubelet-<kubelet>`` is a run of ``make test-skew`` (``1.37.2-kubelet-1.35.4``:
+a v1.37.2 control plane with a v1.35.4 kubelet), headed ``v1.37.2, kubelet v1.35.4``.
 
-Usage: hack/matrix-table.py [--dir .cache/matrix] 1.34.4 1.35.4 1.36.3 1.37.2
+Usage: hack/matrix-table.py [--dir .cache/matrix] 1.34.4 1.35.4 1.36.3 1.37.2 \
+    [1.37.2-kubelet-1.36.3 1.37.2-kubelet-1.35.4]
 A release without a JUnit file gets ``not run`` in every cell. Exit status 0; 2 on bad usage.
 """
 
@@ -34,6 +37,12 @@ def outcomes(junit: Path) -> tuple[dict[str, Outcome], float]:
     return found, float(suite.get("time") or 0)
 
 
+def heading(release: str) -> str:
+    """The column heading of ``release``: ``v1.34.4``, or ``v1.37.2, kubelet v1.35.4``."""
+    plane, _, kubelet = release.partition("-kubelet-")
+    return f"v{plane}, kubelet v{kubelet}" if kubelet else f"v{plane}"
+
+
 def table(releases: list[str], directory: Path) -> str:
     """The Markdown table for ``releases`` from ``directory``'s JUnit files."""
     results: dict[str, dict[str, Outcome]] = {}
@@ -48,9 +57,9 @@ def table(releases: list[str], directory: Path) -> str:
                   for s in ("pass", "skip", "FAIL", "error")}
         totals[release] = ", ".join(f"{n} {s}" for s, n in counts.items() if n) \
             + f" in {seconds:.0f} s"
-    tests = sorted({t for r in results.values() for t in r},
-                   key=lambda t: next(list(r).index(t) for r in results.values() if t in r))
-    lines = ["| test | " + " | ".join(f"v{r}" for r in releases) + " |",
+    # the first release's tests in its order, then each next release's new ones
+    tests = list(dict.fromkeys(t for found in results.values() for t in found))
+    lines = ["| test | " + " | ".join(heading(r) for r in releases) + " |",
              "| --- |" + " --- |" * len(releases),
              "| **all** | " + " | ".join(totals[r] for r in releases) + " |"]
     for test in tests:

@@ -9,7 +9,9 @@ ServiceAccounts, and stops exactly the processes it started (by PID).
 Binaries come from ``$KUBEDRA_CACHE/bin`` (default ``<repo>/.cache/bin``), built by
 ``hack/build-binaries.sh``; with ``KUBE_VERSION`` set to another release of the version matrix
 (``1.34.4``), kube-apiserver, kube-controller-manager, kube-scheduler and the real nodes'
-kubelet come from ``$KUBEDRA_CACHE/bin-v<version>`` (``hack/build-kube-version.sh``).
+kubelet come from ``$KUBEDRA_CACHE/bin-v<version>`` (``hack/build-kube-version.sh``);
+``KUBELET_VERSION`` (default ``KUBE_VERSION``'s) selects the kubelet's release on its own, for
+a kubelet older than its control plane (the version skew Kubernetes supports).
 
 Three ways to use it: the ``control_plane`` pytest fixture in
 ``tests/conftest.py``, ``make cluster-up`` / ``make cluster-down`` (``python -m e2e.harness``),
@@ -84,12 +86,20 @@ DEFAULT_KUBE_VERSION = "1.37.2"
 """The release CI tests in full (hack/k8s, hack/kubelet)."""
 KUBE_BINARIES = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler",
                            "kubelet"})
-"""The binaries that ``KUBE_VERSION`` selects; etcd, kwok and the node runtime stay."""
+"""The binaries that ``KUBE_VERSION`` selects (the kubelet: ``KUBELET_VERSION``); etcd, kwok
+and the node runtime stay."""
 
 
 def kube_version() -> str:
     """``$KUBE_VERSION`` without a leading ``v`` (default :data:`DEFAULT_KUBE_VERSION`)."""
     return os.environ.get("KUBE_VERSION", DEFAULT_KUBE_VERSION).removeprefix("v")
+
+
+def kubelet_version() -> str:
+    """``$KUBELET_VERSION`` without a leading ``v`` (default :func:`kube_version`): the real
+    nodes' kubelet release, which may be older than the control plane's (Kubernetes supports a
+    kubelet up to three minors older than kube-apiserver, ``version-skew-policy``)."""
+    return os.environ.get("KUBELET_VERSION", kube_version()).removeprefix("v")
 
 
 def default_bin_dir() -> Path:
@@ -429,9 +439,10 @@ class ControlPlane:
         return path
 
     def binary(self, name: str) -> Path:
-        """Path of binary ``name``: from ``bin-v<KUBE_VERSION>`` beside :attr:`bin_dir` for
-        :data:`KUBE_BINARIES` of a release other than the default, else in :attr:`bin_dir`."""
-        version = kube_version()
+        """Path of binary ``name``: from ``bin-v<KUBE_VERSION>`` (the kubelet:
+        ``bin-v<KUBELET_VERSION>``) beside :attr:`bin_dir` for :data:`KUBE_BINARIES` of a
+        release other than the default, else in :attr:`bin_dir`."""
+        version = kubelet_version() if name == "kubelet" else kube_version()
         if name in KUBE_BINARIES and version != DEFAULT_KUBE_VERSION:
             return self.bin_dir.parent / f"bin-v{version}" / name
         return self.bin_dir / name

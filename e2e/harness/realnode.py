@@ -1,4 +1,5 @@
-"""A real node for the local control plane: containerd, runc and a kubelet v1.37.2.
+"""A real node for the local control plane: containerd, runc and a kubelet v1.37.2 (or
+``KUBELET_VERSION``'s, :func:`~e2e.harness.controlplane.kubelet_version`).
 
 :meth:`RealNode.start` runs containerd and a kubelet as components of a
 :class:`~e2e.harness.controlplane.ControlPlane` (by PID, logs in ``<workdir>/logs``), with
@@ -162,7 +163,8 @@ class RealNode:
         if missing:
             raise RealNodeError(f"missing node binaries in {self.plane.bin_dir}: "
                                 f"{', '.join(missing)}; build them with `make binaries` "
-                                "(hack/build-node-binaries.sh)")
+                                "(hack/build-node-binaries.sh; a kubelet of KUBELET_VERSION=X "
+                                "with hack/build-kube-version.sh X)")
         self.root.mkdir(parents=True, exist_ok=True)
         self.link.parent.mkdir(parents=True, exist_ok=True)
         if not self.link.is_symlink():

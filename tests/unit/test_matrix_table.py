@@ -39,3 +39,15 @@ def test_one_row_per_test_one_column_per_release(tmp_path: Path) -> None:
         "| `e2e/test_mig.py::test_c` | skip (0.0 s) | not run |",
         "| `e2e/test_mig.py::test_d` | error (0.5 s) | not run |",
     ]
+
+
+def test_a_skew_run_is_headed_with_its_kubelet_and_its_tests_get_rows(tmp_path: Path) -> None:
+    (tmp_path / "1.37.2.xml").write_text(JUNIT)
+    (tmp_path / "1.37.2-kubelet-1.35.4.xml").write_text(
+        '<testsuites><testsuite time="9.0"><testcase classname="e2e.test_real_node" '
+        'name="test_e" time="3.0" /></testsuite></testsuites>')
+    lines = _script().table(["1.37.2", "1.37.2-kubelet-1.35.4"], tmp_path).splitlines()
+    assert lines[0] == "| test | v1.37.2 | v1.37.2, kubelet v1.35.4 |"
+    assert lines[2] == "| **all** | 1 pass, 1 skip, 1 FAIL, 1 error in 61 s | 1 pass in 9 s |"
+    assert lines[3] == "| `e2e/test_main_job.py::test_a` | pass (1.2 s) | — |"
+    assert lines[-1] == "| `e2e/test_real_node.py::test_e` | — | pass (3.0 s) |"
