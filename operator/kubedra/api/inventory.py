@@ -273,6 +273,11 @@ class DiscoveredState(KubeModel):
         "Devices and counter sets the backend found but left out of this report, each with the "
         "value the API server would refuse (the other devices are reported)."))
     backend: str | None = Field(default=None, description="Discovery backend, e.g. nvml, pci.")
+    kubelet_plugin_apis: dict[str, str] | None = Field(
+        default=None, alias="kubeletPluginAPIs", max_length=4, description=(
+            "The kubelet plugin API version the node's kubelet chose for each service, as its "
+            "calls show (DRAPlugin: v1 or v1beta1; DRAResourceHealth: v1 or v1alpha1); a "
+            "service appears once the kubelet called it (DRAPlugin at the first prepare)."))
     agent_version: str | None = None
     boot_id: str | None = Field(default=None, alias="bootID")
     observed_time: str | None = Field(default=None, description="When the agent last scanned.")
