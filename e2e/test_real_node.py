@@ -182,6 +182,15 @@ def _main_container(pod: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
+async def _kubelet_plugin_apis(api: ApiClient) -> dict[str, str] | None:
+    """The agent's ``status.discovered.kubeletPluginAPIs``, once it names the DRAPlugin
+    version (known from the kubelet's first prepare)."""
+    discovered = ((await read_inventory(api, INVENTORY) or {}).get("status") or {}).get(
+        "discovered") or {}
+    apis: dict[str, str] = discovered.get("kubeletPluginAPIs") or {}
+    return apis if "DRAPlugin" in apis else None
+
+
 async def test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it(
         node: Node, admin_api: ApiClient, ns: str) -> None:
     pod, claim = await _run_template_pod(admin_api, ns, "trainer", "h200")
@@ -211,6 +220,13 @@ async def test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it(
     assert "Calling NodePrepareResources rpc" in node.kubelet_log
     assert uid in node.kubelet_log
     assert node.prepared_count(uid) == 1
+    # the plugin API versions this kubelet chose, as its calls showed them to the agent
+    assert await eventually(lambda: _kubelet_plugin_apis(admin_api), timeout=TIMEOUT,
+                            what="kubeletPluginAPIs reported") == {
+        "DRAPlugin": "v1", "DRAResourceHealth": "v1"}
+    inventory = " ".join(kubectl(node.kubedra.plane, "describe", "dinv", INVENTORY).split())
+    assert "Kubelet Plugin APIs: DRAPlugin: v1 DRAResource Health: v1 Observed Time:" in (
+        inventory)
 
     await _delete_pod(admin_api, ns, "trainer")
     await node.unprepared(uid)

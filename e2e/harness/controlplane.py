@@ -482,9 +482,11 @@ class ControlPlane:
         if self.state_file.exists():
             self._write_state()
 
-    def restart_component(self, name: str, timeout: float = 90.0) -> Component:
+    def restart_component(self, name: str, timeout: float = 90.0,
+                          extra_args: Sequence[str] = ()) -> Component:
         """SIGKILL component ``name`` (etcd keeps its data directory) and start it again with
-        the same command line; returns once the API server answers ``/readyz`` again.
+        the same command line (and ``extra_args`` after it: ``--feature-gates=…`` flips a
+        gate); returns once the API server answers ``/readyz`` again.
 
         Raises:
             ControlPlaneError: no such component, or not ready within ``timeout`` seconds.
@@ -493,7 +495,7 @@ class ControlPlane:
         if old is None:
             raise ControlPlaneError(f"no component {name}")
         self.kill_component(old)
-        new = self.spawn(name, old.args)
+        new = self.spawn(name, [*old.args, *extra_args])
         # only the restarted one counts: another may exit meanwhile on purpose (the operator's
         # leader stops when it cannot renew its Lease while the API server is away)
         self.wait(time.monotonic() + timeout, f"{name} restarted",

@@ -108,7 +108,8 @@ class Kubedra:
                        attacher: str = "immediate", liveness_port: int = 0,
                        source: Path | None = None, leader_elect: bool = True,
                        election: ElectionTiming | None = None,
-                       metrics_secure: bool = True) -> Component:
+                       metrics_secure: bool = True,
+                       feature_detection_interval: float | None = None) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, a ``drain_grace`` of
         seconds, and the ``attacher`` of devices with binding conditions); a non-zero
@@ -117,20 +118,25 @@ class Kubedra:
         ``metrics_secure=False`` plain HTTP to anyone. ``source``: another
         checkout's ``operator/`` directory to run instead of this one's (``bench/scale.py
         --baseline``); ``leader_elect=False`` runs it with ``--no-leader-elect``;
-        ``election``: leader-election durations other than the shipped ones."""
+        ``election``: leader-election durations other than the shipped ones;
+        ``feature_detection_interval``: seconds between two detections of what the cluster
+        serves (None: the shipped 300)."""
         self.operator_options = {"lease_check_interval": lease_check_interval,
                                  "explain_event_interval": explain_event_interval,
                                  "health_hold_down": health_hold_down,
                                  "drain_grace": drain_grace, "attacher": attacher,
                                  "liveness_port": liveness_port, "source": source,
                                  "leader_elect": leader_elect, "election": election,
-                                 "metrics_secure": metrics_secure}
+                                 "metrics_secure": metrics_secure,
+                                 "feature_detection_interval": feature_detection_interval}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         env = self._env(metrics_secure=metrics_secure, namespace=NAMESPACE,
                         lease_check_interval=str(lease_check_interval),
                         explain_event_interval=str(explain_event_interval),
                         health_hold_down=str(health_hold_down),
                         drain_grace=str(drain_grace), attacher=attacher)
+        if feature_detection_interval is not None:
+            env["KUBEDRA_FEATURE_DETECTION_INTERVAL"] = str(feature_detection_interval)
         if election is not None:
             env.update(KUBEDRA_LEADER_LEASE_DURATION=str(election.lease_duration),
                        KUBEDRA_LEADER_RENEW_DEADLINE=str(election.renew_deadline),
@@ -161,13 +167,18 @@ class Kubedra:
         """Start the operator again with the options it last started with."""
         return self.start_operator(**self.operator_options)
 
-    def add_node(self, node: str, labels: dict[str, str] | None = None) -> None:
-        """Create kwok node ``node`` (kwok marks it Ready) and the agent's stand-in pod on it."""
+    def add_node(self, node: str, labels: dict[str, str] | None = None,
+                 declared_features: list[str] | None = None) -> None:
+        """Create kwok node ``node`` (kwok marks it Ready) and the agent's stand-in pod on it;
+        ``declared_features``: its ``status.declaredFeatures``, as a kubelet declares them
+        (KEP-5328)."""
         all_labels = {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1], "kubernetes.io/hostname": node,
                       **(labels or {})}
         self.plane.request("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": node, "labels": all_labels}})
+            "metadata": {"name": node, "labels": all_labels},
+            **({"status": {"declaredFeatures": declared_features}} if declared_features
+               else {})})
         self.create_agent_pod(f"kubedra-agent-{node}", node, {
             "containers": [{"name": "agent", "image": "ghcr.io/kubedra/kubedra:0.1.0"}]})
 

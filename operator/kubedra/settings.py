@@ -152,6 +152,11 @@ class Settings(BaseSettings):
     ``kubedra_operator_fleet_devices_*`` gauges, :mod:`kubedra.controller.fleet`); 0: never
     (no such gauges, and no parsed copy of the slices kept for them: 42 MiB at 2,000 nodes
     of 8 H200)."""
+    feature_detection_interval: Seconds = 300.0
+    """Seconds between two detections of what the cluster serves (a dry-run probe,
+    :mod:`kubedra.controller.features`): an API server upgraded, or restarted with a feature
+    gate flipped, is noticed within this time and the pools it changes are published again;
+    0: only at start."""
     attacher: str = "immediate"
     """The attach step for devices with binding conditions (KEP-5007): ``immediate`` or
     ``<module>:<class>`` (see :mod:`kubedra.binding.attach`)."""

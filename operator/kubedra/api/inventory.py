@@ -28,6 +28,7 @@ from kubedra.api.names import (
     DNSSubdomain,
     DriverName,
     LabelName,
+    NodeAllocatableResourceName,
     PoolName,
     QualifiedName,
 )
@@ -39,6 +40,7 @@ from kubedra.api.resource import (
     DeviceCapacity,
     DeviceCounterConsumption,
     DeviceTaint,
+    NodeAllocatableOverhead,
     NodeSelector,
     ObjectMeta,
     ResourcePool,
@@ -61,6 +63,8 @@ MAX_DEVICES = 4096
 """Devices one inventory may list; the operator splits them into slices of 128 (or 64)."""
 MAX_COUNTER_SETS = 32
 """Counter sets one inventory may list (in ``spec`` and in ``status.discovered`` each)."""
+MAX_NODE_ALLOCATABLE_RESOURCES = 8
+"""Node resources ``spec.nodeAllocatableOverhead`` may name (cpu, memory and hugepages sizes)."""
 
 Health = Literal["Healthy", "Unhealthy", "Unknown"]
 MigMode = Literal["none", "partitions"]
@@ -186,6 +190,11 @@ class DeviceInventorySpec(KubeModel):
         "rule": ("(has(self.nodeName) ? 1 : 0) + (has(self.nodeSelector) ? 1 : 0) + "
                  "(has(self.allNodes) && self.allNodes ? 1 : 0) == 1"),
         "message": "exactly one of nodeName, nodeSelector or allNodes: true must be set",
+    }, {
+        "rule": "!has(self.nodeAllocatableOverhead) || has(self.nodeName)",
+        "message": ("nodeAllocatableOverhead needs nodeName: the API server accepts the "
+                    "overhead only for nodes whose kubelet declares DRANodeAllocatableResources, "
+                    "so kubedra publishes it for node-local pools only"),
     }]})
 
     driver: DriverName = Field(
@@ -213,6 +222,14 @@ class DeviceInventorySpec(KubeModel):
     counter_sets: list[CounterSet] | None = Field(
         default=None, max_length=MAX_COUNTER_SETS, json_schema_extra=_LIST_BY_NAME,
         description="Statically declared shared counter sets.")
+    node_allocatable_overhead: dict[NodeAllocatableResourceName, NodeAllocatableOverhead] | None = (
+        Field(default=None, max_length=MAX_NODE_ALLOCATABLE_RESOURCES, description=(
+            "Host resources (cpu, memory, hugepages-<size>) that a pod using a device of this "
+            "pool costs besides the device, e.g. the pinned host memory of a CUDA context: "
+            "perPod once per pod, perContainer once per container referencing the claim. "
+            "Published as each device's nodeAllocatableResources overhead (KEP-5517), where "
+            "the cluster keeps that field (feature gate DRANodeAllocatableResources); none "
+            "by default.")))
     overrides: list[DeviceOverride] | None = Field(
         default=None, max_length=MAX_DEVICES, description="Per-device changes: disable, taint.",
         json_schema_extra={"x-kubernetes-list-type": "map",
@@ -256,6 +273,11 @@ class DiscoveredState(KubeModel):
         "Devices and counter sets the backend found but left out of this report, each with the "
         "value the API server would refuse (the other devices are reported)."))
     backend: str | None = Field(default=None, description="Discovery backend, e.g. nvml, pci.")
+    kubelet_plugin_apis: dict[str, str] | None = Field(
+        default=None, alias="kubeletPluginAPIs", max_length=4, description=(
+            "The kubelet plugin API version the node's kubelet chose for each service, as its "
+            "calls show (DRAPlugin: v1 or v1beta1; DRAResourceHealth: v1 or v1alpha1); a "
+            "service appears once the kubelet called it (DRAPlugin at the first prepare)."))
     agent_version: str | None = None
     boot_id: str | None = Field(default=None, alias="bootID")
     observed_time: str | None = Field(default=None, description="When the agent last scanned.")

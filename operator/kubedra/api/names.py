@@ -40,6 +40,13 @@ what the API allows for binding conditions (``ValidateLabelName``)."""
 DriverName = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, max_length=63)]
 """A driver name: a DNS subdomain of at most 63 characters (``DriverNameMaxLength``)."""
 
+NODE_ALLOCATABLE_RESOURCE_PATTERN = r"^(cpu|memory|hugepages-.+)$"
+NodeAllocatableResourceName = Annotated[str, StringConstraints(
+    pattern=NODE_ALLOCATABLE_RESOURCE_PATTERN)]
+"""A key of ``nodeAllocatableResources``: ``cpu``, ``memory`` or a hugepages size
+(``IsNodeAllocatableResourceName`` in pkg/apis/core/helper/helpers.go; extended resources are
+refused by ``validateNodeAllocatableResources`` in pkg/apis/resource/validation)."""
+
 
 @functools.lru_cache(maxsize=4096)
 def qualified_name_error(name: str) -> str | None:

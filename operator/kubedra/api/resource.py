@@ -245,7 +245,15 @@ class NodeAllocatableMapping(KubeModel):
 
 class NodeAllocatableOverhead(KubeModel):
     """Node resources an allocation costs besides the device: once per pod and per container
-    referencing the claim."""
+    referencing the claim. At least one is set, neither negative
+    (``validateNodeAllocatableOverheadMapping`` in pkg/apis/resource/validation)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": "has(self.perPod) || has(self.perContainer)",
+         "message": "at least one of perPod or perContainer must be set"},
+        {"rule": ("(!has(self.perPod) || !string(self.perPod).startsWith('-')) && "
+                  "(!has(self.perContainer) || !string(self.perContainer).startsWith('-'))"),
+         "message": "perPod and perContainer must not be negative"}]})
 
     per_pod: Quantity | None = None
     per_container: Quantity | None = None

@@ -39,6 +39,7 @@ from kubedra.controller.state import (
     pool_key,
 )
 from kubedra.logging import get_logger
+from kubedra.publishing.features import pool_off
 
 log = get_logger(__name__)
 
@@ -107,7 +108,7 @@ async def _verify_unchanged(state: OperatorState, raw: dict[str, Any]) -> bool:
         pool_inventories=view.inventories_of_pool(driver, pool),
         deleted=view.deleted_inventories_of_pool(driver, pool), uses=view.uses_of(driver, pool),
         owner_uid=(await _slice_owner(state)).uid, hold_down=state.settings.health_hold_down,
-        off=state.served.off)
+        off=pool_off(state.served, view.node_features(node) if node else None))
     if found is None:
         return False
     if found.allocations is not None:
@@ -200,7 +201,7 @@ async def _write_status(state: OperatorState, inputs: InventoryInputs,
                               slices_now if reports_existing else [])
     status.published_from = fingerprint.record(inputs.raw, decision, inputs.uses, slices_now,
                                                inputs.owner.uid, inputs.hold_down,
-                                               inputs.served.off)
+                                               inputs.off)
     if status_changed(inputs.raw, status):
         state.inventory_overlay.record(name, await kube.apply_inventory_status(
             state.api, name, status.to_api(), OPERATOR_FIELD_MANAGER))
@@ -234,7 +235,8 @@ async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> Invent
                 if other],
         uses=view.uses_of(driver, pool),
         now=utcnow(), hold_down=state.settings.health_hold_down,
-        node_exists=view.node_exists(node) if node else True, served=state.served)
+        node_exists=view.node_exists(node) if node else True,
+        node_features=view.node_features(node) if node else frozenset(), served=state.served)
 
 
 async def _publish(state: OperatorState, name: str, decision: InventoryDecision

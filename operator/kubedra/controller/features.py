@@ -1,9 +1,21 @@
 """Learn what the cluster serves (:class:`kubedra.publishing.features.ServedFeatures`): API
 discovery for the versions of ``resource.k8s.io`` and DeviceTaintRule, and server-side dry-run
-creates of the probe slices for the fields the API server keeps."""
+creates of the probe slices for the fields the API server keeps.
+
+At start and then every ``feature_detection_interval`` (:func:`watch_served`). The probe is
+made again each time rather than only when discovery changes: a feature gate flipped on a
+restarted API server of the same version changes neither its version nor its discovery
+document (the fields belong to resources it serves either way), only what a write keeps. A
+probe is five small requests, none stored; a detection that finds the same features changes
+nothing, and one that finds others queues every inventory, whose fingerprint (it covers
+``off``) then no longer matches: the pools whose slices change are written again.
+"""
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
 from kubernetes_asyncio.client import ApiClient, ApiException
 
 from kubedra import kube
@@ -52,4 +64,35 @@ async def detect_served(state: OperatorState) -> features.ServedFeatures:
                   error=kube.api_error_message(err))
         return features.ServedFeatures()
     log.info("cluster features detected", **served.to_json())
+    state.feature_detections += 1
     return served
+
+
+async def watch_served(state: OperatorState) -> None:
+    """Detect again every ``feature_detection_interval`` seconds (never when 0), forever; when
+    the features differ from ``state.served``, take them and queue every inventory. A failed
+    detection (an API error, or the API server unreachable while it restarts) keeps what was
+    known (logged)."""
+    interval = state.settings.feature_detection_interval
+    if not interval:
+        return
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            served = await detect(state.api, PROBE_DRIVER)
+        except ApiException as err:
+            log.warning("could not detect what the cluster serves again; keeping what was "
+                        "detected before", error=kube.api_error_message(err))
+            continue
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:  # a restarting server
+            log.warning("could not detect what the cluster serves again: the API server is "
+                        "unreachable; keeping what was detected before", error=str(err))
+            continue
+        state.feature_detections += 1
+        if served == state.served:
+            continue
+        log.info("cluster features changed", before=state.served.to_json(),
+                 after=served.to_json())
+        state.served = served
+        for name in state.view.inventory_names():
+            state.inventory_queue.add(name)

@@ -65,6 +65,7 @@ from kubedra.api.resource import (
     Condition,
     CounterSet,
     Device,
+    NodeAllocatableOverhead,
     OwnerReference,
     ResourcePool,
     ResourceSlice,
@@ -73,7 +74,7 @@ from kubedra.api.time import timestamp, utcnow
 from kubedra.controller.conditions import get_condition, set_condition
 from kubedra.controller.leases import LeaseState
 from kubedra.controller.state import ClaimUse
-from kubedra.publishing.features import ServedFeatures, fit_pool
+from kubedra.publishing.features import ServedFeatures, fit_pool, pool_off
 from kubedra.publishing.pool import (
     RECOVERED_TAINT_VALUE,
     DesiredPool,
@@ -86,14 +87,16 @@ from kubedra.publishing.pool import (
 from kubedra.publishing.slices import split_pool
 from kubedra.publishing.sync import SliceWrite, SyncPlan, plan_sync
 
-Reason = Literal["SlicesPublished", "DevicesLeftOut", "EmptyPool", "InvalidInventory",
+Reason = Literal["SlicesPublished", "DevicesLeftOut", "FeatureOff", "EmptyPool",
+                 "InvalidInventory",
                  "AgentLeaseExpired", "WaitingForAgent",
                  "PoolConflict", "PublishFailed", "Released", "NodeNotFound"]
 """Reasons of the ``Published`` condition (``Ready`` says ``Published`` when it is True)."""
 
-PUBLISHED: frozenset[str] = frozenset({"SlicesPublished", "DevicesLeftOut", "EmptyPool"})
+PUBLISHED: frozenset[str] = frozenset({"SlicesPublished", "DevicesLeftOut", "FeatureOff",
+                                       "EmptyPool"})
 """Reasons with which the pool is published (``Published=True``)."""
-WARNINGS: frozenset[str] = frozenset({"DevicesLeftOut", "EmptyPool"})
+WARNINGS: frozenset[str] = frozenset({"DevicesLeftOut", "FeatureOff", "EmptyPool"})
 """Reasons with which the pool is published, but whose Event is a Warning: something the admin
 must look at."""
 MAX_NAMED = 10
@@ -119,6 +122,7 @@ class InventoryInputs:
         now: the current time (for hold-downs; None: the clock's).
         hold_down: seconds a recovered device stays tainted (``health_hold_down``).
         node_exists: whether the Node of a node-local inventory exists (True for others).
+        node_features: the features that Node's kubelet declares (``status.declaredFeatures``).
         owner: the owner reference of every slice (:func:`kubedra.kube.slice_owner`: the
             DeviceInventory CRD).
         drain_grace: seconds a published device the pool no longer offers stays published,
@@ -141,8 +145,16 @@ class InventoryInputs:
     now: datetime | None = None
     hold_down: float = 0.0
     node_exists: bool = True
+    node_features: frozenset[str] = frozenset()
     deleted: Sequence[str] = ()
     served: ServedFeatures = field(default_factory=ServedFeatures)
+
+    @property
+    def off(self) -> tuple[str, ...]:
+        """What the decision depends on of the cluster's features, for the fingerprint
+        (:func:`kubedra.publishing.features.pool_off`)."""
+        node = (self.raw.get("spec") or {}).get("nodeName")
+        return pool_off(self.served, self.node_features if node else None)
 
     @property
     def name(self) -> str:
@@ -280,7 +292,7 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
                             "publishes nothing until they are gone",
             delete=tuple(inputs.existing), withdrawn=True, forget=True)
     pool, draining, leaving = _keep_dropped(inputs, inventory, pool)
-    pool = fit_pool(pool, inputs.served)
+    pool = fit_pool(pool, inputs.served, inputs.node_features)
     if inputs.served.off:  # a draining device left out is no longer kept
         published = {d.name for d in pool.devices}
         draining = {d: why for d, why in draining.items() if d in published}
@@ -291,6 +303,8 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
     reason: Reason = "SlicesPublished"
     if pool.left_out:
         reason, message = "DevicesLeftOut", f"{message}; {left_out_message(pool)}"
+    elif pool.withheld:  # every device published, without what this cluster cannot keep
+        reason = "FeatureOff"
     elif not inventory_devices(inventory) and not pool.counter_sets:  # not: all disabled
         reason, message = "EmptyPool", f"{message}: {empty_pool_message(inventory)}"
     return InventoryDecision(reason, message, plan=plan, pool=pool, health=health,
@@ -530,7 +544,24 @@ def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: Sync
     if pool.skip_node_operations:  # kept by this cluster (fit_pool), so in effect
         message += ("; the kubelet skips node operations for its devices (skipNodeOperations: "
                     f"{', '.join(pool.skip_node_operations)})")
+    if pool.node_allocatable_overhead:  # likewise
+        message += f"; {overhead_message(pool.node_allocatable_overhead)}"
+    for sentence in pool.withheld:
+        message += f"; {sentence}"
     return message
+
+
+def overhead_message(overhead: Mapping[str, NodeAllocatableOverhead]) -> str:
+    """The condition's words for a pool's ``nodeAllocatableResources`` overhead in effect:
+    ``each pod using its devices is charged besides them (nodeAllocatableResources): memory
+    256Mi per pod and 64Mi per container``."""
+    costs = []
+    for name, cost in overhead.items():
+        parts = [f"{q.canonical()} per {unit}" for q, unit in
+                 ((cost.per_pod, "pod"), (cost.per_container, "container")) if q is not None]
+        costs.append(f"{name} {' and '.join(parts)}")
+    return ("each pod using its devices is charged besides them (nodeAllocatableResources): "
+            f"{', '.join(costs)}")
 
 
 def _count(number: int, noun: str) -> str:

@@ -1,9 +1,11 @@
 """Nodes as the operator reads them: a :class:`~kubedra.controller.listwatch.ListWatch` of
-records holding a Node's name, UID and labels, nothing else.
+records holding a Node's name, UID, labels and declared features, nothing else.
 
 A Node's status changes every few seconds (the kubelet's, or kwok's, heartbeats), which is
 nothing kubedra decides on: a Node counts for whether it exists (a node-local pool is withdrawn
-without it) and its labels (explanations: node selectors). With kopf watching Nodes, every
+without it), its labels (explanations: node selectors) and the features its kubelet declares
+(``status.declaredFeatures``, KEP-5328: which a slice may use on it), which change only when the
+kubelet restarts. With kopf watching Nodes, every
 heartbeat went through kopf's per-object worker, an index update and a handler: half of the
 operator's CPU in a steady 1,000-node fleet (``bench/RESULTS.md``, round 4, plan 7). Here a
 heartbeat is decoded and found equal to the cached record; nothing else happens.
@@ -18,7 +20,17 @@ NODES_PATH = "/api/v1/nodes"
 
 def node_record(node: dict[str, Any]) -> dict[str, Any]:
     """``{"metadata": {"name", "uid", "labels"}}`` of a Node (the shape explanations read of
-    a node); equal for two versions of a Node that differ only in status or annotations."""
+    a node), with ``{"status": {"declaredFeatures"}}`` where the kubelet declares any; equal
+    for two versions of a Node that differ only in other status or annotations."""
     meta = node["metadata"]
-    return {"metadata": {"name": meta["name"], "uid": meta.get("uid", ""),
-                         "labels": dict(meta.get("labels") or {})}}
+    record: dict[str, Any] = {"metadata": {"name": meta["name"], "uid": meta.get("uid", ""),
+                                           "labels": dict(meta.get("labels") or {})}}
+    declared = (node.get("status") or {}).get("declaredFeatures")
+    if declared:
+        record["status"] = {"declaredFeatures": sorted(declared)}
+    return record
+
+
+def declared_features(record: dict[str, Any] | None) -> frozenset[str]:
+    """The features a Node's kubelet declares, from its :func:`node_record` (none for None)."""
+    return frozenset(((record or {}).get("status") or {}).get("declaredFeatures") or ())

@@ -23,12 +23,12 @@ from kubedra.binding.attach import load_attacher
 from kubedra.controller.executor import reconcile_claim, reconcile_inventory
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.explanations import explain_pod
-from kubedra.controller.features import detect_served
+from kubedra.controller.features import detect_served, watch_served
 from kubedra.controller.fleet import count_fleet
 from kubedra.controller.histograms import OperatorHistograms
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.listwatch import Index, ListWatch
-from kubedra.controller.nodes import NODES_PATH, node_record
+from kubedra.controller.nodes import NODES_PATH, declared_features, node_record
 from kubedra.controller.queue import Retry, WorkQueue
 from kubedra.controller.state import ClusterView, OperatorState
 from kubedra.logging import get_logger
@@ -139,6 +139,7 @@ async def run(runtime: Runtime) -> None:
         raise RuntimeError("the operator state is missing after the caches became ready")
     state.served = await detect_served(state)
     workers = start_workers(state)
+    workers.append(asyncio.create_task(watch_served(state)))
     if state.settings.fleet_metrics_interval:
         workers.append(asyncio.create_task(count_fleet(state)))
     try:
@@ -216,11 +217,12 @@ def node_changed(runtime: Runtime, name: str, before: dict[str, Any] | None,
                  after: dict[str, Any] | None) -> None:
     """What kubedra reads of Node ``name`` changed (the cache reports nothing else): its
     inventories are reconciled when it came, went or is another Node (UID:
-    ``NodeNotFound``), and pending pods explained again when its labels changed."""
+    ``NodeNotFound``) or its kubelet declares other features, and pending pods explained again
+    when its labels changed."""
     state = runtime.state
     if state is None:
         return
-    if _uid(before) != _uid(after):
+    if _uid(before) != _uid(after) or declared_features(before) != declared_features(after):
         for inventory in state.view.inventories_on_node(name):
             state.inventory_queue.add(inventory)
     labels = None if after is None else after["metadata"]["labels"]

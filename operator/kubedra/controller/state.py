@@ -21,6 +21,7 @@ from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.histograms import OperatorHistograms
 from kubedra.controller.leases import LeaseCache
+from kubedra.controller.nodes import declared_features
 from kubedra.controller.queue import WorkQueue
 from kubedra.explain.status import Rows
 from kubedra.publishing.features import ServedFeatures
@@ -102,6 +103,11 @@ class ClusterView:
     def node_exists(self, name: str) -> bool:
         """Whether Node ``name`` exists."""
         return name in self.nodes
+
+    def node_features(self, name: str) -> frozenset[str]:
+        """The features Node ``name``'s kubelet declares (``status.declaredFeatures``; none
+        when the Node does not exist)."""
+        return declared_features(next(iter(self.nodes.get(name, ())), None))
 
     def inventories_on_node(self, node_name: str) -> list[str]:
         """Names of the node-local inventories of ``node_name``."""
@@ -314,7 +320,10 @@ class OperatorState:
     times, taint times) at each reconcile, so it is rebuilt after a restart."""
     served: ServedFeatures = field(default_factory=ServedFeatures)
     """What the cluster keeps of a slice (:mod:`kubedra.controller.features`), learnt before
-    the workers start; until then (and where detection fails) everything is assumed served."""
+    the workers start and again every ``feature_detection_interval``; until then (and where
+    the first detection fails) the defaults of :class:`ServedFeatures` are assumed."""
+    feature_detections: int = 0
+    """Detections of what the cluster serves since start, the first included (for tests)."""
     slice_owner: OwnerReference | None = None
     """The owner reference of every slice (the DeviceInventory CRD), read once."""
     refused_claims: set[tuple[str, str, str]] = field(default_factory=set)

@@ -116,9 +116,10 @@ def health(runtime: Runtime) -> dict[str, Any]:
     """What the leader's ``/healthz`` shows about its work (served by
     :func:`kubedra.handlers.command.run_operator`): caches filled, Leases synced, queue lengths,
     keys queued or in progress (``…Busy``), inventories reconciled (and of those found
-    unchanged), slice writes since start, Node watch events and of those the ones that
-    changed what kubedra reads of a Node (``nodeChanges``; a heartbeat changes nothing), and
-    what the cluster serves (``servedFeatures``:
+    unchanged), slice writes since start, detections of what the cluster serves
+    (``featureDetections``, the first at start included), Node watch events and of those the
+    ones that changed what kubedra reads of a Node (``nodeChanges``; a heartbeat changes
+    nothing), and what the cluster serves (``servedFeatures``:
     :meth:`kubedra.publishing.features.ServedFeatures.to_json`, null until it is detected)."""
     state = runtime.state
     return {
@@ -131,6 +132,7 @@ def health(runtime: Runtime) -> dict[str, Any]:
         "inventoriesReconciled": state.inventories_reconciled if state else 0,
         "inventoriesUnchanged": state.inventories_unchanged if state else 0,
         "sliceWrites": state.slice_writes if state else 0,
+        "featureDetections": state.feature_detections if state else 0,
         "nodeEvents": runtime.nodes.counters.events if runtime.nodes else 0,
         "nodeChanges": runtime.nodes.counters.changes if runtime.nodes else 0,
         # null until detected (a failed detection leaves it null too: the log says why)

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import signal
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -84,6 +85,9 @@ class Agent:
         """The agent Lease as last renewed (None before the first renewal)."""
         self.scanned = asyncio.Event()
         self.health = HealthFeed(self.pool, health_timeout(settings.rescan_interval))
+        self.kubelet_apis: Mapping[str, str] = {}
+        """The kubelet plugin's :attr:`~kubedra.node.plugin.PluginHealth.kubelet_apis` (set
+        by :func:`run_agent`), reported as ``kubeletPluginAPIs``."""
 
     def boot_id(self) -> str | None:
         """The node's boot ID, or None where it cannot be read."""
@@ -155,6 +159,7 @@ class Agent:
         found = result.model_copy(update={"devices": devices})
         report = compact(found).model_copy(update={
             "backend": self.settings.backend.split(":", 1)[0], "agent_version": __version__,
+            "kubelet_plugin_apis": dict(sorted(self.kubelet_apis.items())) or None,
             "boot_id": self.boot_id(), "observed_time": now})
         # the kubelet plugin uses it even if the report fails
         self.discovered = report.model_copy(update={
@@ -266,6 +271,7 @@ async def run_agent(settings: Settings) -> None:
         plugin = kubelet_plugin(settings, api, node_name=agent.node_name, pool=agent.pool,
                                 devices=agent.devices, metrics=PluginMetrics(REGISTRY), mig=mig,
                                 health=agent.health, counter_sets=agent.counter_sets)
+        agent.kubelet_apis = plugin.health.kubelet_apis
         metrics = (await start_metrics_server(settings.metrics_port, plugin.health.to_dict,
                                               hosts=settings.metrics_hosts,
                                               secure=secure_serving(api, settings))

@@ -170,10 +170,14 @@ class HealthService:
     the stream (it reconnects every 5 s); a server stopped under a running stream would cancel
     it, which the kubelet logs as an error."""
 
-    def __init__(self, feed: HealthFeed, pb2: ModuleType, heartbeat: float = HEARTBEAT) -> None:
+    def __init__(self, feed: HealthFeed, pb2: ModuleType, heartbeat: float = HEARTBEAT,
+                 on_watch: Callable[[], None] | None = None) -> None:
+        """``on_watch`` is called when the kubelet opens a stream (the plugin records which
+        API version it chose)."""
         self._feed = feed
         self._pb2 = pb2
         self._heartbeat = heartbeat
+        self._on_watch = on_watch
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -194,6 +198,8 @@ class HealthService:
     async def NodeWatchResources(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """Stream the feed's snapshots until the kubelet goes away."""
         log.info("kubelet watches device health", pool=self._feed.pool())
+        if self._on_watch is not None:
+            self._on_watch()
         async for snapshot in self._feed.watch(self._heartbeat, self._stopping):
             yield self.response(snapshot)
         log.info("device health stream ended", pool=self._feed.pool())

@@ -6,7 +6,11 @@
   ``v1beta1.DRAPlugin``; the kubelet prefers v1; and the device health stream
   ``v1.DRAResourceHealth``, ``v1alpha1.DRAResourceHealth``, :mod:`kubedra.node.health`).
   NotifyRegistrationStatus is the kubelet's verdict; it is logged and kept in
-  :class:`PluginHealth`.
+  :class:`PluginHealth`. The kubelet chooses one version of each service from that list and
+  says nowhere which (``validateSupportedServices`` and ``pickHealthService`` in
+  pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go): the plugin learns it from the calls, and
+  :attr:`PluginHealth.kubelet_apis` keeps the version of each service the kubelet last
+  called.
 - DRA socket (:func:`kubedra.node.sockets.dra_socket`), service ``DRAPlugin`` in both API
   versions: NodePrepareResources and NodeUnprepareResources, answered by
   :class:`kubedra.node.prepare.ClaimPreparer`. Request names in the answer are base request
@@ -27,9 +31,10 @@ unless a plugin registers again within that time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -75,13 +80,16 @@ class PluginHealth:
 
     ``registered``: None until the kubelet calls NotifyRegistrationStatus, then its verdict;
     ``registration_error``: the kubelet's error when it refused; ``serving``: both sockets are
-    up; ``checkpoint_problem``: why the checkpoint was rebuilt at start, if it was.
+    up; ``checkpoint_problem``: why the checkpoint was rebuilt at start, if it was;
+    ``kubelet_apis``: service (``DRAPlugin``, ``DRAResourceHealth``) → the API version the
+    kubelet called it in last (``v1``, ``v1beta1``, ``v1alpha1``), for the services it called.
     """
 
     serving: bool = False
     registered: bool | None = None
     registration_error: str | None = None
     checkpoint_problem: str | None = None
+    kubelet_apis: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -92,7 +100,8 @@ class PluginHealth:
         """JSON-ready form for ``/healthz``."""
         return {"ok": self.ok, "serving": self.serving, "registered": self.registered,
                 "registrationError": self.registration_error,
-                "checkpointProblem": self.checkpoint_problem}
+                "checkpointProblem": self.checkpoint_problem,
+                "kubeletAPIs": dict(self.kubelet_apis)}
 
 
 class RegistrationService:
@@ -128,16 +137,18 @@ class DRAService:
     """``DRAPlugin`` of one API version (``pb2`` is its generated message module)."""
 
     def __init__(self, preparer: ClaimPreparer, pb2: ModuleType, api: str,
-                 metrics: PluginMetrics) -> None:
+                 metrics: PluginMetrics, health: PluginHealth) -> None:
         self._preparer = preparer
         self._pb2 = pb2
         self._api = api
         self._metrics = metrics
+        self._health = health
 
     async def NodePrepareResources(self, request: Any, context: Any) -> Any:
         """Prepare the claims; every claim of the request gets an entry."""
         method = "NodePrepareResources"
         self._metrics.requests.labels(method, self._api).inc()
+        self._health.kubelet_apis["DRAPlugin"] = self._api
         started = time.monotonic()
         results = await self._preparer.prepare(_refs(request))
         response = self._pb2.NodePrepareResourcesResponse()
@@ -157,6 +168,7 @@ class DRAService:
         """Unprepare the claims; every claim of the request gets an entry."""
         method = "NodeUnprepareResources"
         self._metrics.requests.labels(method, self._api).inc()
+        self._health.kubelet_apis["DRAPlugin"] = self._api
         started = time.monotonic()
         results = await self._preparer.unprepare(_refs(request))
         response = self._pb2.NodeUnprepareResourcesResponse()
@@ -214,10 +226,12 @@ class KubeletPlugin:
         for pb2, pb2_grpc, api in ((dra_v1_pb2, dra_v1_pb2_grpc, "v1"),
                                    (dra_v1beta1_pb2, dra_v1beta1_pb2_grpc, "v1beta1")):
             pb2_grpc.add_DRAPluginServicer_to_server(
-                DRAService(self.preparer, pb2, api, self._metrics), dra)
-        for pb2, pb2_grpc in ((dra_health_v1_pb2, dra_health_v1_pb2_grpc),
-                              (dra_health_v1alpha1_pb2, dra_health_v1alpha1_pb2_grpc)):
-            service = HealthService(self.device_health, pb2)
+                DRAService(self.preparer, pb2, api, self._metrics, self.health), dra)
+        for pb2, pb2_grpc, api in ((dra_health_v1_pb2, dra_health_v1_pb2_grpc, "v1"),
+                                   (dra_health_v1alpha1_pb2, dra_health_v1alpha1_pb2_grpc,
+                                    "v1alpha1")):
+            service = HealthService(self.device_health, pb2, on_watch=functools.partial(
+                self.health.kubelet_apis.__setitem__, "DRAResourceHealth", api))
             pb2_grpc.add_DRAResourceHealthServicer_to_server(service, dra)
             self._health_services.append(service)
         await self._serve(dra, self.dra_socket)

@@ -15,6 +15,13 @@ without it (the kubelet then calls the driver as before), and the detected set s
 upstream's resourceslice controller reports the gate ``DRAOptionalNodeOperations`` disabled
 when a written slice comes back without it (k8s.io/dynamic-resource-allocation
 resourceslice/resourceslicecontroller.go).
+
+``nodeAllocatableResources`` (KEP-5517, gate ``DRANodeAllocatableResources``: alpha and off by
+default in 1.36 and 1.37, unknown before; ``dropDisabledDRANodeAllocatableResourcesFields`` in
+pkg/registry/resource/resourceslice/strategy.go) carries the host overhead an inventory
+declares (``spec.nodeAllocatableOverhead``). Where the cluster does not keep it, the devices are
+published without it and the condition says so (:data:`OVERHEAD_OFF`): the scheduler then
+does not charge the overhead, as before the field existed.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ class ServedFeatures:
             ``DRAOptionalNodeOperations``). False until a probe shows it, unlike the others
             (on by default where they exist): a slice written with a field the server drops
             differs from its stored copy, and would be written again on every reconcile.
+        node_allocatable_resources: ``devices[].nodeAllocatableResources`` survives a write
+            (gate ``DRANodeAllocatableResources``). False until a probe shows it, as
+            ``skip_node_operations``.
         resource_versions: the served versions of ``resource.k8s.io``, preferred first.
         server_version: the API server's ``gitVersion`` (``v1.37.2``), or "" when unknown.
     """
@@ -51,6 +61,7 @@ class ServedFeatures:
     partitionable_devices: bool = True
     device_taint_rules: bool = True
     skip_node_operations: bool = False
+    node_allocatable_resources: bool = False
     resource_versions: tuple[str, ...] = ("v1",)
     server_version: str = ""
 
@@ -60,7 +71,8 @@ class ServedFeatures:
         gates = (("DRADeviceTaints", self.device_taints),
                  ("DRAPartitionableDevices", self.partitionable_devices),
                  ("DRADeviceTaintRules", self.device_taint_rules),
-                 ("DRAOptionalNodeOperations", self.skip_node_operations))
+                 ("DRAOptionalNodeOperations", self.skip_node_operations),
+                 ("DRANodeAllocatableResources", self.node_allocatable_resources))
         return tuple(name for name, on in gates if not on)
 
     def to_json(self) -> dict[str, Any]:
@@ -71,22 +83,34 @@ class ServedFeatures:
                 "partitionableDevices": self.partitionable_devices,
                 "deviceTaintRules": self.device_taint_rules,
                 "skipNodeOperations": self.skip_node_operations,
+                "nodeAllocatableResources": self.node_allocatable_resources,
                 "off": list(self.off)}
+
+
+PROBE_OVERHEAD = {"memory": {"overhead": {"perPod": "1"}}}
+"""The probe device's ``nodeAllocatableResources``."""
+PROBE_NODE_SELECTOR = {"nodeSelectorTerms": [{"matchExpressions": [
+    {"key": "kubedra.io/feature-probe", "operator": "In", "values": ["no-node"]}]}]}
+"""The probe slice's node selector: a label no node has."""
 
 
 def probe_slice(driver: str) -> dict[str, Any]:
     """The ResourceSlice body the operator dry-run creates (never stored) to learn whether the
-    server keeps device taints and ``skipNodeOperations``: one pool-wide device with one taint,
-    skipping :data:`~kubedra.publishing.pool.NO_NODE_OPERATIONS` (a server without the field
-    drops it as unknown: field validation ``Warn`` is the default)."""
+    server keeps device taints, ``nodeAllocatableResources`` and ``skipNodeOperations``: one
+    device with one taint and a memory overhead of one byte per pod, skipping
+    :data:`~kubedra.publishing.pool.NO_NODE_OPERATIONS` (a server without a field drops it as
+    unknown: field validation ``Warn`` is the default), for the nodes of
+    :data:`PROBE_NODE_SELECTOR`, none: the API server refuses the overhead for any node its
+    slice may be used on that does not declare :data:`NODE_ALLOCATABLE_FEATURE`."""
     return {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": PROBE_SLICE_NAME},
-        "spec": {"driver": driver, "allNodes": True,
+        "spec": {"driver": driver, "nodeSelector": PROBE_NODE_SELECTOR,
                  "skipNodeOperations": list(NO_NODE_OPERATIONS),
                  "pool": {"name": PROBE_SLICE_NAME, "generation": 1, "resourceSliceCount": 1},
                  "devices": [{"name": "probe", "taints": [
-                     {"key": "kubedra.io/probe", "effect": "NoSchedule"}]}]},
+                     {"key": "kubedra.io/probe", "effect": "NoSchedule"}],
+                     "nodeAllocatableResources": PROBE_OVERHEAD}]},
     }
 
 
@@ -109,6 +133,7 @@ def served_from_probe(returned_taints: dict[str, Any], returned_counters: dict[s
     return ServedFeatures(
         device_taints=bool(devices[0].get("taints")),
         skip_node_operations=spec.get("skipNodeOperations") == list(NO_NODE_OPERATIONS),
+        node_allocatable_resources=devices[0].get("nodeAllocatableResources") == PROBE_OVERHEAD,
         partitionable_devices=bool((returned_counters.get("spec") or {}).get("sharedCounters")),
         device_taint_rules=device_taint_rules,
         resource_versions=resource_versions,
@@ -119,21 +144,71 @@ def served_from_probe(returned_taints: dict[str, Any], returned_counters: dict[s
 TAINTS_OFF = ("this cluster does not keep device taints (feature gate "
               "DRADeviceTaints is off), so the device would be published without its taint "
               "and be allocated")
+OVERHEAD_OFF = ("published without spec.nodeAllocatableOverhead: this cluster does not keep "
+                "nodeAllocatableResources (feature gate DRANodeAllocatableResources is off), so "
+                "pods are not charged for it")
+NODE_ALLOCATABLE_FEATURE = "DRANodeAllocatableResources"
+"""The feature a kubelet declares (``Node.status.declaredFeatures``, KEP-5328) when it accounts
+for ``nodeAllocatableResources``: the API server refuses a slice whose devices carry the field
+for a node that does not declare it (admission plugin ``NodeDeclaredFeatureValidator``,
+plugin/pkg/admission/nodedeclaredfeatures/admission.go)."""
+
+
+def overhead_undeclared(node: str) -> str:
+    """Why a pool of ``node`` is published without its overhead on a cluster that keeps it."""
+    return (f"published without spec.nodeAllocatableOverhead: node {node} does not declare "
+            f"the feature {NODE_ALLOCATABLE_FEATURE} (its kubelet has the feature gate off), "
+            "and the API server refuses a slice with the overhead for such a node")
+
+
+def pool_off(served: ServedFeatures, node_features: frozenset[str] | None) -> tuple[str, ...]:
+    """What a pool's decision depends on of the cluster's features, for its fingerprint:
+    ``served.off``, and ``<feature> undeclared`` where the cluster keeps the overhead but the
+    pool's node (``node_features``: what its kubelet declares; None for a pool without node)
+    does not declare :data:`NODE_ALLOCATABLE_FEATURE`."""
+    if (served.node_allocatable_resources and node_features is not None
+            and NODE_ALLOCATABLE_FEATURE not in node_features):
+        return (*served.off, f"{NODE_ALLOCATABLE_FEATURE} undeclared")
+    return served.off
+
+
+def overhead_blocker(pool: DesiredPool, served: ServedFeatures,
+                     node_features: frozenset[str]) -> str | None:
+    """Why ``pool``'s ``nodeAllocatableResources`` overhead cannot be published (one sentence),
+    or None when it can or there is none: the cluster must keep the field and the pool's node
+    (``node_features``: what its kubelet declares) declare :data:`NODE_ALLOCATABLE_FEATURE`.
+    A pool without node never has overhead (the CRD refuses it)."""
+    if not pool.node_allocatable_overhead:
+        return None
+    if not served.node_allocatable_resources:
+        return OVERHEAD_OFF
+    if pool.node_name and NODE_ALLOCATABLE_FEATURE not in node_features:
+        return overhead_undeclared(pool.node_name)
+    return None
 COUNTERS_OFF = ("this cluster does not keep shared counters (feature gate "
                 "DRAPartitionableDevices is off), so partitions sharing a device could be "
                 "allocated together")
 
 
-def fit_pool(pool: DesiredPool, served: ServedFeatures) -> DesiredPool:
+def fit_pool(pool: DesiredPool, served: ServedFeatures,
+             node_features: frozenset[str] = frozenset()) -> DesiredPool:
     """``pool`` without what ``served`` cannot carry, each in ``left_out`` with why: with
     device taints off, every tainted device (unhealthy, recovering, draining, or an override's
     taint); with partitionable devices off, every counter set and every device that consumes
     counters but the :func:`sole_consumers`, published without ``consumesCounters`` (a GPU
     with MIG partitions on is published whole, its partitions left out). Unchanged when the
     cluster serves both. Without ``skipNodeOperations`` served, the pool is published without
-    it (nothing is left out: the kubelet calls the driver as it would without the field)."""
+    it (nothing is left out: the kubelet calls the driver as it would without the field).
+    Where the overhead cannot be published (:func:`overhead_blocker`, ``node_features`` what
+    the pool's node declares), the devices are published without it, and ``withheld`` says
+    why."""
     if pool.skip_node_operations and not served.skip_node_operations:
         pool = replace(pool, skip_node_operations=())
+    blocker = overhead_blocker(pool, served, node_features)
+    if blocker:
+        pool = replace(pool, node_allocatable_overhead={}, withheld=(*pool.withheld, blocker),
+                       devices=[d.model_copy(update={"node_allocatable_resources": None})
+                                for d in pool.devices])
     left_out: list[Rejection] = []
     devices = []
     sole = {} if served.partitionable_devices else sole_consumers(pool)

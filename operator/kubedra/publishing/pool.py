@@ -19,7 +19,14 @@ from datetime import UTC, datetime, timedelta
 
 from kubedra.api.inventory import DeviceInventory, DiscoveryResult, InventoryDevice, Rejection
 from kubedra.api.mig import expand
-from kubedra.api.resource import CounterSet, Device, DeviceTaint, NodeSelector
+from kubedra.api.resource import (
+    CounterSet,
+    Device,
+    DeviceTaint,
+    NodeAllocatableOverhead,
+    NodeAllocatableResource,
+    NodeSelector,
+)
 from kubedra.api.time import parse_timestamp
 from kubedra.api.validation import (
     FieldError,
@@ -67,6 +74,12 @@ class DesiredPool:
     skip_node_operations: tuple[str, ...] = ()
     """The slices' ``spec.skipNodeOperations`` (KEP-5945): :data:`NO_NODE_OPERATIONS` for a
     pool without node (no agent prepares its devices), else empty."""
+    node_allocatable_overhead: dict[str, NodeAllocatableOverhead] = field(default_factory=dict)
+    """What every device carries as ``nodeAllocatableResources`` overhead (KEP-5517), by node
+    resource (``memory``): the inventory's ``spec.nodeAllocatableOverhead``, or empty."""
+    withheld: tuple[str, ...] = ()
+    """What the inventory asks for that is published without, as this cluster does not keep it
+    (the devices are published): one sentence each, for the condition."""
 
 
 def pool_name(inventory: DeviceInventory) -> str:
@@ -134,6 +147,9 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
     Binding conditions that break a rule of :func:`binding_errors` leave the device out too.
     A pool without node (``spec.nodeSelector`` or ``spec.allNodes``: no agent serves it) skips
     the node operations (:data:`NO_NODE_OPERATIONS`).
+    Every device carries ``spec.nodeAllocatableOverhead`` as its ``nodeAllocatableResources``
+    overhead (KEP-5517: the scheduler charges it to the node's allocatable resources and the
+    kubelet adds it to the pod's cgroups, per pod and per container using the claim).
 
     A value the API server refuses in a slice must not cost the devices that do not depend on
     it, so nothing here raises: a counter set whose name is taken already or that breaks a
@@ -169,6 +185,8 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
 
     now = now or datetime.now(UTC)
     held_until: datetime | None = None
+    costs = dict(sorted((spec.node_allocatable_overhead or {}).items())) if spec.node_name else {}
+    overhead = {name: NodeAllocatableResource(overhead=cost) for name, cost in costs.items()}
     overrides = {o.device: (i, o) for i, o in enumerate(spec.overrides or [])}
     seen: set[str] = set()
     disabled: dict[str, Device] = {}
@@ -206,6 +224,7 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
             binds_to_node=device.binds_to_node,
             binding_conditions=device.binding_conditions or None,
             binding_failure_conditions=device.binding_failure_conditions or None,
+            node_allocatable_resources=overhead or None,
         )
         if override and override.disabled:
             disabled[device.name] = built
@@ -223,6 +242,7 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
         left_out=left_out,
         held_until=held_until,
         skip_node_operations=() if spec.node_name else NO_NODE_OPERATIONS,
+        node_allocatable_overhead=costs,
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubedra.controller.listwatch import Index, ListWatch
-from kubedra.controller.nodes import node_record
+from kubedra.controller.nodes import declared_features, node_record
 
 
 def _node(name: str, uid: str = "u1", heartbeat: str = "t0", **labels: str) -> dict[str, Any]:
@@ -60,3 +60,24 @@ def test_an_event_that_changes_nothing_read_reports_nothing() -> None:
         ("u1", {"zone": "z"}), ("u1", {"zone": "z"}), ("u2", None)]
     assert cache.records == {}
     assert cache.counters.changes == 4
+
+
+def test_a_node_record_keeps_the_features_its_kubelet_declares() -> None:
+    plain = _node("a")
+    declaring = _node("a")
+    declaring["status"]["declaredFeatures"] = ["DRANodeAllocatableResources", "Another"]
+    assert node_record(plain) == {"metadata": {"name": "a", "uid": "u1", "labels": {}}}
+    assert declared_features(node_record(plain)) == frozenset()
+    record = node_record(declaring)
+    assert record["status"] == {"declaredFeatures": ["Another", "DRANodeAllocatableResources"]}
+    assert declared_features(record) == {"Another", "DRANodeAllocatableResources"}
+    cache, changes = _cache()
+    cache._apply(plain, deleted=False)
+    changes.clear()
+    cache._apply(declaring, deleted=False)  # a kubelet restarted with the gate on
+    assert [name for name, _, _ in changes] == ["a"]
+    changes.clear()
+    heartbeat = _node("a", heartbeat="t9")
+    heartbeat["status"]["declaredFeatures"] = ["Another", "DRANodeAllocatableResources"]
+    cache._apply(heartbeat, deleted=False)
+    assert changes == []

@@ -3,8 +3,10 @@ stripped (issue 26, item 2): decisions with the served features of a 1.34-like c
 
 from __future__ import annotations
 
+from typing import Any
+
 from kubedra.controller.fingerprint import inputs_digest
-from kubedra.controller.inventories import decide_inventory
+from kubedra.controller.inventories import InventoryDecision, decide_inventory
 from kubedra.publishing.features import (
     ServedFeatures,
     probe_counter_slice,
@@ -102,20 +104,21 @@ def test_the_probe_read_back_decides_each_feature() -> None:
     kept = served_from_probe(taints, counters, resource_versions=("v1", "v1beta2"),
                              device_taint_rules=True, server_version="v1.37.2")
     assert kept == ServedFeatures(resource_versions=("v1", "v1beta2"), server_version="v1.37.2",
-                                  skip_node_operations=True)
+                                  skip_node_operations=True, node_allocatable_resources=True)
     assert kept.off == ()
     taints["spec"]["devices"][0].pop("taints")
+    taints["spec"]["devices"][0].pop("nodeAllocatableResources")
     taints["spec"].pop("skipNodeOperations")
     counters["spec"].pop("sharedCounters")
     dropped = served_from_probe(taints, counters, resource_versions=("v1",),
                                 device_taint_rules=False)
     off = ("DRADeviceTaints", "DRAPartitionableDevices", "DRADeviceTaintRules",
-           "DRAOptionalNodeOperations")
+           "DRAOptionalNodeOperations", "DRANodeAllocatableResources")
     assert dropped.off == off
     assert dropped.to_json() == {"serverVersion": "", "resourceVersions": ["v1"],
                                  "deviceTaints": False, "partitionableDevices": False,
                                  "deviceTaintRules": False, "skipNodeOperations": False,
-                                 "off": list(off)}
+                                 "nodeAllocatableResources": False, "off": list(off)}
 
 
 def test_a_cluster_that_changes_its_features_changes_the_fingerprint() -> None:
@@ -155,7 +158,7 @@ def test_a_network_pool_is_published_without_the_field_where_it_is_not_kept() ->
     assert body["spec"] == NETWORK_SLICE_SPEC
     decision = decide_inventory(inputs(raw_inventory(node=None, devices=1), served=served))
     assert decision.message == "1 device in 1 ResourceSlice (pool pool-a, generation 1)"
-    assert served.off == ("DRAOptionalNodeOperations",)
+    assert served.off == ("DRAOptionalNodeOperations", "DRANodeAllocatableResources")
     assert served.to_json()["skipNodeOperations"] is False
 
 
@@ -167,3 +170,78 @@ def test_a_node_pool_never_skips_node_operations() -> None:
     assert write.body is not None
     assert "skipNodeOperations" not in write.body["spec"]
     assert write.body["spec"]["nodeName"] == "node-1"
+
+
+GPU_OVERHEAD = {"memory": {"perPod": "256Mi", "perContainer": "64Mi"}, "cpu": {"perPod": "500m"}}
+"""An inventory's ``spec.nodeAllocatableOverhead``: a CUDA context's pinned host memory and a
+helper thread's CPU (the shape of NVIDIA's dra-driver node-allocatable-overhead guide)."""
+
+
+DECLARES = frozenset({"DRANodeAllocatableResources"})
+"""What node-1 declares when its kubelet has the gate on."""
+
+
+def _overhead_decision(served: ServedFeatures, node_features: frozenset[str] = DECLARES
+                       ) -> tuple[InventoryDecision, list[dict[str, Any]]]:
+    """The decision for node-1's two GPUs with :data:`GPU_OVERHEAD`, and its slice bodies."""
+    decision = decide_inventory(inputs(raw_inventory(
+        extra_spec={"nodeAllocatableOverhead": GPU_OVERHEAD}), served=served,
+        node_features=node_features))
+    assert decision.plan is not None
+    return decision, [w.body for w in decision.plan.writes if w.body is not None]
+
+
+def test_every_device_carries_the_overhead_where_the_cluster_keeps_the_field() -> None:
+    decision, [body] = _overhead_decision(ServedFeatures(node_allocatable_resources=True))
+    overhead = {"cpu": {"overhead": {"perPod": "500m"}},
+                "memory": {"overhead": {"perPod": "256Mi", "perContainer": "64Mi"}}}
+    assert body["spec"]["devices"] == [
+        {"name": f"gpu-{i}", "attributes": {"index": {"int": i}},
+         "nodeAllocatableResources": overhead} for i in range(2)]
+    assert (decision.reason, decision.message) == (
+        "SlicesPublished", "2 devices in 1 ResourceSlice (pool node-1, generation 1); each pod "
+        "using its devices is charged besides them (nodeAllocatableResources): cpu 500m per "
+        "pod, memory 256Mi per pod and 64Mi per container")
+
+
+def test_the_overhead_is_withheld_and_said_so_where_the_cluster_drops_the_field() -> None:
+    decision, [body] = _overhead_decision(ServedFeatures())
+    assert body["spec"]["devices"] == [
+        {"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(2)]
+    assert (decision.reason, decision.ok, decision.message) == (
+        "FeatureOff", True, "2 devices in 1 ResourceSlice (pool node-1, generation 1); "
+        "published without spec.nodeAllocatableOverhead: this cluster does not keep "
+        "nodeAllocatableResources (feature gate DRANodeAllocatableResources is off), so pods "
+        "are not charged for it")
+
+
+def test_no_overhead_for_a_node_whose_kubelet_does_not_declare_the_feature() -> None:
+    decision, [body] = _overhead_decision(ServedFeatures(node_allocatable_resources=True),
+                                          frozenset({"SomethingElse"}))
+    assert body["spec"]["devices"] == [
+        {"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(2)]
+    assert (decision.reason, decision.message) == (
+        "FeatureOff", "2 devices in 1 ResourceSlice (pool node-1, generation 1); published "
+        "without spec.nodeAllocatableOverhead: node node-1 does not declare the feature "
+        "DRANodeAllocatableResources (its kubelet has the feature gate off), and the API "
+        "server refuses a slice with the overhead for such a node")
+
+
+def test_the_fingerprint_follows_what_the_node_declares() -> None:
+    raw = raw_inventory(extra_spec={"nodeAllocatableOverhead": GPU_OVERHEAD})
+    served = ServedFeatures(node_allocatable_resources=True)
+    declared = inputs(raw, served=served, node_features=DECLARES)
+    undeclared = inputs(raw, served=served)
+    assert declared.off == served.off
+    assert undeclared.off == (*served.off, "DRANodeAllocatableResources undeclared")
+    assert inputs_digest(raw, "uid", 0.0, declared.off) != inputs_digest(
+        raw, "uid", 0.0, undeclared.off)
+
+
+def test_an_inventory_without_overhead_publishes_none_on_any_cluster() -> None:
+    for served in (ServedFeatures(), ServedFeatures(node_allocatable_resources=True)):
+        decision = decide_inventory(inputs(raw_inventory(), served=served))
+        assert (decision.reason, decision.message) == (
+            "SlicesPublished", "2 devices in 1 ResourceSlice (pool node-1, generation 1)")
+        assert decision.pool is not None
+        assert all(d.node_allocatable_resources is None for d in decision.pool.devices)

@@ -49,7 +49,7 @@ async def test_register_serve_and_stop(node: PluginNode, api: ApiClient, version
              "v1alpha1.DRAResourceHealth"])
         assert plugin.health.to_dict() == {"ok": True, "serving": True, "registered": True,
                                            "registrationError": None,
-                                           "checkpointProblem": None}
+                                           "checkpointProblem": None, "kubeletAPIs": {}}
         assert node.metric("kubedra_plugin_registered") == 1
         timed = "kubedra_plugin_claim_duration_seconds_count"
         assert node.metrics_registry.get_sample_value(
@@ -58,6 +58,8 @@ async def test_register_serve_and_stop(node: PluginNode, api: ApiClient, version
         assert dict(response.claims) == {"uid-x": type(response.claims["uid-x"])(error="")}
         assert node.metric("kubedra_plugin_requests_total", method="NodeUnprepareResources",
                            api=version) == 1
+        # the version the kubelet chose, known from its call (registration does not say)
+        assert plugin.health.to_dict()["kubeletAPIs"] == {"DRAPlugin": version}
         assert node.metric("kubedra_plugin_claims_total", operation="unprepare",
                            result="cached") == 1
         assert [node.metric(timed, operation="unprepare", result=r)

@@ -70,6 +70,7 @@ async def test_stream_sends_every_device_then_each_change(node: PluginNode,
         assert entries(first) == [
             ("node-1", "gpu-0", pb2.HEALTHY, 1_700_000_000, 90, ""),
             ("node-1", "gpu-1", pb2.HEALTHY, 1_700_000_000, 90, "")]
+        assert plugin.health.kubelet_apis == {"DRAResourceHealth": version}
 
         assert feed.report([gpu("gpu-0", "Unhealthy", XID_MESSAGE),
                             gpu("gpu-1")], 1_700_000_002)
