@@ -85,7 +85,9 @@ DRIVER = "gpu.kubedra.io"
 PEER_DRIVER = "peer.gpu.kubedra.io"
 GPUS_PER_NODE = 8
 LEASE_DURATION = 40
-"""Seconds, the agent's default (``Settings.lease_duration``); renewed every third of it."""
+"""Seconds, the agent's default (``Settings.lease_duration``); renewed every third of it
+(``--lease-duration`` sets another, where the API server of a small machine cannot take the
+renewals of thousands of agents: ``bench/RESULTS.md``, 5,000 nodes)."""
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONCURRENCY = 16
@@ -205,6 +207,8 @@ class Agents:
     api: ApiClient
     nodes: list[str]
     discovered: Json
+    lease_duration: int = LEASE_DURATION
+    """The agents' ``leaseDurationSeconds``; each renews every third of it."""
     stats_file: Path | None = None
     """The renewer's counts (``hack/benchagents -stats``), once it runs."""
     churned: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -226,7 +230,7 @@ class Agents:
         self.stats_file = workdir / "agent-stats.json"
         return [str(binary), f"--kubeconfig={kubeconfig}", f"--nodes={nodes_file}",
                 f"--stats={self.stats_file}", f"--namespace={NAMESPACE}",
-                f"--prefix={AGENT_LEASE_PREFIX}", f"--lease-duration={LEASE_DURATION}",
+                f"--prefix={AGENT_LEASE_PREFIX}", f"--lease-duration={self.lease_duration}",
                 f"--concurrency={CONCURRENCY}"]
 
     def counts(self) -> Json:
@@ -477,6 +481,8 @@ class Options:
     leader_elect: bool = True
     """Run the operator with leader election (as shipped); on a machine loaded far beyond its
     cores the leader may miss its 10 s renew deadline and exit (``bench/RESULTS.md``)."""
+    lease_duration: int = LEASE_DURATION
+    """The agents' Lease duration (seconds); renewed every third of it."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -502,9 +508,11 @@ class ScaleBench:
         api = await make_api_client(self.plane.admin_kubeconfig)
         async with api:
             discovered = h200_node(0, opts.mig, opts.mig_form)
-            agents = Agents(api, [node_name(i) for i in range(opts.nodes)], discovered)
+            agents = Agents(api, [node_name(i) for i in range(opts.nodes)], discovered,
+                            lease_duration=opts.lease_duration)
             self.expected = len(published_slices(agents.nodes[0], discovered)) * opts.nodes
-            self.results.update(devices=devices_per_node(discovered) * opts.nodes,
+            self.results.update(agents_lease_duration_s=opts.lease_duration,
+                                devices=devices_per_node(discovered) * opts.nodes,
                                 slices=self.expected, mig_form=opts.mig_form)
             start = time.monotonic()
             await agents.create_nodes()
@@ -984,6 +992,8 @@ def main() -> None:
     parser.add_argument("--steady", type=float, default=60.0, help="seconds")
     parser.add_argument("--churn", type=float, default=120.0, help="seconds")
     parser.add_argument("--churn-percent", type=float, default=1.0, help="per minute")
+    parser.add_argument("--lease-duration", type=int, default=LEASE_DURATION,
+                        help="the agents' Lease duration, seconds (renewed every third)")
     parser.add_argument("--claims", type=int, default=200)
     parser.add_argument("--claim-rate", type=float, default=50.0, help="per second")
     parser.add_argument("--workdir", type=Path, default=None)
@@ -1001,7 +1011,7 @@ def main() -> None:
                       churn_s=args.churn, churn_percent=args.churn_percent,
                       claims=args.claims, claim_rate=args.claim_rate,
                       baseline=args.baseline and args.baseline.resolve(),
-                      leader_elect=args.leader_elect)
+                      leader_elect=args.leader_elect, lease_duration=args.lease_duration)
     if args.workdir:
         result = run(options, args.workdir)
     else:
