@@ -645,12 +645,18 @@ class ScaleBench:
         await self.until(done, timeout=3600, what="every pool verified")
 
     async def probe(self) -> Json:
-        """The operator's ``/healthz`` probe (``{}`` while it does not answer)."""
+        """The ``kubedra`` part of the operator's ``/healthz`` (``{}`` while it does not
+        answer)."""
+        return dict((await self.healthz()).get("kubedra") or {})
+
+    async def healthz(self) -> Json:
+        """The operator's ``/healthz`` (``{}`` while it does not answer): the election's
+        figures and, on the leader, ``kubedra``."""
         try:
             async with aiohttp.ClientSession() as session, session.get(
                     f"http://127.0.0.1:{self.liveness_port}/healthz",
                     timeout=aiohttp.ClientTimeout(total=5)) as resp:
-                return dict((await resp.json()).get("kubedra") or {})
+                return dict(await resp.json())
         except (TimeoutError, aiohttp.ClientError, ValueError):
             return {}
 
@@ -681,7 +687,7 @@ class ScaleBench:
                 "settled_s": round(time.monotonic() - start, 2),
                 "cpu_s": round(cpu_seconds(pid), 2), "rss_mib": round(peak_rss_mib(pid), 1),
                 "rss_now_mib": round(rss_mib(pid), 1), "helpers_rss_mib": helpers_rss_mib(pid),
-                "election": election_figures(await self.probe()),
+                "election": election_figures(await self.healthz()),
                 "slice_writes": after.get("resourceslices", 0) - before.get("resourceslices", 0),
                 "status_writes": requests.get("patch deviceinventories/status", 0),
                 "operator_writes": writes(requests), "slices": watcher.count(DRIVER),
@@ -723,7 +729,8 @@ class ScaleBench:
                 "unchanged": probe.get("inventoriesUnchanged"),
                 "rss_mib": round(peak_rss_mib(pid), 1),
                 "rss_now_mib": round(rss_mib(pid), 1), "helpers_rss_mib": helpers_rss_mib(pid),
-                "election": election_figures(probe), "operator_writes": writes(requests),
+                "election": election_figures(await self.healthz()),
+                "operator_writes": writes(requests),
                 "operator_requests": sum(requests.values()), "requests": requests}
 
     async def steady(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
@@ -754,7 +761,7 @@ class ScaleBench:
                   "rss_mib": round(peak_rss_mib(pid), 1),
                   "agents_cpu_percent": round(
                       100 * (cpu_seconds(self.renewer_pid) - agents_cpu) / elapsed, 1),
-                  "election": election_figures(await self.probe()), "requests": requests}
+                  "election": election_figures(await self.healthz()), "requests": requests}
         if self.options.leader_elect:
             result["leader"] = kept_lease(lease_before, await self.leader_lease(api),
                                           self.audit.renewals_since(audit),

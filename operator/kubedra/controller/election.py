@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
 import os
 import random
 import select
@@ -53,6 +52,7 @@ from typing import Any
 
 import aiohttp
 
+from kubedra.api.time import micro_timestamp, utcnow
 from kubedra.controller.election_figures import ElectionFigures
 from kubedra.lease_api import LeaseApi, LeaseApiError
 from kubedra.logging import get_logger
@@ -82,11 +82,6 @@ class ElectionTiming:
 
 class LostLeadership(RuntimeError):
     """The leader could not renew its Lease within the renew deadline."""
-
-
-def micro_time() -> str:
-    """Now as a Lease ``MicroTime`` (RFC 3339, microseconds, UTC), as client-go writes it."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)
@@ -171,7 +166,7 @@ class _Election:
         if (self.lease is None or observed is None or observed.holder != self.identity
                 or not self._valid(observed)):
             return False
-        spec = {**self.lease["spec"], "renewTime": micro_time(),
+        spec = {**self.lease["spec"], "renewTime": micro_timestamp(utcnow()),
                 "leaseDurationSeconds": self.timing.lease_duration}
         try:
             await self._write({**self.lease, "spec": spec})
@@ -184,7 +179,7 @@ class _Election:
         """client-go's full path: read the Lease; create it if there is none; leave it to a
         holder whose record is still valid; else take or renew it."""
         lease = await self.api.get(self.namespace, self.name)
-        now = micro_time()
+        now = micro_timestamp(utcnow())
         spec = {"holderIdentity": self.identity,
                 "leaseDurationSeconds": self.timing.lease_duration,
                 "acquireTime": now, "renewTime": now, "leaseTransitions": 0}
@@ -393,7 +388,7 @@ async def _release(api: LeaseApi, namespace: str, identity: str) -> None:
         lease = await asyncio.wait_for(api.get(namespace, LEASE_NAME), timeout=2.0)
         if lease is None or _Record.of(lease).holder != identity:
             return
-        now = micro_time()
+        now = micro_timestamp(utcnow())
         lease["spec"] = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1,
                          "acquireTime": now, "renewTime": now}
         await asyncio.wait_for(api.replace(namespace, LEASE_NAME, lease), timeout=2.0)
