@@ -1,8 +1,9 @@
 """bench/scale: kubedra on thousands of nodes, side by side with upstream's Go publisher.
 
 On one local v1.37.2 control plane (``e2e.harness``), the bench plays N node agents: it creates
-N kwok nodes, their agent Leases ``kubedra-agent-<node>`` (renewed every
-``lease_duration / 3`` seconds, as the agent does, for the whole run) and their
+N kwok nodes, their agent Leases ``kubedra-agent-<node>`` (created and renewed every
+``lease_duration / 3`` seconds, as the agent does, for the whole run, by one Go process,
+``hack/benchagents``, so that 5,000 agents cost the machine little) and their
 DeviceInventories with ``status.discovered`` written by server-side apply as the agent's field
 manager: 8 H200 GPUs per node from the real capture (``hardware/nvidia-h200``), or with
 ``--mig`` every MIG placement of each GPU (26 devices and one counter set per GPU). Then, each
@@ -30,7 +31,7 @@ phase measured on its own:
   of ``kubectl dra simulate --max-copies 1000``. Issue 24's figures at 2,000 nodes:
   ``--nodes 2000 --phases publish,explain``.
 
-Usage (after ``make venv binaries``; Go ≥ 1.26 builds the peer on first use)::
+Usage (after ``make venv binaries``; Go ≥ 1.26 builds the peer and the agents on first use)::
 
     PYTHONPATH=.:operator .venv/bin/python -m bench.scale --nodes 500 [--mig] [--steady 600]
 
@@ -87,7 +88,9 @@ DRIVER = "gpu.kubedra.io"
 PEER_DRIVER = "peer.gpu.kubedra.io"
 GPUS_PER_NODE = 8
 LEASE_DURATION = 40
-"""Seconds, the agent's default (``Settings.lease_duration``); renewed every third of it."""
+"""Seconds, the agent's default (``Settings.lease_duration``); renewed every third of it
+(``--lease-duration`` sets another, where the API server of a small machine cannot take the
+renewals of thousands of agents: ``bench/RESULTS.md``, 5,000 nodes)."""
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONCURRENCY = 16
@@ -200,21 +203,20 @@ async def gather_limited(calls: Iterable[Callable[[], Awaitable[Any]]],
     await asyncio.gather(*(one(c) for c in calls))
 
 
-def micro_time() -> str:
-    """Now as a Lease ``MicroTime``."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 @dataclass
 class Agents:
-    """N node agents played by the bench: their nodes, Leases and inventories."""
+    """N node agents played by the bench: their nodes and inventories from here, their Leases
+    from ``hack/benchagents`` (one Go process renewing every Lease at the agents' cadence;
+    round 3 of ``bench/RESULTS.md``: renewing them from this process starved it at 2,000
+    nodes)."""
 
     api: ApiClient
     nodes: list[str]
     discovered: Json
-    renewals: int = 0
-    late_renewals: int = 0
-    failed_renewals: int = 0
+    lease_duration: int = LEASE_DURATION
+    """The agents' ``leaseDurationSeconds``; each renews every third of it."""
+    stats_file: Path | None = None
+    """The renewer's counts (``hack/benchagents -stats``), once it runs."""
     churned: dict[tuple[str, int], float] = field(default_factory=dict)
     """(node, churn value) → when its status write returned (monotonic seconds)."""
 
@@ -226,58 +228,24 @@ class Agents:
                                                 "kubernetes.io/hostname": n}}},
             _preload_content=False) for n in self.nodes)
 
-    async def create_leases(self) -> None:
-        """The agents' Leases, renewed now."""
-        coordination = client.CoordinationV1Api(self.api)
-        await gather_limited(lambda n=n: coordination.create_namespaced_lease(  # type: ignore[misc]
-            NAMESPACE, {"metadata": {"name": f"{AGENT_LEASE_PREFIX}{n}"},
-                        "spec": {"holderIdentity": n, "leaseDurationSeconds": LEASE_DURATION,
-                                 "acquireTime": micro_time(), "renewTime": micro_time()}},
-            _preload_content=False) for n in self.nodes)
+    def renewer_args(self, binary: Path, kubeconfig: Path, workdir: Path) -> list[str]:
+        """The command of ``hack/benchagents`` for these agents (their node names written to
+        ``workdir``), remembering where it writes its counts."""
+        nodes_file = workdir / "agent-nodes.txt"
+        nodes_file.write_text("".join(f"{n}\n" for n in self.nodes))
+        self.stats_file = workdir / "agent-stats.json"
+        return [str(binary), f"--kubeconfig={kubeconfig}", f"--nodes={nodes_file}",
+                f"--stats={self.stats_file}", f"--namespace={NAMESPACE}",
+                f"--prefix={AGENT_LEASE_PREFIX}", f"--lease-duration={self.lease_duration}",
+                f"--concurrency={CONCURRENCY}"]
 
-    async def renew_leases(self) -> None:
-        """Renew every Lease once per ``LEASE_DURATION / 3`` seconds, spread evenly, forever:
-        one merge patch of ``renewTime`` each (the agent reads and replaces: the same watch
-        event for the operator, one request fewer for this bench). A node whose previous
-        renewal is still in flight skips its turn (counted late), as an agent renews once at a
-        time: a starved bench's backlog stays at one renewal per node, not one per period."""
-        coordination = client.CoordinationV1Api(self.api)
-        period = LEASE_DURATION / 3
-        gate = asyncio.Semaphore(CONCURRENCY)
-        in_flight: dict[str, asyncio.Task[None]] = {}
-
-        async def renew(node: str) -> None:
-            async with gate:
-                try:
-                    await coordination.patch_namespaced_lease(
-                        f"{AGENT_LEASE_PREFIX}{node}", NAMESPACE,
-                        {"spec": {"renewTime": micro_time()}}, _preload_content=False)
-                except (aiohttp.ClientError, TimeoutError, client.ApiException):
-                    self.failed_renewals += 1  # as an agent would, try again next period
-                else:
-                    self.renewals += 1
-        start = time.monotonic()
-        try:
-            while True:
-                for i, node in enumerate(self.nodes):
-                    due = start + i * period / len(self.nodes)
-                    delay = due - time.monotonic()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    elif delay < -period / 3:
-                        self.late_renewals += 1
-                    if node in in_flight:  # an agent renews once at a time: this one is late
-                        self.late_renewals += 1
-                        continue
-                    task = asyncio.create_task(renew(node))
-                    in_flight[node] = task
-                    task.add_done_callback(lambda _, n=node: in_flight.pop(n, None))
-                start += period
-        finally:  # the renewals still queued must not outlive the API client
-            tasks = list(in_flight.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+    def counts(self) -> Json:
+        """The renewer's counts now: ``leases`` created, ``renewals``, ``late`` and ``failed``
+        ones, ``renewing`` (every Lease exists); ``{}`` before its first write."""
+        if self.stats_file is None or not self.stats_file.exists():
+            return {}
+        counts: Json = json.loads(self.stats_file.read_text())
+        return counts
 
     async def report(self, limit: int = CONCURRENCY) -> None:
         """Every agent creates its inventory and applies ``status.discovered``, ``limit`` at
@@ -461,6 +429,32 @@ def kept_lease(before: Json, after: Json, renewals: list[float], start: float,
                                                2)}
 
 
+def helpers_rss_mib(pid: int) -> Json:
+    """Peak RSS (``VmHWM``, MiB) of each child process of ``pid`` (the operator's elector
+    and multiprocessing's resource tracker), by ``<pid> <command name>``."""
+    children: list[str] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += (task / "children").read_text().split()
+    result: Json = {}
+    for child in children:
+        try:
+            name = Path(f"/proc/{child}/comm").read_text().strip()
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
+            kind = ("resource_tracker" if b"resource_tracker" in cmdline
+                    else "elector" if b"multiprocessing" in cmdline else name)
+            result[f"{child} {kind}"] = round(peak_rss_mib(int(child)), 1)
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile
+    return result
+
+
+def election_figures(probe: Json) -> Json:
+    """The election's and the garbage collector's longest delays from the operator's
+    ``/healthz`` (``electionRenewalGapSeconds``, ``electionStallSeconds``, ... since its
+    start; :mod:`kubedra.controller.election_figures`)."""
+    return {k: v for k, v in probe.items() if k.startswith(("election", "gcPause"))}
+
+
 def percentiles(samples: list[float]) -> Json:
     """``{"n", "p50", "p99", "max"}`` in seconds (p99 by nearest rank)."""
     if not samples:
@@ -493,6 +487,8 @@ class Options:
     leader_elect: bool = True
     """Run the operator with leader election (as shipped); on a machine loaded far beyond its
     cores the leader may miss its 10 s renew deadline and exit (``bench/RESULTS.md``)."""
+    lease_duration: int = LEASE_DURATION
+    """The agents' Lease duration (seconds); renewed every third of it."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -508,6 +504,8 @@ class ScaleBench:
         self.kubedra = Kubedra(plane)
         self.results: Json = {"nodes": options.nodes, "mig": options.mig}
         self.liveness_port = 0
+        self.renewer_pid = 0
+        """``hack/benchagents``' process, once started."""
 
     async def run(self) -> Json:
         """Every chosen phase in order; returns the figures."""
@@ -516,14 +514,19 @@ class ScaleBench:
         api = await make_api_client(self.plane.admin_kubeconfig)
         async with api:
             discovered = h200_node(0, opts.mig, opts.mig_form)
-            agents = Agents(api, [node_name(i) for i in range(opts.nodes)], discovered)
+            agents = Agents(api, [node_name(i) for i in range(opts.nodes)], discovered,
+                            lease_duration=opts.lease_duration)
             self.expected = len(published_slices(agents.nodes[0], discovered)) * opts.nodes
-            self.results.update(devices=devices_per_node(discovered) * opts.nodes,
+            self.results.update(agents_lease_duration_s=opts.lease_duration,
+                                devices=devices_per_node(discovered) * opts.nodes,
                                 slices=self.expected, mig_form=opts.mig_form)
             start = time.monotonic()
             await agents.create_nodes()
-            await agents.create_leases()
-            renewing = asyncio.create_task(agents.renew_leases())
+            renewer = self.plane.spawn("benchagents", agents.renewer_args(
+                build_go("benchagents"), self.plane.admin_kubeconfig, self.plane.workdir))
+            self.renewer_pid = renewer.pid
+            await eventually(lambda: _true(bool(agents.counts().get("renewing"))),
+                             timeout=900, interval=0.2, what="every agent's Lease")
             await agents.report(MIG_REPORTS if opts.mig else CONCURRENCY)
             self.results["agents_reported_s"] = round(time.monotonic() - start, 2)
             watcher = SliceWatch(api)
@@ -536,19 +539,24 @@ class ScaleBench:
                         print(f"{phase}: {json.dumps(self.results[phase])}", file=sys.stderr,
                               flush=True)
             finally:
-                renewing.cancel()
                 watching.cancel()
-                await asyncio.gather(renewing, watching, return_exceptions=True)
-            self.results["lease_renewals"] = agents.renewals
-            self.results["late_lease_renewals"] = agents.late_renewals
-            self.results["failed_lease_renewals"] = agents.failed_renewals
+                await asyncio.gather(watching, return_exceptions=True)
+                renewer_cpu = cpu_seconds(renewer.pid)
+                self.results["agents_rss_mib"] = round(peak_rss_mib(renewer.pid), 1)
+                self.plane.stop_component(renewer)
+            counts = agents.counts()
+            self.results["agents_cpu_s"] = round(renewer_cpu, 2)
+            self.results["agent_leases"] = counts.get("leases", 0)
+            self.results["lease_renewals"] = counts.get("renewals", 0)
+            self.results["late_lease_renewals"] = counts.get("late", 0)
+            self.results["failed_lease_renewals"] = counts.get("failed", 0)
         return self.results
 
     # --- phases --------------------------------------------------------------------------------
 
     async def peer(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
         """The Go peer publishes the same slices; then they are deleted."""
-        binary = build_peer()
+        binary = build_go("slicepublisher")
         pools = {"driver": PEER_DRIVER, "pools": [
             {"node": n, "slices": published_slices(n, agents.discovered)} for n in agents.nodes]}
         pools_file = self.plane.workdir / "peer-pools.json"
@@ -643,12 +651,18 @@ class ScaleBench:
         await self.until(done, timeout=3600, what="every pool verified")
 
     async def probe(self) -> Json:
-        """The operator's ``/healthz`` probe (``{}`` while it does not answer)."""
+        """The ``kubedra`` part of the operator's ``/healthz`` (``{}`` while it does not
+        answer)."""
+        return dict((await self.healthz()).get("kubedra") or {})
+
+    async def healthz(self) -> Json:
+        """The operator's ``/healthz`` (``{}`` while it does not answer): the election's
+        figures and, on the leader, ``kubedra``."""
         try:
             async with aiohttp.ClientSession() as session, session.get(
                     f"http://127.0.0.1:{self.liveness_port}/healthz",
                     timeout=aiohttp.ClientTimeout(total=5)) as resp:
-                return dict((await resp.json()).get("kubedra") or {})
+                return dict(await resp.json())
         except (TimeoutError, aiohttp.ClientError, ValueError):
             return {}
 
@@ -678,6 +692,8 @@ class ScaleBench:
         return {"publish_s": round(published, 2), "cpu_s_publish": round(cpu_published, 2),
                 "settled_s": round(time.monotonic() - start, 2),
                 "cpu_s": round(cpu_seconds(pid), 2), "rss_mib": round(peak_rss_mib(pid), 1),
+                "rss_now_mib": round(rss_mib(pid), 1), "helpers_rss_mib": helpers_rss_mib(pid),
+                "election": election_figures(await self.healthz()),
                 "slice_writes": after.get("resourceslices", 0) - before.get("resourceslices", 0),
                 "status_writes": requests.get("patch deviceinventories/status", 0),
                 "operator_writes": writes(requests), "slices": watcher.count(DRIVER),
@@ -718,7 +734,9 @@ class ScaleBench:
                 "reconciled": probe.get("inventoriesReconciled"),
                 "unchanged": probe.get("inventoriesUnchanged"),
                 "rss_mib": round(peak_rss_mib(pid), 1),
-                "rss_now_mib": round(rss_mib(pid), 1), "operator_writes": writes(requests),
+                "rss_now_mib": round(rss_mib(pid), 1), "helpers_rss_mib": helpers_rss_mib(pid),
+                "election": election_figures(await self.healthz()),
+                "operator_writes": writes(requests),
                 "operator_requests": sum(requests.values()), "requests": requests}
 
     async def steady(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
@@ -727,8 +745,8 @@ class ScaleBench:
         pid = self.kubedra.operator.pid
         await self.settle()
         before = await writes_by_resource(self.plane)
-        audit, cpu, renewals = self.audit.offset(), cpu_seconds(pid), agents.renewals
-        late, failed = agents.late_renewals, agents.failed_renewals
+        audit, cpu, counts = self.audit.offset(), cpu_seconds(pid), agents.counts()
+        agents_cpu = cpu_seconds(self.renewer_pid)
         lease_before = await self.leader_lease(api)
         start, start_epoch = time.monotonic(), time.time()
         await asyncio.sleep(self.options.steady_s)
@@ -742,10 +760,14 @@ class ScaleBench:
                   "operator_writes": writes(requests),
                   "operator_cpu_percent": round(100 * (cpu_seconds(pid) - cpu) / elapsed, 1),
                   **per_second(requests, elapsed),
-                  "lease_renewals_per_s": round((agents.renewals - renewals) / elapsed, 1),
-                  "late_lease_renewals": agents.late_renewals - late,
-                  "failed_lease_renewals": agents.failed_renewals - failed,
-                  "rss_mib": round(peak_rss_mib(pid), 1), "requests": requests}
+                  "lease_renewals_per_s": round(
+                      (agents.counts()["renewals"] - counts["renewals"]) / elapsed, 1),
+                  "late_lease_renewals": agents.counts()["late"] - counts["late"],
+                  "failed_lease_renewals": agents.counts()["failed"] - counts["failed"],
+                  "rss_mib": round(peak_rss_mib(pid), 1),
+                  "agents_cpu_percent": round(
+                      100 * (cpu_seconds(self.renewer_pid) - agents_cpu) / elapsed, 1),
+                  "election": election_figures(await self.healthz()), "requests": requests}
         if self.options.leader_elect:
             result["leader"] = kept_lease(lease_before, await self.leader_lease(api),
                                           self.audit.renewals_since(audit),
@@ -968,12 +990,12 @@ def free_port() -> int:
         return port
 
 
-def build_peer() -> Path:
-    """Build ``hack/slicepublisher`` into ``$KUBEDRA_CACHE/bin`` (Go's build cache makes a
-    second build take a second or two); returns the binary."""
-    out = default_bin_dir() / "slicepublisher"
+def build_go(tool: str) -> Path:
+    """Build ``hack/<tool>`` (``slicepublisher``, ``benchagents``) into ``$KUBEDRA_CACHE/bin``
+    (Go's build cache makes a second build take a second or two); returns the binary."""
+    out = default_bin_dir() / tool
     subprocess.run(["go", "build", "-trimpath", "-ldflags=-s -w", "-o", str(out), "."],
-                   cwd=REPO_ROOT / "hack" / "slicepublisher", check=True,
+                   cwd=REPO_ROOT / "hack" / tool, check=True,
                    env={**os.environ, "CGO_ENABLED": "0"})
     return out
 
@@ -996,6 +1018,8 @@ def main() -> None:
     parser.add_argument("--steady", type=float, default=60.0, help="seconds")
     parser.add_argument("--churn", type=float, default=120.0, help="seconds")
     parser.add_argument("--churn-percent", type=float, default=1.0, help="per minute")
+    parser.add_argument("--lease-duration", type=int, default=LEASE_DURATION,
+                        help="the agents' Lease duration, seconds (renewed every third)")
     parser.add_argument("--claims", type=int, default=200)
     parser.add_argument("--claim-rate", type=float, default=50.0, help="per second")
     parser.add_argument("--workdir", type=Path, default=None)
@@ -1013,7 +1037,7 @@ def main() -> None:
                       churn_s=args.churn, churn_percent=args.churn_percent,
                       claims=args.claims, claim_rate=args.claim_rate,
                       baseline=args.baseline and args.baseline.resolve(),
-                      leader_elect=args.leader_elect)
+                      leader_elect=args.leader_elect, lease_duration=args.lease_duration)
     if args.workdir:
         result = run(options, args.workdir)
     else:

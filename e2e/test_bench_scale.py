@@ -21,6 +21,11 @@ def test_scale_bench_tiny(tmp_path: Path) -> None:
                          claim_rate=10, peer_hold_s=0), tmp_path)
 
     assert (result["devices"], result["slices"]) == (8 * NODES, NODES)  # 8 GPUs: one slice
+    # hack/benchagents created every agent's Lease and renewed them for the whole run (minutes,
+    # a renewal every 40/3 s each)
+    assert result["agent_leases"] == NODES
+    assert result["lease_renewals"] >= 2 * NODES
+    assert result["failed_lease_renewals"] == 0
     assert result["peer"]["slices"] == NODES
     assert result["peer"]["slice_writes"] == NODES
     publish = result["publish"]

@@ -23,6 +23,7 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from kubedra.api import inventory, resource
 from kubedra.api.time import micro_timestamp, timestamp, utcnow
+from kubedra.lease_api import ApiEndpoint
 from kubedra.logging import get_logger
 
 log = get_logger(__name__)
@@ -107,20 +108,49 @@ async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
             not as kubernetes-asyncio's ``Expected key current-context``), or its TLS files
             cannot be loaded (:func:`_tls_client`).
     """
+    configuration, where = await _configuration(kubeconfig)
+    return _tls_client(configuration, where)
+
+
+async def api_endpoint(kubeconfig: Path | None = None) -> ApiEndpoint:
+    """Where the API server is and how to authenticate, as :func:`make_api_client` finds
+    them, for a client without kubernetes-asyncio (the elector's
+    :class:`kubedra.lease_api.LeaseApi`); in a cluster the service account token is named by
+    its file, which the kubelet rotates. A kubeconfig's exec or auth-provider token is the one
+    it gives now.
+
+    Raises:
+        KubeconfigError: as :func:`make_api_client`.
+    """
+    configuration, where = await _configuration(kubeconfig)
+    _tls_client(configuration, where)  # its TLS files load, or the error names them
+    in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    return ApiEndpoint(
+        server=configuration.host, ca_file=configuration.ssl_ca_cert,
+        cert_file=configuration.cert_file, key_file=configuration.key_file,
+        authorization=None if in_cluster else configuration.api_key.get("BearerToken"),
+        token_file=config.incluster_config.SERVICE_TOKEN_FILENAME if in_cluster else None,
+        verify=bool(configuration.verify_ssl),
+        tls_server_name=configuration.tls_server_name or None)
+
+
+async def _configuration(kubeconfig: Path | None) -> tuple[client.Configuration, str]:
+    """kubernetes-asyncio's configuration as :func:`make_api_client` finds it, and where it
+    came from (for errors)."""
     configuration = client.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
             config.load_incluster_config(client_configuration=configuration)
         except config.ConfigException as err:
             raise KubeconfigError(f"in-cluster configuration cannot be used: {err}") from None
-        return _tls_client(configuration, "in-cluster configuration")
+        return configuration, "in-cluster configuration"
     where = _kubeconfig_found(kubeconfig)
     try:
         await config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,
                                       client_configuration=configuration)
     except config.ConfigException as err:
         raise KubeconfigError(f"kubeconfig {where} cannot be used: {err}") from None
-    return _tls_client(configuration, f"kubeconfig {where}")
+    return configuration, f"kubeconfig {where}"
 
 
 class WriteFenced(Exception):

@@ -15,26 +15,27 @@ from dataclasses import dataclass
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.leaderelection import electionconfig
 
 from e2e.harness import ControlPlane
 from e2e.harness.wait import eventually
-from kubedra.controller.election import _Election, _LeaseLock
+from kubedra import lease_api
+from kubedra.controller.election import _Election
 from kubedra.controller.leadership import (
     LEASE_NAME,
     ElectionTiming,
     Leadership,
     LostLeadership,
 )
-from kubedra.kube import WriteFenced, fence_writes, make_api_client
+from kubedra.kube import WriteFenced, api_endpoint, fence_writes, make_api_client
 
 pytestmark = pytest.mark.cluster
 
 FAST = ElectionTiming(lease_duration=4, renew_deadline=2.5, retry_period=1.0)
 
 
-def _connect(control_plane: ControlPlane) -> Callable[[], object]:
-    return functools.partial(make_api_client, control_plane.admin_kubeconfig)
+async def _connect(control_plane: ControlPlane) -> Callable[[], Awaitable[lease_api.LeaseApi]]:
+    return functools.partial(lease_api.connect,
+                             await api_endpoint(control_plane.admin_kubeconfig))
 
 
 def _election_threads() -> list[threading.Thread]:
@@ -63,8 +64,8 @@ class _Replicas:
 
 
 async def _a_leads_then_b_starts(control_plane: ControlPlane, namespace: str) -> _Replicas:
-    a, b = (Leadership(_connect(control_plane), namespace, f"replica-{name}", FAST)
-            for name in "ab")
+    connect = await _connect(control_plane)
+    a, b = (Leadership(connect, namespace, f"replica-{name}", FAST) for name in "ab")
     led: list[str] = []
 
     def work(name: str) -> Callable[[], Awaitable[None]]:
@@ -107,7 +108,7 @@ async def test_one_leads_and_the_other_takes_over_when_it_stops(
 async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires(
         control_plane: ControlPlane, admin_api: ApiClient, namespace: str,
         blocked: bool) -> None:
-    leader = Leadership(_connect(control_plane), namespace, "replica-a", FAST)
+    leader = Leadership(await _connect(control_plane), namespace, "replica-a", FAST)
     cancelled = asyncio.Event()
     lost = threading.Event()
     lost_at: list[float] = []
@@ -182,14 +183,18 @@ async def test_a_blocked_reconcile_loop_does_not_lose_the_lease(
 
 
 async def test_the_leader_renews_with_one_request_and_reads_again_after_a_conflict(
-        admin_api: ApiClient, namespace: str) -> None:
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
     # client-go's fast path: the Lease the leader last wrote is updated without a GET
-    async def nothing() -> None:
-        return None
-    lock = _LeaseLock(LEASE_NAME, namespace, "replica-a", admin_api)
-    election = _Election(electionconfig.Config(
-        lock, lease_duration=FAST.lease_duration, renew_deadline=FAST.renew_deadline,
-        retry_period=FAST.retry_period, onstarted_leading=nothing, onstopped_leading=nothing))
+    lock = await (await _connect(control_plane))()
+    try:
+        await _renews_with_one_request(lock, admin_api, namespace)
+    finally:
+        await lock.close()
+
+
+async def _renews_with_one_request(lock: lease_api.LeaseApi, admin_api: ApiClient,
+                                   namespace: str) -> None:
+    election = _Election(lock, namespace, "replica-a", FAST)
 
     def verbs() -> list[str]:
         return [verb for verb, _seconds in lock.calls]
@@ -213,6 +218,17 @@ async def test_the_leader_renews_with_one_request_and_reads_again_after_a_confli
     assert await election.try_acquire_or_renew() is False
     assert verbs() == ["PUT", "GET"]
     assert (await _holder_and_times(admin_api, namespace))[0] == "intruder"
+    # the intruder's Lease runs out (as observed): taken over, one more holder transition
+    lease = await leases.read_namespaced_lease(LEASE_NAME, namespace)
+    lease.spec.lease_duration_seconds = 1
+    await leases.replace_namespaced_lease(LEASE_NAME, namespace, lease)
+
+    async def taken() -> bool:
+        return await election.try_acquire_or_renew()
+    await eventually(taken, timeout=10, interval=0.5, what="the expired Lease taken over")
+    lease = await leases.read_namespaced_lease(LEASE_NAME, namespace)
+    assert (lease.spec.holder_identity, lease.spec.lease_transitions,
+            lease.spec.lease_duration_seconds) == ("replica-a", 1, FAST.lease_duration)
 
 
 async def _holder_and_times(api: ApiClient, namespace: str) -> tuple[str, object, object]:
@@ -222,7 +238,7 @@ async def _holder_and_times(api: ApiClient, namespace: str) -> tuple[str, object
 
 async def test_writes_are_fenced_unless_the_lease_was_renewed_within_the_deadline(
         control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
-    leader = Leadership(_connect(control_plane), namespace, "replica-a", FAST)
+    leader = Leadership(await _connect(control_plane), namespace, "replica-a", FAST)
     api = await make_api_client(control_plane.admin_kubeconfig)
     fence_writes(api, leader.may_write)
     lease = {"metadata": {"name": "fenced-write"}, "spec": {"holderIdentity": "x"}}

@@ -1,20 +1,23 @@
 """The operator's leader election, as it runs in a process of its own (the elector), started
 and read by :class:`kubedra.controller.leadership.Leadership`.
 
-The election is ``kubernetes_asyncio.leaderelection`` (the client-go algorithm: a candidate
-takes the Lease when its holder has not renewed it for ``leaseDurationSeconds`` as observed by
-the candidate), with three changes, each where client-go already differs from the library:
+The election is client-go's (``tryAcquireOrRenew`` in
+``k8s.io/client-go/tools/leaderelection/leaderelection.go``): a candidate takes the Lease when
+its holder has not renewed it for ``leaseDurationSeconds`` as observed by the candidate (the
+time it last saw the record change, on its own clock), and counts ``leaseTransitions`` when the
+holder changes; a leader whose last observed record is still valid renews by updating the
+Lease it last wrote, one request, without reading it first, and a conflict (someone else wrote
+it) falls back to the full read-then-update. Where this differs from client-go:
 
-- a leader whose last observed record is still valid renews by updating the Lease it last
-  wrote, one request, without reading it first; a conflict (someone else wrote it) falls
-  back to the full read-then-update (client-go's "fast path for the leader to update
-  optimistically", ``tryAcquireOrRenew`` in
-  ``k8s.io/client-go/tools/leaderelection/leaderelection.go``);
-- an API error reading the Lease other than 404 is a failed attempt, never an exception
-  (client-go logs and retries; the library parsed a non-JSON 429 body and raised);
+- an API error or an unreachable API server is a failed attempt, logged, retried (client-go
+  does the same; kubernetes-asyncio's election raised on a 429 whose body is not JSON);
 - a watchdog fences the leader when the last successful renewal *started* ``renew_deadline``
   seconds ago (client-go cancels the renew loop's context at ``RenewDeadline``), which is
   ``lease_duration - renew_deadline`` seconds before any other replica could take the Lease.
+
+Its three requests go through :class:`kubedra.lease_api.LeaseApi` (plain aiohttp), so that the
+process does not import kubernetes-asyncio's generated client: 88 MiB of RSS with it, about a
+third without (``bench/RESULTS.md``, the elector's memory).
 
 Why a process: in the reconcilers' process the election shared the interpreter lock with
 them, and under load one garbage collection of the fleet's caches held it for up to 2.2 s
@@ -36,8 +39,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
 import os
+import random
 import select
 import signal
 import sys
@@ -48,14 +51,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client import ApiException
-from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
-from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
-from kubedra import kube
-from kubedra.controller.election_figures import PRIORITY_LEVEL_HEADER, ElectionFigures
+from kubedra.api.time import micro_timestamp, utcnow
+from kubedra.controller.election_figures import ElectionFigures
+from kubedra.lease_api import LeaseApi, LeaseApiError
 from kubedra.logging import get_logger
 
 log = get_logger(__name__)
@@ -66,6 +65,9 @@ FIGURES_EVERY_S = 1.0
 """Seconds between two ``figures`` messages to the parent."""
 _PR_SET_PDEATHSIG = 1
 """Linux ``prctl`` option: a signal the process gets when its parent dies (``<sys/prctl.h>``)."""
+JITTER_FACTOR = 1.2
+"""A candidate waits ``retry_period * (1 + random() * JITTER_FACTOR)`` between two tries to
+take the Lease (client-go's ``JitterFactor``, ``leaderelection.go``)."""
 
 
 @dataclass(frozen=True)
@@ -82,121 +84,141 @@ class LostLeadership(RuntimeError):
     """The leader could not renew its Lease within the renew deadline."""
 
 
-class LeaseUnreadable(Exception):
-    """Reading the Lease failed with an API error other than 404 (the message says which)."""
+@dataclass(frozen=True)
+class _Record:
+    """What the election reads of a Lease's ``spec``: the holder, its duration (seconds),
+    acquire and renew times (as written), and the number of holder changes."""
+
+    holder: str
+    duration_s: int
+    acquire_time: str
+    renew_time: str
+    transitions: int
+
+    @classmethod
+    def of(cls, lease: dict[str, Any]) -> _Record:
+        spec = lease.get("spec") or {}
+        return cls(spec.get("holderIdentity") or "", int(spec.get("leaseDurationSeconds") or 0),
+                   spec.get("acquireTime") or "", spec.get("renewTime") or "",
+                   int(spec.get("leaseTransitions") or 0))
 
 
-class _LeaseLock(LeaseLock):  # type: ignore[misc]
-    """The library's Lease lock, except that an API error reading the Lease other than 404
-    raises :class:`LeaseUnreadable` (the library's election decides "not found" by parsing
-    the error's body as JSON, and a body that is not JSON — API Priority and Fairness answers
-    429 with plain text — raised out of the election; found by the throttling fault of
-    e2e/test_faults.py), and that the Lease a create or update returns is kept, so that the
-    next renewal can update it without reading it first.
+class _Election:
+    """client-go's election of ``identity`` for the Lease ``namespace/name`` (module
+    docstring), recording when the last successful renewal was sent (:attr:`renewed_at`)
+    and, in :attr:`figures`, each renewal's round trips."""
 
-    Each request's round trip is recorded in :attr:`calls` (``[("GET", seconds), ...]``,
-    emptied by the election at every attempt), and the priority level the API server put it
-    in in :attr:`priority_level_uid`."""
-
-    def __init__(self, name: str, namespace: str, identity: str, api_client: Any) -> None:
-        super().__init__(name, namespace, identity, api_client)
-        self.calls: list[tuple[str, float]] = []
-        self.priority_level_uid = ""
-
-    async def _timed(self, verb: str, call: Awaitable[Any]) -> Any:
-        started = time.monotonic()
-        try:
-            data, _status, headers = await call
-        finally:
-            self.calls.append((verb, time.monotonic() - started))
-        self.priority_level_uid = headers.get(PRIORITY_LEVEL_HEADER, "")
-        return data
-
-    async def get(self, name: str, namespace: str) -> tuple[bool, Any]:
-        try:
-            lease = await self._timed("GET", self.api_instance.read_namespaced_lease_with_http_info(
-                name, namespace))
-        except ApiException as err:
-            if err.status != 404:
-                raise LeaseUnreadable(kube.api_error_message(err)) from None
-            return False, err
-        self.lease_reference = lease
-        return True, self.election_record(lease)
-
-    async def create(self, name: str, namespace: str, election_record: Any) -> bool:
-        body = client.V1Lease(metadata=client.V1ObjectMeta(name=name),
-                              spec=self.update_lease(election_record))
-        try:
-            self.lease_reference = await self._timed(
-                "POST", self.api_instance.create_namespaced_lease_with_http_info(namespace, body))
-        except ApiException as err:
-            log.warning("lease not created", lease=name, error=kube.api_error_message(err))
-            return False
-        return True
-
-    async def update(self, name: str, namespace: str, updated_record: Any) -> bool:
-        assert self.lease_reference is not None
-        self.lease_reference.spec = self.update_lease(updated_record, self.lease_reference.spec)
-        try:
-            self.lease_reference = await self._timed(
-                "PUT", self.api_instance.replace_namespaced_lease_with_http_info(
-                    name, namespace, self.lease_reference))
-        except ApiException as err:
-            log.warning("lease not updated", lease=name, error=kube.api_error_message(err))
-            return False
-        return True
-
-
-class _Election(leaderelection.LeaderElection):  # type: ignore[misc]
-    """The library's election with client-go's fast path for the leader, recording when the
-    last successful renewal was sent; a Lease that cannot be reached or read is a failed
-    attempt (retried), never an exception."""
-
-    def __init__(self, config: electionconfig.Config, figures: ElectionFigures | None = None,
-                 ) -> None:
-        super().__init__(config)
+    def __init__(self, api: LeaseApi, namespace: str, identity: str, timing: ElectionTiming,
+                 figures: ElectionFigures | None = None, name: str = LEASE_NAME) -> None:
+        self.api, self.namespace, self.name = api, namespace, name
+        self.identity, self.timing = identity, timing
         self.figures = figures or ElectionFigures()
         self.renewed_at: float | None = None
         """``time.monotonic()`` when the last successful create/update of the Lease was sent."""
+        self.lease: dict[str, Any] | None = None
+        """The Lease as this replica last wrote it (the fast path updates it)."""
+        self.observed: _Record | None = None
+        self.observed_at = 0.0
+        """``time.monotonic()`` when :attr:`observed` was last seen to change."""
+
+    async def run(self, on_started: Callable[[], Awaitable[None]]) -> None:
+        """Try to take the Lease until it is taken (every ``retry_period``, jittered), call
+        ``on_started``, then renew it every ``retry_period``, forever; whether renewals
+        still keep the lead is the caller's watchdog's to decide (:attr:`renewed_at`)."""
+        jitter = random.Random()
+        while True:
+            if await self.try_acquire_or_renew():
+                break
+            await asyncio.sleep(self.timing.retry_period * (1 + jitter.random() * JITTER_FACTOR))
+        await on_started()
+        while True:
+            await asyncio.sleep(self.timing.retry_period)
+            await self.try_acquire_or_renew()
 
     async def try_acquire_or_renew(self) -> bool:
+        """One attempt: True if this replica holds the Lease, renewed now; an API error or an
+        unreachable API server is a failed attempt (False), logged."""
         started = time.monotonic()
-        lock: _LeaseLock = self.election_config.lock
-        lock.calls = []
+        self.api.calls = []
         try:
-            ok: bool = await self._renew_optimistically() or await super().try_acquire_or_renew()
+            ok = await self._renew_optimistically() or await self._acquire_or_renew()
         except (TimeoutError, OSError, aiohttp.ClientError) as err:
-            log.warning("lease not reachable", lease=LEASE_NAME, error=repr(err))
+            log.warning("lease not reachable", lease=self.name, error=repr(err))
             return False
-        except LeaseUnreadable as err:
-            log.warning("lease not readable", lease=LEASE_NAME, error=str(err))
+        except LeaseApiError as err:
+            log.warning("lease not readable", lease=self.name, error=str(err))
             return False
-        self.figures.priority_level_uid = lock.priority_level_uid
+        self.figures.priority_level_uid = self.api.priority_level_uid
         if ok:
-            self.figures.renewed(started, self.renewed_at, lock.calls)
+            self.figures.renewed(started, self.renewed_at, self.api.calls)
             self.renewed_at = started
         return ok
+
+    def _valid(self, record: _Record) -> bool:
+        """Whether ``record``, as observed, is within its duration on this replica's clock."""
+        return self.observed_at + record.duration_s > time.monotonic()
 
     async def _renew_optimistically(self) -> bool:
         """client-go's fast path: while this replica holds the Lease and its observed record
         has not expired, update the Lease it last wrote (one request; its resourceVersion
         makes a Lease someone else wrote since a conflict, and then the full path runs)."""
-        lock: _LeaseLock = self.election_config.lock
-        observed = self.observed_record
-        lease_ms = self.election_config.lease_duration * 1000
-        if (observed is None or observed.holder_identity != lock.identity
-                or lock.lease_reference is None
-                or self.observed_time_milliseconds + lease_ms <= int(time.time() * 1000)):
+        observed = self.observed
+        if (self.lease is None or observed is None or observed.holder != self.identity
+                or not self._valid(observed)):
             return False
-        # the library's own record format (a local naive time, as try_acquire_or_renew makes)
-        now = str(datetime.datetime.fromtimestamp(time.time()))
-        renewed = LeaderElectionRecord(lock.identity, str(self.election_config.lease_duration),
-                                       observed.acquire_time, now)
-        ok: bool = await self.update_lock(renewed)
-        return ok
+        spec = {**self.lease["spec"], "renewTime": micro_timestamp(utcnow()),
+                "leaseDurationSeconds": self.timing.lease_duration}
+        try:
+            await self._write({**self.lease, "spec": spec})
+        except LeaseApiError as err:
+            log.info("lease not renewed in one request", lease=self.name, error=str(err))
+            return False
+        return True
+
+    async def _acquire_or_renew(self) -> bool:
+        """client-go's full path: read the Lease; create it if there is none; leave it to a
+        holder whose record is still valid; else take or renew it."""
+        lease = await self.api.get(self.namespace, self.name)
+        now = micro_timestamp(utcnow())
+        spec = {"holderIdentity": self.identity,
+                "leaseDurationSeconds": self.timing.lease_duration,
+                "acquireTime": now, "renewTime": now, "leaseTransitions": 0}
+        if lease is None:
+            try:
+                await self._write({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                   "metadata": {"name": self.name}, "spec": spec}, create=True)
+            except LeaseApiError as err:
+                log.warning("lease not created", lease=self.name, error=str(err))
+                return False
+            return True
+        record = _Record.of(lease)
+        if record != self.observed:
+            self.observed, self.observed_at = record, time.monotonic()
+        if record.holder and record.holder != self.identity and self._valid(record):
+            return False  # held by another replica
+        if record.holder == self.identity:
+            spec.update(acquireTime=record.acquire_time, leaseTransitions=record.transitions)
+        else:
+            spec["leaseTransitions"] = record.transitions + 1
+        try:
+            await self._write({**lease, "spec": {**(lease.get("spec") or {}), **spec}})
+        except LeaseApiError as err:
+            log.warning("lease not updated", lease=self.name, error=str(err))
+            return False
+        return True
+
+    async def _write(self, lease: dict[str, Any], create: bool = False) -> None:
+        """Create or replace the Lease and remember it as written and observed.
+
+        Raises:
+            LeaseApiError: the API server refused it (409: someone else wrote it since).
+        """
+        self.lease = await (self.api.create(self.namespace, lease) if create
+                            else self.api.replace(self.namespace, self.name, lease))
+        self.observed, self.observed_at = _Record.of(self.lease), time.monotonic()
 
 
-def elector_main(connection: Connection, until: Any, connect: Callable[[], Awaitable[Any]],
+def elector_main(connection: Connection, until: Any, connect: Callable[[], Awaitable[LeaseApi]],
                  namespace: str, identity: str, timing: ElectionTiming,
                  setup: Callable[[], None] | None) -> None:
     """The elector process's entry (``multiprocessing`` spawn): run the election, talking to
@@ -204,8 +226,8 @@ def elector_main(connection: Connection, until: Any, connect: Callable[[], Await
     ``double``), until told to stop, the Lease is lost, or the parent dies.
 
     Args:
-        connect: makes the election's API client (its ``get``/``create``/``update`` of the
-            Lease), closed at the end.
+        connect: makes the election's :class:`~kubedra.lease_api.LeaseApi` (picklable, e.g.
+            ``functools.partial(kubedra.lease_api.connect, endpoint)``), closed at the end.
         setup: called first (the parent's logging configuration).
     """
     parent = os.getppid()
@@ -256,7 +278,7 @@ class _Elector:
             if writable:
                 self.connection.send(("figures", dataclasses.asdict(self.figures)))
 
-    async def main(self, connect: Callable[[], Awaitable[Any]]) -> None:
+    async def main(self, connect: Callable[[], Awaitable[LeaseApi]]) -> None:
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
@@ -272,6 +294,7 @@ class _Elector:
         loop.add_reader(self.connection.fileno(), readable)
         try:
             api = await connect()
+            api.timeout_s = self.timing.renew_deadline  # a later answer is of no use
             try:
                 await self._elect(api)
             finally:
@@ -287,7 +310,7 @@ class _Elector:
             self.until.value = 0.0
             self.send_figures()
 
-    async def _elect(self, api: Any) -> None:
+    async def _elect(self, api: LeaseApi) -> None:
         """Run the election until the Lease is lost (``("lost", ...)``) or this task is
         cancelled (the Lease released if held)."""
         timing = self.timing
@@ -300,18 +323,8 @@ class _Elector:
             log.info("leading", lease=LEASE_NAME, identity=self.identity)
             self.send("leading")
 
-        async def stopped() -> None:
-            if not lost.done():
-                lost.set_exception(LostLeadership(
-                    f"Lease {self.namespace}/{LEASE_NAME} not renewed within "
-                    f"{timing.renew_deadline:g} s"))
-
-        lock = _LeaseLock(LEASE_NAME, self.namespace, self.identity, api)
-        election = _Election(electionconfig.Config(
-            lock, lease_duration=timing.lease_duration, renew_deadline=timing.renew_deadline,
-            retry_period=timing.retry_period, onstarted_leading=started,
-            onstopped_leading=stopped), self.figures)
-        tasks = [asyncio.create_task(election.run(), name="leader-election"),
+        election = _Election(api, self.namespace, self.identity, timing, self.figures)
+        tasks = [asyncio.create_task(election.run(started), name="leader-election"),
                  asyncio.create_task(self._fence(election, lost), name="leader-fence"),
                  asyncio.create_task(self.figures.measure_stalls(), name="leader-stalls"),
                  asyncio.create_task(self._report(), name="leader-figures")]
@@ -368,16 +381,15 @@ async def _stop(tasks: list[asyncio.Task[Any]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _release(api: Any, namespace: str, identity: str) -> None:
-    """Give the Lease up (empty holder, 1 s duration) if ``identity`` still holds it."""
-    leases = client.CoordinationV1Api(api)
-    with contextlib.suppress(ApiException, TimeoutError, OSError):
-        lease = await asyncio.wait_for(
-            leases.read_namespaced_lease(LEASE_NAME, namespace), timeout=2.0)
-        if lease.spec is None or lease.spec.holder_identity != identity:
+async def _release(api: LeaseApi, namespace: str, identity: str) -> None:
+    """Give the Lease up (empty holder, 1 s duration, as client-go's ``release``) if
+    ``identity`` still holds it."""
+    with contextlib.suppress(LeaseApiError, TimeoutError, OSError, aiohttp.ClientError):
+        lease = await asyncio.wait_for(api.get(namespace, LEASE_NAME), timeout=2.0)
+        if lease is None or _Record.of(lease).holder != identity:
             return
-        lease.spec.holder_identity = ""
-        lease.spec.lease_duration_seconds = 1
-        await asyncio.wait_for(
-            leases.replace_namespaced_lease(LEASE_NAME, namespace, lease), timeout=2.0)
+        now = micro_timestamp(utcnow())
+        lease["spec"] = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1,
+                         "acquireTime": now, "renewTime": now}
+        await asyncio.wait_for(api.replace(namespace, LEASE_NAME, lease), timeout=2.0)
         log.info("lease released", lease=LEASE_NAME, identity=identity)

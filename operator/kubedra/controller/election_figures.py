@@ -31,9 +31,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-PRIORITY_LEVEL_HEADER = "X-Kubernetes-PF-PriorityLevel-UID"
-"""The response header that names the APF priority level a request was executed at."""
-
 
 def thread_schedstat(native_id: int) -> tuple[float, float]:
     """``(seconds on a CPU, seconds waiting on the run queue)`` of thread ``native_id`` of this
@@ -66,7 +63,8 @@ class ElectionFigures:
     renewals: int = 0
     """Successful renewals (and the first acquisition)."""
     priority_level_uid: str = ""
-    """The APF priority level of the last Lease request (:data:`PRIORITY_LEVEL_HEADER`)."""
+    """The APF priority level of the last Lease request
+    (:data:`kubedra.lease_api.PRIORITY_LEVEL_HEADER`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The figures as ``/healthz`` shows them (seconds rounded to milliseconds)."""

@@ -14,7 +14,7 @@ import uuid
 import click
 import kopf
 
-from kubedra import kube
+from kubedra import kube, lease_api
 from kubedra.controller.leadership import ElectionTiming, Leadership, LostLeadership
 from kubedra.controller.metrics import OperatorCollector
 from kubedra.controller.runtime import Runtime
@@ -73,7 +73,8 @@ async def run_operator(settings: Settings, liveness_port: int, leader_elect: boo
     # in place must not take its predecessor's Lease as its own
     identity = f"{settings.pod_name or socket.gethostname()}_{uuid.uuid4()}"
     # the election runs in a process of its own, with its own API client
-    leadership = Leadership(functools.partial(kube.make_api_client, settings.kubeconfig),
+    leadership = Leadership(functools.partial(lease_api.connect,
+                                              await kube.api_endpoint(settings.kubeconfig)),
                             settings.namespace, identity, ElectionTiming(
                                 lease_duration=settings.leader_lease_duration,
                                 renew_deadline=settings.leader_renew_deadline,
