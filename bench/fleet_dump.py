@@ -108,7 +108,7 @@ def fleet(nodes: int) -> Json:
     items = [device_class()]
     for index in range(nodes):
         items += node_objects(index, gpu)
-    return {"apiVersion": "v1", "kind": "List", "items": items}
+    return {"apiVersion": "v1", "kind": "List", "serverVersion": "v1.37.2", "items": items}
 
 
 def write(out: pathlib.Path, nodes: int) -> pathlib.Path:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Records upstream's own allocator test table (k8s.io/dynamic-resource-allocation
-# structured/internal/allocatortesting, at the version hack/allocator pins, or the tool module
-# named by $ALLOCATOR_MODULE, e.g. another minor's) as differential-corpus scenarios:
-# tests/allocation_corpus/upstream-table.jsonl, or the file given as $1.
+# structured/internal/allocatortesting, at the version hack/allocator pins, or at the version
+# another minor's module file pins, $ALLOCATOR_MINOR=1.36: hack/allocator/go.1.36.mod) as
+# differential-corpus scenarios: tests/allocation_corpus/upstream-table.jsonl, or the file
+# given as $1.
 #
 # The table is internal to its module, so the module is taken from the Go module proxy, copied
 # to a writable build directory under .cache (or $KUBEDRA_CACHE), and record_test.go (beside this
@@ -17,9 +18,11 @@ die() { echo "$prog: error: $*" >&2; exit 1; }
 command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
 out=$(realpath -m "${1:-$root/tests/allocation_corpus/upstream-table.jsonl}")
 module=k8s.io/dynamic-resource-allocation
-pins="$root/${ALLOCATOR_MODULE:-hack/allocator}"
-version=$(cd "$pins" && go list -m -f '{{.Version}}' "$module") \
-  || die "no version of $module pinned in $pins/go.mod"
+pins="$root/hack/allocator"
+modfile="$pins/go${ALLOCATOR_MINOR:+.$ALLOCATOR_MINOR}.mod"
+[[ -f $modfile ]] || die "no $modfile (hack/allocator/pin-minor.sh writes one per minor)"
+version=$(cd "$pins" && go list -modfile="$modfile" -m -f '{{.Version}}' "$module") \
+  || die "no version of $module pinned in $modfile"
 source_dir=$(cd "$pins" && go mod download -json "$module@$version" \
   | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 [[ -d "$source_dir" ]] || die "'go mod download $module@$version' gave no module directory"

@@ -28,11 +28,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -40,67 +40,58 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/kubernetes/pkg/features"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
-	schedfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 )
 
 // featureSet is the allocator's Features plus the DeviceTaintRules gate (which decides whether
-// the scheduler's slice tracker applies DeviceTaintRules).
+// the scheduler's slice tracker applies DeviceTaintRules). The fields of structured.Features
+// differ by minor, so they are read and set by name (reflection); gates_*.go give each minor's
+// defaults and the names older minors spell otherwise.
 type featureSet struct {
 	structured.Features
 	DeviceTaintRules bool
 }
 
-func defaultFeatures() featureSet {
-	fts := schedfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	return featureSet{
-		Features:         dynamicresources.AllocatorFeatures(fts),
-		DeviceTaintRules: utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules),
-	}
-}
-
+// toMap is every feature by name: the fields of structured.Features, the DeviceTaintRules gate
+// and the names of aliases (featureAliases, set when all their fields are).
 func (f featureSet) toMap() map[string]bool {
-	return map[string]bool{
-		"AdminAccess":             f.AdminAccess,
-		"CompatibilityGroups":     f.CompatibilityGroups,
-		"ConsumableCapacity":      f.ConsumableCapacity,
-		"DerivedAttributes":       f.DerivedAttributes,
-		"DeviceBindingAndStatus":  f.DeviceBindingAndStatus,
-		"DeviceTaints":            f.DeviceTaints,
-		"DeviceTaintRules":        f.DeviceTaintRules,
-		"FractionalCapacityRange": f.FractionalCapacityRange,
-		"ListTypeAttributes":      f.ListTypeAttributes,
-		"OptionalNodeOperations":  f.OptionalNodeOperations,
-		"PartitionableDevices":    f.PartitionableDevices,
-		"PrioritizedList":         f.PrioritizedList,
+	found := map[string]bool{"DeviceTaintRules": f.DeviceTaintRules}
+	value := reflect.ValueOf(f.Features)
+	for i := 0; i < value.NumField(); i++ {
+		if value.Field(i).Kind() == reflect.Bool {
+			found[value.Type().Field(i).Name] = value.Field(i).Bool()
+		}
 	}
+	for alias, names := range featureAliases {
+		found[alias] = true
+		for _, name := range names {
+			found[alias] = found[alias] && found[name]
+			delete(found, name)
+		}
+	}
+	return found
 }
 
+// override sets features by name. A name this minor does not know may only be turned off
+// (scenarios name the features of newer minors); turning it on is an error.
 func (f *featureSet) override(overrides map[string]bool) error {
-	fields := map[string]*bool{
-		"AdminAccess":             &f.AdminAccess,
-		"CompatibilityGroups":     &f.CompatibilityGroups,
-		"ConsumableCapacity":      &f.ConsumableCapacity,
-		"DerivedAttributes":       &f.DerivedAttributes,
-		"DeviceBindingAndStatus":  &f.DeviceBindingAndStatus,
-		"DeviceTaints":            &f.DeviceTaints,
-		"DeviceTaintRules":        &f.DeviceTaintRules,
-		"FractionalCapacityRange": &f.FractionalCapacityRange,
-		"ListTypeAttributes":      &f.ListTypeAttributes,
-		"OptionalNodeOperations":  &f.OptionalNodeOperations,
-		"PartitionableDevices":    &f.PartitionableDevices,
-		"PrioritizedList":         &f.PrioritizedList,
-	}
-	for name, value := range overrides {
-		field, ok := fields[name]
+	value := reflect.ValueOf(&f.Features).Elem()
+	for name, on := range overrides {
+		names, ok := featureAliases[name]
 		if !ok {
-			return fmt.Errorf("unknown feature %q", name)
+			names = []string{name}
 		}
-		*field = value
+		for _, field := range names {
+			switch target := value.FieldByName(field); {
+			case field == "DeviceTaintRules":
+				f.DeviceTaintRules = on
+			case target.IsValid() && target.Kind() == reflect.Bool:
+				target.SetBool(on)
+			case on:
+				return fmt.Errorf("unknown feature %q", name)
+			}
+		}
 	}
 	return nil
 }
@@ -115,11 +106,24 @@ func (n nodeSpec) toNode() *v1.Node {
 }
 
 type inventory struct {
-	Features        map[string]bool                `json:"features,omitempty"`
-	Slices          []*resourceapi.ResourceSlice   `json:"slices"`
-	Classes         []*resourceapi.DeviceClass     `json:"classes"`
-	AllocatedClaims []*resourceapi.ResourceClaim   `json:"allocatedClaims"`
-	TaintRules      []*resourceapi.DeviceTaintRule `json:"taintRules"`
+	Features        map[string]bool              `json:"features,omitempty"`
+	Slices          []*resourceapi.ResourceSlice `json:"slices"`
+	Classes         []*resourceapi.DeviceClass   `json:"classes"`
+	AllocatedClaims []*resourceapi.ResourceClaim `json:"allocatedClaims"`
+	TaintRules      []*taintRule                 `json:"taintRules"`
+}
+
+// taintRule is the part of a resource.k8s.io/v1 DeviceTaintRule that the slice tracker applies
+// (the API group's version of DeviceTaintRule differs by minor: v1alpha3, v1beta2, v1).
+type taintRule struct {
+	Spec struct {
+		DeviceSelector *struct {
+			Driver *string `json:"driver,omitempty"`
+			Pool   *string `json:"pool,omitempty"`
+			Device *string `json:"device,omitempty"`
+		} `json:"deviceSelector,omitempty"`
+		Taint resourceapi.DeviceTaint `json:"taint"`
+	} `json:"spec"`
 }
 
 type scenario struct {
@@ -239,8 +243,11 @@ func (s *allocatedState) clone() structured.AllocatedState {
 	}
 }
 
-// patchSlices appends the taint of every matching DeviceTaintRule to the devices' taints.
-func patchSlices(slices []*resourceapi.ResourceSlice, rules []*resourceapi.DeviceTaintRule) []*resourceapi.ResourceSlice {
+// patchSlices appends the taint of every matching DeviceTaintRule to the devices' taints, as the
+// slice tracker does (applyPatches in dynamic-resource-allocation/resourceslice/tracker); a rule
+// without deviceSelector matches every device up to 1.36 and none from 1.37
+// (nilSelectorMatchesAll, gates_*.go).
+func patchSlices(slices []*resourceapi.ResourceSlice, rules []*taintRule) []*resourceapi.ResourceSlice {
 	if len(rules) == 0 {
 		return slices
 	}
@@ -249,14 +256,16 @@ func patchSlices(slices []*resourceapi.ResourceSlice, rules []*resourceapi.Devic
 		slice = slice.DeepCopy()
 		for _, rule := range rules {
 			selector := rule.Spec.DeviceSelector
-			if selector == nil ||
-				(selector.Driver != nil && *selector.Driver != slice.Spec.Driver) ||
-				(selector.Pool != nil && *selector.Pool != slice.Spec.Pool.Name) {
+			if selector == nil && !nilSelectorMatchesAll {
+				continue
+			}
+			if selector != nil && ((selector.Driver != nil && *selector.Driver != slice.Spec.Driver) ||
+				(selector.Pool != nil && *selector.Pool != slice.Spec.Pool.Name)) {
 				continue
 			}
 			for i := range slice.Spec.Devices {
 				device := &slice.Spec.Devices[i]
-				if selector.Device != nil && *selector.Device != device.Name {
+				if selector != nil && selector.Device != nil && *selector.Device != device.Name {
 					continue
 				}
 				device.Taints = append(device.Taints, rule.Spec.Taint)
@@ -295,12 +304,17 @@ func prepare(inv *inventory, celCache *cel.Cache) (*prepared, error) {
 	return &prepared{features: fts, classes: newClassLister(inv.Classes), slices: slices, state: state, celCache: celCache}, nil
 }
 
-// newCELCache is the scheduler's cache: 10 compiled expressions (dynamicresources.go New).
+// newCELCache is the scheduler's cache: 10 compiled expressions (dynamicresources.go New), its
+// cel.Features (which differ by minor) set by name: EnableX from feature X.
 func newCELCache(fts featureSet) *cel.Cache {
-	return cel.NewCache(10, cel.Features{
-		EnableConsumableCapacity: fts.ConsumableCapacity,
-		EnableListTypeAttributes: fts.ListTypeAttributes,
-	})
+	var celFeatures cel.Features
+	value := reflect.ValueOf(&celFeatures).Elem()
+	named := fts.toMap()
+	for i := 0; i < value.NumField(); i++ {
+		name := strings.TrimPrefix(value.Type().Field(i).Name, "Enable")
+		value.Field(i).SetBool(named[name])
+	}
+	return cel.NewCache(10, celFeatures)
 }
 
 func runScenario(ctx context.Context, sc *scenario) (out outcome) {
@@ -331,7 +345,7 @@ func runScenario(ctx context.Context, sc *scenario) (out outcome) {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		out.Outcome, out.Message = "timeout", err.Error()
-	case err != nil && errors.Is(err, structured.ErrFailedAllocationOnNode):
+	case err != nil && failedOnNode(err):
 		out.Outcome, out.Message = "unschedulable", err.Error()
 	case err != nil:
 		out.Outcome, out.Message = "error", err.Error()
@@ -439,7 +453,7 @@ func bench(ctx context.Context, in io.Reader, out io.Writer) error {
 		}
 		for i, node := range nodes {
 			results, err := allocator.Allocate(ctx, node, claims)
-			if err != nil && !errors.Is(err, structured.ErrFailedAllocationOnNode) {
+			if err != nil && !failedOnNode(err) {
 				return fmt.Errorf("claim %s, node %s: %w", claim.Name, node.Name, err)
 			}
 			if results != nil {

@@ -1,4 +1,5 @@
-"""kubedra's structured allocator: the same decisions as a v1.37.2 kube-scheduler.
+"""kubedra's structured allocator: the same decisions as a v1.37.2 kube-scheduler, or as one of
+1.34 to 1.36 (:mod:`kubedra.allocation.versions`: each minor's default features and rules).
 
 Upstream: ``k8s.io/dynamic-resource-allocation/structured`` v0.37.2, the *incubating* variant
 that the scheduler runs with default feature gates (see :mod:`kubedra.allocation.features`).
@@ -43,6 +44,8 @@ from kubedra.allocation.features import (
     DEFAULT_FEATURES,
     AllocatorFeatures,
     UnsupportedFeaturesError,
+    features_for,
+    features_of_server,
 )
 from kubedra.allocation.funnel import FITS, STAGES, RequestDiagnosis, Stage
 from kubedra.allocation.node_selection import (
@@ -66,6 +69,7 @@ from kubedra.allocation.search_steps import (
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
+from kubedra.allocation.versions import KubeVersion, UnknownKubeVersionError, VersionRule
 
 __all__ = [
     "DEFAULT_FEATURES",
@@ -86,6 +90,7 @@ __all__ = [
     "DeadEnd",
     "DeviceEntry",
     "DeviceID",
+    "KubeVersion",
     "NodeInfo",
     "NodePools",
     "Number",
@@ -96,9 +101,13 @@ __all__ = [
     "SearchTime",
     "SliceEntry",
     "Stage",
+    "UnknownKubeVersionError",
     "UnsupportedFeaturesError",
+    "VersionRule",
     "claim_label",
     "compile_node_selector",
+    "features_for",
+    "features_of_server",
     "lookup_attribute",
     "newest_slices",
     "scheduler_search_time",

@@ -50,6 +50,7 @@ from kubedra.allocation.requests import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, 
 from kubedra.allocation.results import Pick, build_allocation
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
+from kubedra.allocation.versions import ALL_KEEPS_DEVICES_WITHOUT_ROOM
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
 
@@ -229,15 +230,35 @@ class _Search(SearchState):
                 raise AllocationError(f"claim {data.claim_label}, request {data.name}: asks for "
                                       f"all devices, but resource pool {pool} is currently invalid")
         found = []
+        static_only = self.features.version.follows(ALL_KEEPS_DEVICES_WITHOUT_ROOM)
         for position, device in enumerate(self.pools.devices):
             if not self.selectable(data, device):
                 continue
-            if self.features.consumable_capacity:
-                consumption = self.consumption(data, device)
-                if consumption is None or not fits(consumption, None, None):
-                    continue
+            if self.features.consumable_capacity and not (
+                    self._fits_statically(data, device) if static_only
+                    else self._fits_now(data, device)):
+                continue
             found.append(position)
         return found
+
+    def _fits_statically(self, data: RequestData, device: DeviceEntry) -> bool:
+        """For ``All`` from 1.37: the request fits the device's capacity, ignoring what is in
+        use (remaining room is checked when the device is allocated, so ``All`` fails).
+
+        Raises:
+            AllocationError: an unrepresentable or negative amount.
+        """
+        consumption = self.consumption(data, device)
+        return consumption is not None and fits(consumption, None, None)
+
+    def _fits_now(self, data: RequestData, device: DeviceEntry) -> bool:
+        """For ``All`` before 1.37: the request fits beside what is in use, and a device whose
+        check fails with an error is left out (``CmpRequestOverCapacity`` in 1.36's
+        ``allocator_incubating.go``)."""
+        try:
+            return self.capacity_fits(data, device)
+        except AllocationError:
+            return False
 
     # --- the search -----------------------------------------------------------------------
 
@@ -252,7 +273,7 @@ class _Search(SearchState):
             raise self._failure()
         binding = self.features.device_binding_and_status
         return [build_allocation(claim, self.requests[ci], self.picks[ci], self.node.name,
-                                 binding=binding)
+                                 binding=binding, version=self.features.version)
                 for ci, claim in enumerate(self.claims)]
 
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
@@ -355,8 +376,9 @@ class _Search(SearchState):
             return None
 
         undo = _Undo(device, pool)
-        skip_counters = shared and (self.allocated.has_shares(device_id)
-                                    or device_id in self.allocating_capacity)
+        skip_counters = shared and (
+            self.allocated.has_shares(device_id, without_capacity=self.shares_without_capacity)
+            or device_id in self.allocating_capacity)
         if device.consumes_counters and not skip_counters:
             if not self.reserve_counters(device, pool):
                 return None

@@ -27,6 +27,7 @@ from kubedra.allocation.selectors import SelectorError, SelectorSet
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
+from kubedra.allocation.versions import SHARE_WITHOUT_CAPACITY_IS_IN_USE
 from kubedra.api.resource import ResourceClaim
 
 CounterSets = dict[str, dict[str, Number]]
@@ -50,6 +51,9 @@ class SearchState:
         self.snapshot = snapshot
         self.features = snapshot.features
         self.allocated = allocated
+        self.shares_without_capacity = snapshot.features.version.follows(
+            SHARE_WITHOUT_CAPACITY_IS_IN_USE)
+        """Whether shares without consumed capacity make a device in use (the minor's rule)."""
         self.available_counters = available_counters
         self.node = node
         self.claims = list(claims)

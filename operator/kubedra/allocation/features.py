@@ -1,4 +1,5 @@
-"""The allocator features of a v1.37.2 kube-scheduler.
+"""The allocator features of a kube-scheduler (by default a v1.37.2 one; other minors'
+defaults: :func:`features_for`).
 
 ``structured.Features`` in ``k8s.io/dynamic-resource-allocation/structured/internal/types.go``
 decides which allocator variant upstream runs; the scheduler fills it from its feature gates in
@@ -8,12 +9,22 @@ AdminAccess, PrioritizedList, PartitionableDevices, DeviceTaints, DeviceBindingA
 ConsumableCapacity are on, FractionalCapacityRange is off (its on-by-default spec needs
 ``--min-compatibility-version=1.37``) and all alpha features are off, which selects the
 *incubating* variant (``internal/incubating``). kubedra implements that variant only.
+
+With the default gates of 1.34 and 1.35 (ConsumableCapacity, DeviceBindingAndStatus,
+DeviceTaints and PartitionableDevices off) upstream runs its *stable* variant instead. kubedra
+decides those feature sets as incubating does: the two agree on whether claims fit (the
+differential corpus of each minor shows it); they may pick other devices where several pools
+could serve a request, since stable tries pools in the order Go ranges over a map of them
+(``GatherPools`` in ``structured/internal/stable/pools_stable.go``), which differs run by run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from kubedra.allocation.versions import DEFAULT_VERSION, KubeVersion, UnknownKubeVersionError
 
 
 class UnsupportedFeaturesError(ValueError):
@@ -24,8 +35,10 @@ class UnsupportedFeaturesError(ValueError):
 class AllocatorFeatures:
     """Feature switches of the allocator; the defaults are those of a v1.37.2 kube-scheduler.
 
-    ``device_taint_rules`` is the ``DRADeviceTaintRules`` gate: whether the scheduler's slice
-    tracker adds DeviceTaintRule taints to devices. The others mirror ``structured.Features``.
+    ``device_taint_rules`` is the ``DRADeviceTaintRules`` gate (``DRADeviceTaints`` in 1.34):
+    whether the scheduler's slice tracker adds DeviceTaintRule taints to devices. The others
+    mirror ``structured.Features``. ``version`` is the minor whose rules the allocator follows
+    (:mod:`kubedra.allocation.versions`).
     """
 
     admin_access: bool = True
@@ -36,48 +49,96 @@ class AllocatorFeatures:
     device_binding_and_status: bool = True
     consumable_capacity: bool = True
     fractional_capacity_range: bool = False
+    version: KubeVersion = DEFAULT_VERSION
+    variant: str = ""
+
+    @property
+    def pools_in_random_order(self) -> bool:
+        """Whether upstream tries pools in Go's map order, which differs run by run: the stable
+        variant (``GatherPools`` in ``structured/internal/stable/pools_stable.go``) and 1.34's
+        one allocator, whose code it is. kubedra tries them by name, so where several pools
+        could serve a request its devices may differ from those of any one run."""
+        return self.runs_stable or self.version.minor < 35
+
+    @property
+    def runs_stable(self) -> bool:
+        """Whether upstream runs its stable variant on these features (from 1.35, which split
+        the allocator): ``variant`` says so, or, when empty, ``NewAllocator`` picks it because
+        ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange are all off
+        (``SupportedFeatures`` in ``allocator_stable.go``). kubedra then follows the stable
+        variant's rules for what it does not know: capacity requests are ignored
+        (``structured/internal/stable/allocator_stable.go`` reads none) and a
+        ``distinctAttribute`` constraint is an "empty constraint" error."""
+        if self.version.minor < 35 or self.variant == "incubating":
+            return False
+        return self.variant == "stable" or not (
+            self.consumable_capacity or self.device_binding_and_status
+            or self.fractional_capacity_range)
 
     @classmethod
-    def from_gate_names(cls, overrides: Mapping[str, bool], *,
-                        allocator: str | None = None) -> AllocatorFeatures:
-        """The defaults with some features set by their upstream names (``AdminAccess``,
-        ``DeviceTaintRules``, ...), as in the scenarios of ``hack/allocator``.
+    def from_gate_names(cls, overrides: Mapping[str, bool], *, allocator: str | None = None,
+                        version: KubeVersion = DEFAULT_VERSION) -> AllocatorFeatures:
+        """``version``'s defaults (:func:`features_for`) with some features set by their
+        upstream names (``AdminAccess``, ``DeviceTaintRules``, ...), as in the scenarios of
+        ``hack/allocator``. A feature that ``version`` does not have yet may be named off only.
 
         ``allocator`` names the variant upstream ran, where a scenario says so (those recorded
         from upstream's own test table run the incubating variant whatever their features); by
-        default it is the one ``NewAllocator`` picks: the first of stable, incubating and
-        experimental that supports every enabled feature. Stable lacks exactly
-        ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange
-        (``SupportedFeatures`` in ``allocator_stable.go``).
+        default it is the one ``NewAllocator`` picks, stable or incubating, both decided as
+        incubating (see the module's doc).
 
         Raises:
-            UnsupportedFeaturesError: an unknown name, an alpha feature turned on, or a variant
-                other than incubating (named, or picked for the set).
+            UnsupportedFeaturesError: an unknown name, an alpha feature turned on, a feature
+                turned on that ``version`` does not have, or a variant other than incubating
+                named.
         """
         if allocator not in (None, "incubating"):
             raise UnsupportedFeaturesError(f"upstream's {allocator!r} allocator: kubedra "
                                            "implements 'incubating' only")
-        by_name = {_gate_name(f.name): f.name for f in fields(cls)}
+        by_name = {_gate_name(name): name for name in _GATES}
         changes: dict[str, bool] = {}
         for name, value in overrides.items():
-            if name in by_name:
+            since = _ADDED_IN.get(by_name.get(name, ""), 0)
+            if name in by_name and (version.minor >= since or not value):
                 changes[by_name[name]] = value
             elif name in _ALPHA_ONLY and not value:
                 continue
+            elif name in by_name:
+                raise UnsupportedFeaturesError(
+                    f"feature {name!r} is not in Kubernetes {version} (from 1.{since})")
             else:
                 raise UnsupportedFeaturesError(f"feature {name!r} is not supported by kubedra")
-        features = replace(cls(), **changes)
-        if allocator is None and not (features.consumable_capacity
-                                      or features.device_binding_and_status
-                                      or features.fractional_capacity_range):
-            raise UnsupportedFeaturesError(
-                "with ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange all "
-                "off upstream runs its 'stable' allocator; kubedra implements 'incubating' only")
-        return features
+        gates: dict[str, Any] = {**changes, "variant": allocator or ""}
+        return replace(features_for(version), **gates)
 
     def gate_names(self) -> dict[str, bool]:
-        """The features by their upstream names (the inverse of :meth:`from_gate_names`)."""
-        return {_gate_name(f.name): getattr(self, f.name) for f in fields(self)}
+        """The features by their upstream names (the inverse of :meth:`from_gate_names`); those
+        ``version`` does not have are left out."""
+        return {_gate_name(name): getattr(self, name) for name in _GATES
+                if self.version.minor >= _ADDED_IN.get(name, 0)}
+
+
+_GATES = tuple(f.name for f in fields(AllocatorFeatures) if f.name not in ("version", "variant"))
+
+_ADDED_IN = {"fractional_capacity_range": 37}
+"""Features that older minors' allocators do not have, with the minor that added them."""
+
+_OFF_BY_DEFAULT = {
+    34: ("consumable_capacity", "device_binding_and_status", "device_taint_rules",
+         "device_taints", "partitionable_devices"),
+    35: ("consumable_capacity", "device_binding_and_status", "device_taint_rules",
+         "device_taints", "partitionable_devices"),
+    36: ("device_taint_rules",),
+}
+"""Per minor before 1.37, the features its scheduler has off with default gates (its
+``pkg/features/kube_features.go``, as ``dra-reference-allocator-1.<minor> features`` prints)."""
+
+
+def features_for(version: KubeVersion) -> AllocatorFeatures:
+    """The allocator features of ``version``'s kube-scheduler with default gates."""
+    off = _OFF_BY_DEFAULT.get(version.minor, ())
+    gates: dict[str, Any] = dict.fromkeys(off, False)
+    return replace(AllocatorFeatures(version=version), **gates)
 
 
 # Features of the experimental variant only; off by default, and kubedra cannot turn them on.
@@ -90,3 +151,17 @@ def _gate_name(field_name: str) -> str:
 
 
 DEFAULT_FEATURES = AllocatorFeatures()
+
+
+def features_of_server(server_version: str) -> tuple[AllocatorFeatures, str]:
+    """The allocator features of a cluster's scheduler from its API server's ``gitVersion``
+    (``v1.36.3``; the scheduler is taken to run the server's minor with default gates), and
+    a note when kubedra cannot decide as that minor: then it decides as 1.37 and the note
+    says why ("" when it can)."""
+    if not server_version:
+        return DEFAULT_FEATURES, (f"the Kubernetes version is not known; deciding as "
+                                  f"{DEFAULT_VERSION}'s scheduler")
+    try:
+        return features_for(KubeVersion.parse(server_version)), ""
+    except UnknownKubeVersionError as err:
+        return DEFAULT_FEATURES, f"{err}; deciding as {DEFAULT_VERSION}'s scheduler"

@@ -6,7 +6,8 @@ For a node, the candidate slices are those with its ``nodeName`` plus all slices
 1. slices using ``perDeviceNodeSelection`` or ``sharedCounters`` are ignored when partitionable
    devices are off, and so are slices with no node selection at all (a future extension);
    slices in which a device's ``consumesCounters`` declares ``compatibilityGroups`` are always
-   ignored: the gate ``DRADeviceCompatibilityGroups`` is off in every feature set of the
+   ignored from 1.37 (before, the field was not known; :mod:`kubedra.allocation.versions`):
+   the gate ``DRADeviceCompatibilityGroups`` is off in every feature set of the
    incubating variant (``sliceUsesCompatibilityGroups``, ``compatibility_groups.go``);
 2. a slice is relevant when its node selection matches the node, or, with per-device node
    selection, when any of its devices matches;
@@ -32,6 +33,7 @@ from kubedra.allocation.features import AllocatorFeatures
 from kubedra.allocation.node_selection import NodeInfo, NodeSelection
 from kubedra.allocation.quantities import Number, number
 from kubedra.allocation.state import DeviceID
+from kubedra.allocation.versions import COMPATIBILITY_GROUPS_IGNORE_SLICE
 from kubedra.api.resource import (
     Device,
     DeviceAttribute,
@@ -354,10 +356,11 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
     Raises:
         AllocationError: a slice's or device's node selector does not parse.
     """
+    groups_ignored = features.version.follows(COMPATIBILITY_GROUPS_IGNORE_SLICE)
     relevant = [
         entry for entry in (*index.on_node.get(node.name, ()), *index.shared)
         if (features.partitionable_devices or not (entry.per_device_set or entry.has_counters))
-        and not entry.uses_compatibility_groups and _is_relevant(entry, node)]
+        and not (groups_ignored and entry.uses_compatibility_groups) and _is_relevant(entry, node)]
     candidates = newest_slices(relevant)
 
     pools: list[Pool] = []
@@ -371,9 +374,11 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
             if all_slices is None:  # obsolete: a newer generation is being published
                 obsolete[f"{key[0]}/{key[1]}"] = generation
                 continue
-            ignored = sorted(e.name for e in all_slices if e.uses_compatibility_groups)
+            ignored = sorted(e.name for e in all_slices
+                             if groups_ignored and e.uses_compatibility_groups)
             published = len(all_slices)
-            all_slices = [e for e in all_slices if not e.uses_compatibility_groups]
+            all_slices = [e for e in all_slices
+                          if not (groups_ignored and e.uses_compatibility_groups)]
             if len(all_slices) != wanted:
                 pools.append(Pool(*key, incomplete=True, published_slices=published,
                                   slice_count=wanted, ignored_slices=ignored))

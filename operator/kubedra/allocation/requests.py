@@ -5,7 +5,8 @@ Follows ``Allocate`` and ``validateDeviceRequest`` in
 ``exactly`` request or the ordered alternatives of ``firstAvailable``; API defaults apply
 (``allocationMode: ExactCount``, ``count: 1``); every selector must be CEL; the class must exist;
 ``adminAccess``, ``firstAvailable`` and capacity requests need their features; ``derivedAttributes``
-are an error (the incubating variant cannot handle them, whatever the gate). An ``All`` request
+are an error (the incubating variant cannot handle them, whatever the gate; before 1.37 the
+field is not known and ignored). An ``All`` request
 fixes its devices up front (every device of the node's pools that passes the selectors and,
 with consumable capacity, could hold the request on an idle device) and fails hard when a pool
 is incomplete or invalid. A claim whose smallest choice needs more than 32 devices is an error.
@@ -25,6 +26,7 @@ from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.features import AllocatorFeatures
 from kubedra.allocation.selectors import SelectorSet
 from kubedra.allocation.snapshot import ResourceSnapshot
+from kubedra.allocation.versions import DERIVED_ATTRIBUTES_REFUSED
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
     DeviceClass,
@@ -133,7 +135,7 @@ def _cel_expressions(owner: str, selectors: list[DeviceSelector] | None) -> tupl
 def _template(snapshot: ResourceSnapshot, label: str, name: str, parent: str | None,
               part: ExactDeviceRequest | DeviceSubRequest) -> RequestTemplate:
     where = f"claim {label}, request {name}"
-    if part.derived_attributes:
+    if part.derived_attributes and snapshot.features.version.follows(DERIVED_ATTRIBUTES_REFUSED):
         raise AllocationError(f"{where}: cannot handle request with derived attributes, the "
                               "feature is disabled")
     request_exprs = _cel_expressions(where, part.selectors)
@@ -152,7 +154,8 @@ def _template(snapshot: ResourceSnapshot, label: str, name: str, parent: str | N
         raise AllocationError(f"{where}: unsupported count mode {mode}")
     is_all = mode == "All"
     count = 0 if is_all else part.count or 1
-    capacity = part.capacity.requests if part.capacity is not None else None
+    capacity = part.capacity.requests if part.capacity is not None \
+        and not snapshot.features.runs_stable else None
     return RequestTemplate(label, name, parent, device_class,
                            snapshot.selector_set(class_exprs, request_exprs), count, is_all,
                            bool(admin), part.tolerations, capacity,
@@ -173,7 +176,8 @@ def _request_alternatives(snapshot: ResourceSnapshot, label: str, request: Devic
         parts = [request.exactly]
     else:
         return AllocationError(f"{where}: unsupported request type")
-    if not features.consumable_capacity and any(p.capacity is not None for p in parts):
+    if not features.consumable_capacity and not features.runs_stable \
+            and any(p.capacity is not None for p in parts):
         return AllocationError(f"{where}: has capacity requests, but the DRAConsumableCapacity "
                                "feature is disabled")
     alternatives: list[RequestTemplate | AllocationError] = []
@@ -228,7 +232,7 @@ class ClaimPlan:
             if constraint.match_attribute is not None:
                 specs.append(ConstraintSpec(True, constraint.match_attribute,
                                             constraint.requests))
-            elif constraint.distinct_attribute is not None:
+            elif constraint.distinct_attribute is not None and not snapshot.features.runs_stable:
                 specs.append(ConstraintSpec(False, constraint.distinct_attribute,
                                             constraint.requests))
             else:

@@ -9,6 +9,8 @@ From ``structured/internal/incubating/allocator_incubating.go`` (v0.37.2):
 - configuration: each DeviceClass's config once (``FromClass``) for all requests using that
   class, then the claim's config entries (``FromClaim``) that name a request or the chosen
   subrequest, or name none. A ``requests`` list that covers every request is dropped ("all");
+  before 1.37 it stays, and a claim's config is copied once per request it names
+  (:mod:`kubedra.allocation.versions`);
 - node selector: ``metadata.name`` of the node when any device is node-local or binds to the
   node; else the requirements of the devices' node selectors merged into one term; else none.
 """
@@ -20,6 +22,12 @@ from typing import NamedTuple
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.pools import DeviceEntry
 from kubedra.allocation.requests import RequestData
+from kubedra.allocation.versions import (
+    CLAIM_CONFIG_ONCE,
+    CONFIG_FOR_ALL_REQUESTS_NAMES_NONE,
+    DEFAULT_VERSION,
+    KubeVersion,
+)
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
     AllocationResult,
@@ -59,7 +67,8 @@ def _chosen(requests: list[list[RequestData]]) -> list[RequestData]:
     return [alternatives[alternatives[0].selected_sub] for alternatives in requests]
 
 
-def _configs(spec: DeviceClaim, chosen: list[RequestData]) -> list[DeviceAllocationConfiguration]:
+def _configs(spec: DeviceClaim, chosen: list[RequestData],
+             version: KubeVersion) -> list[DeviceAllocationConfiguration]:
     configs: list[DeviceAllocationConfiguration] = []
     by_class: dict[str, tuple[int, int]] = {}
     for data in chosen:
@@ -73,13 +82,17 @@ def _configs(spec: DeviceClaim, chosen: list[RequestData]) -> list[DeviceAllocat
             configs.append(DeviceAllocationConfiguration(
                 source="FromClass", requests=[data.full_name], opaque=class_config.opaque))
         by_class[data.class_name] = (first, len(configs))
+    once = version.follows(CLAIM_CONFIG_ONCE)
     for claim_config in spec.config or ():
         names = claim_config.requests
-        if not names or any(d.base_name in names or (d.parent is not None and d.full_name in names)
-                            for d in chosen):
+        matches = sum(d.base_name in names or (d.parent is not None and d.full_name in names)
+                      for d in chosen) if names else 1
+        for _ in range(min(matches, 1) if once else matches):
             configs.append(DeviceAllocationConfiguration(
                 source="FromClaim", requests=list(names) if names else names,
                 opaque=claim_config.opaque))
+    if not version.follows(CONFIG_FOR_ALL_REQUESTS_NAMES_NONE):
+        return configs
     for config in configs:
         if config.requests and all(d.base_name in config.requests or (
                 d.parent is not None and d.full_name in config.requests) for d in chosen):
@@ -122,16 +135,18 @@ def _node_selector(picks: list[Pick], node_name: str) -> NodeSelector | None:
 
 
 def build_allocation(claim: ResourceClaim, requests: list[list[RequestData]], picks: list[Pick],
-                     node_name: str, *, binding: bool) -> AllocationResult:
+                     node_name: str, *, binding: bool,
+                     version: KubeVersion = DEFAULT_VERSION) -> AllocationResult:
     """The allocation result of ``claim`` after a successful search on node ``node_name``:
     ``requests`` are the claim's requests (each with its subrequests, the chosen one marked),
-    ``picks`` the devices chosen; ``binding``: the ``DRADeviceBindingConditions`` feature.
+    ``picks`` the devices chosen; ``binding``: the ``DRADeviceBindingConditions`` feature;
+    ``version``: the minor whose configuration rules apply (:mod:`kubedra.allocation.versions`).
 
     Raises:
         AllocationError: a device's node selector has more than one term.
     """
     results = [_device_result(pick, binding) for pick in picks]
-    configs = _configs(claim.spec.devices, _chosen(requests))
+    configs = _configs(claim.spec.devices, _chosen(requests), version)
     try:
         node_selector = _node_selector(picks, node_name)
     except AllocationError as err:

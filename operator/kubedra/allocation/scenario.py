@@ -4,6 +4,7 @@ A scenario is one allocation attempt with everything it depends on::
 
     {"name": "...", "features": {"DeviceTaints": false},       # overrides of the defaults
      "allocator": "incubating",     # optional: the variant upstream ran (else NewAllocator's)
+     "kubeVersion": "1.36",         # optional: the minor whose defaults and rules apply
      "node": {"name": "node-1", "labels": {...}},
      "slices": [ResourceSlice...], "classes": [DeviceClass...],
      "allocatedClaims": [ResourceClaim...], "taintRules": [DeviceTaintRule...],
@@ -29,6 +30,7 @@ from kubedra.allocation.node_selection import NodeInfo
 from kubedra.allocation.search_steps import SearchSteps, SearchTime, scheduler_search_time
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
+from kubedra.allocation.versions import DEFAULT_VERSION, KubeVersion
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim
 from kubedra.api.slice_decoding import SliceDecoder
@@ -37,17 +39,30 @@ INVALID_POOLS_MESSAGE = "invalid resource pools were encountered"
 """Upstream's message when nothing fits and some pool of the node is invalid."""
 
 
+def scenario_version(scenario: Mapping[str, Any]) -> KubeVersion:
+    """The minor a scenario is decided as: its ``kubeVersion``, else 1.37.
+
+    Raises:
+        UnknownKubeVersionError: ``kubeVersion`` is not a minor kubedra decides as.
+    """
+    named = scenario.get("kubeVersion")
+    return KubeVersion.parse(named) if named else DEFAULT_VERSION
+
+
 def load_snapshot(scenario: Mapping[str, Any]) -> tuple[ResourceSnapshot, AllocatedState]:
     """The snapshot and allocated state of a scenario (or of a benchmark input); the slices
     share the models of equal attribute values and capacities (:class:`SliceDecoder`), as
     explain's do, so the differential corpus decides through that decoder too.
 
     Raises:
-        UnsupportedFeaturesError: the scenario's features select another allocator variant.
+        UnsupportedFeaturesError: the scenario's features select another allocator variant,
+            or name one on that its minor does not have.
+        UnknownKubeVersionError: see :func:`scenario_version`.
         pydantic.ValidationError: an object does not parse.
     """
     features = AllocatorFeatures.from_gate_names(scenario.get("features") or {},
-                                                 allocator=scenario.get("allocator"))
+                                                 allocator=scenario.get("allocator"),
+                                                 version=scenario_version(scenario))
     decoder = SliceDecoder()
     snapshot = ResourceSnapshot(
         [decoder.decode(s) for s in scenario.get("slices") or ()],

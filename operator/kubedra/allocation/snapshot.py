@@ -19,18 +19,31 @@ from kubedra.allocation.features import DEFAULT_FEATURES, AllocatorFeatures
 from kubedra.allocation.node_selection import NodeInfo
 from kubedra.allocation.pools import NodePools, SliceEntry, SliceIndex, gather_pools
 from kubedra.allocation.selectors import SelectorSet
+from kubedra.allocation.versions import TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE, KubeVersion
 from kubedra.api.quantity import Quantity
-from kubedra.api.resource import DeviceClass, DeviceTaint, DeviceTaintRule, ResourceSlice
+from kubedra.api.resource import (
+    DeviceClass,
+    DeviceTaint,
+    DeviceTaintRule,
+    DeviceTaintSelector,
+    ResourceSlice,
+)
 
 
-def _rule_taints(resource_slice: ResourceSlice,
-                 rules: Sequence[DeviceTaintRule]) -> dict[str, list[DeviceTaint]]:
-    """Taints that DeviceTaintRules add to the slice's devices, by device name."""
+def _rule_taints(resource_slice: ResourceSlice, rules: Sequence[DeviceTaintRule],
+                 version: KubeVersion) -> dict[str, list[DeviceTaint]]:
+    """Taints that DeviceTaintRules add to the slice's devices, by device name; a rule without
+    a selector taints none of them from 1.37, all of them before
+    (:data:`~kubedra.allocation.versions.TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE`)."""
     added: dict[str, list[DeviceTaint]] = {}
     spec = resource_slice.spec
+    every = DeviceTaintSelector()
     for rule in rules:
         selector = rule.spec.device_selector
-        if selector is None or (selector.driver is not None and selector.driver != spec.driver) \
+        if selector is None and version.follows(TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE):
+            continue
+        selector = selector or every
+        if (selector.driver is not None and selector.driver != spec.driver) \
                 or (selector.pool is not None and selector.pool != spec.pool.name):
             continue
         for device in spec.devices or ():
@@ -59,7 +72,8 @@ class ResourceSnapshot:
         entries = []
         uid = 0
         for resource_slice in slices:
-            entry = SliceEntry(resource_slice, uid, _rule_taints(resource_slice, rules))
+            entry = SliceEntry(resource_slice, uid,
+                               _rule_taints(resource_slice, rules, features.version))
             uid += len(entry.devices)
             entries.append(entry)
         self.slices = SliceIndex.build(entries)

@@ -81,6 +81,9 @@ class AllocatedState:
         """Names of the devices of a pool that are taken or shared (``IsDeviceAllocated``)."""
         return self.by_pool.get(pool, _NONE)
 
-    def has_shares(self, device_id: DeviceID) -> bool:
-        """Whether shares of the device exist already (part of ``deviceCapacityInUse``)."""
-        return device_id in self.consumed_capacity or device_id in self.shared_devices
+    def has_shares(self, device_id: DeviceID, *, without_capacity: bool = True) -> bool:
+        """Whether shares of the device exist already (part of ``deviceCapacityInUse``);
+        ``without_capacity``: whether shares that consume no capacity count (from 1.37,
+        :data:`~kubedra.allocation.versions.SHARE_WITHOUT_CAPACITY_IS_IN_USE`)."""
+        return device_id in self.consumed_capacity or (
+            without_capacity and device_id in self.shared_devices)

@@ -8,7 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedra.allocation import ResourceSnapshot
+from kubedra.allocation import (
+    DEFAULT_FEATURES,
+    AllocatorFeatures,
+    ResourceSnapshot,
+    features_of_server,
+)
 from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
 from kubedra.api.slice_decoding import SliceDecoder
 from kubedra.explain import ClusterSnapshot
@@ -69,6 +74,19 @@ class ExplainState:
     _slices: dict[str, tuple[str, ResourceSlice]] = field(default_factory=dict)
     """Slice name → (resourceVersion, parsed) of the last snapshot, reused while unchanged."""
     _allocated: tuple[int, list[ResourceClaim]] | None = None
+    features: AllocatorFeatures = DEFAULT_FEATURES
+    """The allocator features of the cluster's scheduler (:meth:`decide_as`)."""
+
+    def decide_as(self, server_version: str) -> str:
+        """Explain as the scheduler of the API server's version (``gitVersion``, detected at
+        start, :mod:`kubedra.controller.features`) decides; the note of
+        :func:`kubedra.allocation.features_of_server` ("" when that minor is one kubedra
+        decides as)."""
+        features, note = features_of_server(server_version)
+        if features != self.features:
+            self.features = features
+            self._resources = None
+        return note
 
     def node_changed(self, name: str, labels: Mapping[str, str] | None) -> bool:
         """Record a node's labels (``None``: deleted); whether that changes anything."""
@@ -118,7 +136,8 @@ class ExplainState:
         if self._resources is None or self._resources[0] != inputs.inventory_version:
             rules = [DeviceTaintRule.from_api(r) for r in inputs.taint_rules]
             resources = ResourceSnapshot(self._parsed_slices(inputs.slices),
-                                         [DeviceClass.from_api(c) for c in inputs.classes], rules)
+                                         [DeviceClass.from_api(c) for c in inputs.classes], rules,
+                                         self.features)
             self._resources = (inputs.inventory_version, resources, rules)
         if self._allocated is None or self._allocated[0] != inputs.claims_version:
             self._allocated = (inputs.claims_version,

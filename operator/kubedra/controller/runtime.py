@@ -138,6 +138,8 @@ async def run(runtime: Runtime) -> None:
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")
     state.served = await detect_served(state)
+    if note := state.explain.decide_as(state.served.server_version):
+        log.warning("explanations may differ from the scheduler's", reason=note)
     workers = start_workers(state)
     workers.append(asyncio.create_task(watch_served(state)))
     if state.settings.fleet_metrics_interval:

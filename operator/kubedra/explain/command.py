@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from kubedra.explain.model import ClaimExplanation
     from kubedra.explain.pods import PodExplanation
     from kubedra.explain.simulate import Simulation
+    from kubedra.explain.snapshot import ClusterSnapshot
     from kubedra.explain.sources import ClusterObjects
 
 _P = ParamSpec("_P")
@@ -57,6 +58,23 @@ _from_option = click.option(
     help="Read the cluster from a dump instead: a file or directory of YAML/JSON as `kubectl "
          "get resourceslices,deviceclasses,devicetaintrules,resourceclaims,nodes,pods -A -o "
          "yaml` or `kubedra dump` writes (repeatable)")
+
+
+def _parse_kube_version(_ctx: click.Context, _param: click.Parameter,
+                        value: str | None) -> str | None:
+    from kubedra.allocation import KubeVersion, UnknownKubeVersionError
+
+    try:
+        return str(KubeVersion.parse(value)) if value else None
+    except UnknownKubeVersionError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+_kube_version_option = click.option(
+    "--kube-version", metavar="MINOR", default=None, callback=_parse_kube_version,
+    help="Decide as this Kubernetes minor's scheduler (1.34 to 1.37: its default feature gates "
+         "and allocator rules) [default: the cluster's, or the version a `kubedra dump` "
+         "recorded; 1.37 for a dump without one]")
 
 
 def one_shot(command: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -165,8 +183,27 @@ def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tu
         raise click.ClickException(err.message) from None
 
 
+def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnapshot:
+    """The allocator's view of ``objects``, deciding as ``kube_version``'s scheduler
+    (``--kube-version``), else as the cluster's (the version read or recorded in the dump);
+    a note on standard error where that is not known or not fully followed."""
+    from kubedra.allocation import KubeVersion, features_for, features_of_server
+
+    if kube_version:
+        features, note = features_for(KubeVersion.parse(kube_version)), ""
+    else:
+        features, note = features_of_server(objects.server_version)
+    if note:
+        click.echo(f"note: {note} (choose with --kube-version)", err=True)
+    if features.pools_in_random_order:
+        click.echo(f"note: Kubernetes {features.version}'s scheduler tries resource pools in an "
+                   "order that differs run by run; where several pools could serve a request "
+                   "it may pick other devices than shown", err=True)
+    return objects.snapshot(features)
+
+
 def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str, name: str,
-             nodes: tuple[str, ...]) -> ClaimExplanation:
+             nodes: tuple[str, ...], kube_version: str | None) -> ClaimExplanation:
     from kubedra.explain.claims import explain_claim
     from kubedra.explain.sources import pods_using
 
@@ -175,12 +212,13 @@ def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str
     claim = objects.claim(namespace, name)
     if claim is None:
         raise click.ClickException(f"{what} not found")
-    return explain_claim(objects.snapshot(), claim, pods_using(claim, objects.pods),
+    return explain_claim(_snapshot(objects, kube_version), claim,
+                         pods_using(claim, objects.pods),
                          nodes=nodes or None)
 
 
 def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str,
-                 name: str, nodes: tuple[str, ...]) -> PodExplanation:
+                 name: str, nodes: tuple[str, ...], kube_version: str | None) -> PodExplanation:
     from kubedra.api.resource import DeviceClass
     from kubedra.explain.extended import extended_resource_claim
     from kubedra.explain.pods import explain_pod
@@ -198,7 +236,8 @@ def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace:
         # extended resources (KEP-5004): the claim kube-scheduler would make for the pod
         made = extended_resource_claim(pod, [DeviceClass.from_api(c) for c in objects.classes])
         claims += [made] if made is not None else []
-    return explain_pod(objects.snapshot(), placement, claims, nodes=nodes or None)
+    return explain_pod(_snapshot(objects, kube_version), placement, claims,
+                       nodes=nodes or None)
 
 
 def _claim_file(file: Any, namespace: str | None) -> ResourceClaim:
@@ -215,11 +254,12 @@ def _claim_file(file: Any, namespace: str | None) -> ResourceClaim:
 
 
 def _simulate(proxy: KubectlProxy | None, dumps: tuple[Path, ...], claim: ResourceClaim,
-              nodes: tuple[str, ...], max_copies: int) -> Simulation:
+              nodes: tuple[str, ...], max_copies: int, kube_version: str | None) -> Simulation:
     from kubedra.explain.simulate import simulate_claim
 
     objects = _read(proxy, dumps, "reading the cluster", None, with_pods=False, nodes=nodes)
-    return simulate_claim(objects.snapshot(), claim, nodes=nodes or None, max_copies=max_copies)
+    return simulate_claim(_snapshot(objects, kube_version), claim, nodes=nodes or None,
+                          max_copies=max_copies)
 
 
 def _print(data: dict[str, Any] | None, text: str | None) -> None:
@@ -238,11 +278,12 @@ def _print(data: dict[str, Any] | None, text: str | None) -> None:
 @_node_option
 @_all_option
 @_from_option
+@_kube_version_option
 @kubeconfig_option
 @one_shot
 def explain_command(kind: str, name: str, namespace: str | None, output: str,
                     nodes: tuple[str, ...], every_node: bool, dumps: tuple[Path, ...],
-                    kubeconfig: Path | None) -> None:
+                    kube_version: str | None, kubeconfig: Path | None) -> None:
     """Why is ResourceClaim (or Pod) NAME pending (or what was allocated, and why it fits)?
 
     For each node the claim's pods may run on, and each request: how many devices are in
@@ -255,14 +296,15 @@ def explain_command(kind: str, name: str, namespace: str | None, output: str,
       kubedra explain resourceclaim too-big-gpu-x7k2p -n demo
       kubectl dra explain resourceclaim too-big-gpu-x7k2p -n demo -o json
       kubectl dra explain resourceclaim too-big-gpu-x7k2p -n demo --from dump.json
+      kubectl dra explain resourceclaim too-big-gpu-x7k2p --from dump.json --kube-version 1.35
       kubectl dra explain pod too-big -n demo
     """
     with _cluster(kubeconfig, dumps) as proxy:
         namespace = _default_namespace(namespace, kubeconfig, dumps)
         if kind.lower() in POD_KINDS:
-            pod = _explain_pod(proxy, dumps, namespace, name, nodes)
+            pod = _explain_pod(proxy, dumps, namespace, name, nodes, kube_version)
         else:
-            explanation = _explain(proxy, dumps, namespace, name, nodes)
+            explanation = _explain(proxy, dumps, namespace, name, nodes, kube_version)
     from kubedra.explain.render import render_explanation, render_pod_explanation
 
     if kind.lower() in POD_KINDS:
@@ -283,11 +325,13 @@ def explain_command(kind: str, name: str, namespace: str | None, output: str,
               show_default=True, help="Stop counting copies here")
 @_all_option
 @_from_option
+@_kube_version_option
 @kubeconfig_option
 @one_shot
 def simulate_command(filename: Any, namespace: str | None, output: str,
                      nodes: tuple[str, ...], max_copies: int, every_node: bool,
-                     dumps: tuple[Path, ...], kubeconfig: Path | None) -> None:
+                     dumps: tuple[Path, ...], kube_version: str | None,
+                     kubeconfig: Path | None) -> None:
     """On which nodes would this claim fit now, and how many copies of it fit?
 
     Reads the cluster, explains the claim on every node (as explain does), then allocates
@@ -301,7 +345,7 @@ def simulate_command(filename: Any, namespace: str | None, output: str,
     """
     with _cluster(kubeconfig, dumps) as proxy:
         claim = _claim_file(filename, namespace)
-        simulation = _simulate(proxy, dumps, claim, nodes, max_copies)
+        simulation = _simulate(proxy, dumps, claim, nodes, max_copies, kube_version)
     from kubedra.explain.render import render_simulation
 
     _print(simulation.to_json() if output == "json" else None,

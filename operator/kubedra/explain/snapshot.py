@@ -79,7 +79,8 @@ class ClusterSnapshot:
                  classes: Iterable[Mapping[str, Any]],
                  taint_rules: Iterable[Mapping[str, Any]],
                  claims: Iterable[Mapping[str, Any]],
-                 nodes: Iterable[Mapping[str, Any]]) -> ClusterSnapshot:
+                 nodes: Iterable[Mapping[str, Any]],
+                 features: AllocatorFeatures = DEFAULT_FEATURES) -> ClusterSnapshot:
         """A snapshot of objects as the API server returns them (plain dicts); slices share
         the models of equal attribute values and capacities (:class:`SliceDecoder`).
 
@@ -91,7 +92,7 @@ class ClusterSnapshot:
                          [DeviceClass.from_api(c) for c in classes],
                          [DeviceTaintRule.from_api(r) for r in taint_rules],
                          [ResourceClaim.from_api(c) for c in claims],
-                         [node_info(n) for n in nodes])
+                         [node_info(n) for n in nodes], features)
 
     @cached_property
     def allocated(self) -> AllocatedState:

@@ -5,7 +5,8 @@ an explanation from a dump is the one the live cluster gives. A dump is what ``k
 resourceslices,deviceclasses,devicetaintrules,resourceclaims,nodes,pods -A -o yaml`` writes
 (one ``List``, or single objects, YAML or JSON, in one file or many, or in a directory), or
 what ``kubedra dump`` writes: the same kinds, with only the fields explain reads (a pod's
-containers, and anything in them, never leave the cluster; Secrets are never read).
+containers, and anything in them, never leave the cluster; Secrets are never read), and the
+API server's version, so that explain decides as that cluster's scheduler.
 
 A live cluster is read through kubectl (:mod:`kubedra.explain.kubectl`), which prints the API
 server's lists as JSON; those objects are then read as a dump's are.
@@ -21,6 +22,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from kubedra.allocation import DEFAULT_FEATURES, AllocatorFeatures
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain.kubectl import KubectlProxy
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
@@ -46,6 +48,9 @@ _JSON = msgspec.json.Decoder()
 """Decodes a JSON dump into plain dicts and lists: the fastest of ``json``, ``orjson`` and
 ``msgspec`` on the 2,000-node dump, and the smallest result (``bench/decode.py --fleet``)."""
 
+SERVER_VERSION = "serverVersion"
+"""The key of a dump's ``List`` that records the API server's ``gitVersion``."""
+
 DUMP_SUFFIXES = (".yaml", ".yml", ".json")
 """Files of a dump directory that are read (in name order); others are skipped."""
 
@@ -65,6 +70,8 @@ class ClusterObjects:
     claims: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
+    server_version: str = ""
+    """The API server's ``gitVersion`` (``v1.36.3``); "" when a dump does not record it."""
 
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
         """The lists keyed by kind (the keys of :data:`DUMP_KINDS`)."""
@@ -72,14 +79,15 @@ class ClusterObjects:
                 "DeviceTaintRule": self.taint_rules, "ResourceClaim": self.claims,
                 "Node": self.nodes, "Pod": self.pods}
 
-    def snapshot(self) -> ClusterSnapshot:
-        """The allocator's view of these objects.
+    def snapshot(self, features: AllocatorFeatures = DEFAULT_FEATURES) -> ClusterSnapshot:
+        """The allocator's view of these objects, deciding with ``features`` (those of the
+        cluster's scheduler: :func:`kubedra.allocation.features_of_server`).
 
         Raises:
             pydantic.ValidationError: an object does not parse.
         """
         return ClusterSnapshot.from_api(self.slices, self.classes, self.taint_rules,
-                                        self.claims, self.nodes)
+                                        self.claims, self.nodes, features)
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         """ResourceClaim ``namespace/name``, or None."""
@@ -110,7 +118,8 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
                  ) -> ClusterObjects:
     """Read every object explain needs (one list per kind, through kubectl's proxy); pods
     only of ``pods_namespace`` (``None``: of all namespaces), and none unless ``with_pods``.
-    A kind the API server does not serve (DeviceTaintRule before 1.37) has no objects.
+    A kind the API server does not serve (DeviceTaintRule before 1.37) has no objects. The
+    server's version (``/version``) is read too.
 
     Needs ``list`` on resourceslices, deviceclasses, devicetaintrules, resourceclaims (all
     namespaces), nodes and pods.
@@ -122,8 +131,11 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
     if with_pods:
         paths.append(f"/api/v1/namespaces/{pods_namespace}/pods" if pods_namespace
                      else "/api/v1/pods")
-    lists = [(found or {}).get("items") or [] for found in proxy.get(paths)]
-    return ClusterObjects(*lists)
+    *found, version = proxy.get([*paths, "/version"])
+    objects = ClusterObjects(server_version=(version or {}).get("gitVersion") or "")
+    for items, listed in zip(objects.by_kind().values(), found, strict=False):
+        items.extend((listed or {}).get("items") or [])
+    return objects
 
 
 # --- dumps ---------------------------------------------------------------------------------------
@@ -192,6 +204,7 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
         DumpError: a path does not exist, a file does not parse, an object has no kind.
     """
     found: dict[tuple[str, ...], dict[str, Any]] = {}
+    server_version = ""
     for path in paths:
         for source in _dump_files(path):
             try:
@@ -199,10 +212,12 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
                 raise DumpError(f"{source}: {err}") from None
             for document in documents:
+                if isinstance(document, dict) and isinstance(document.get(SERVER_VERSION), str):
+                    server_version = document[SERVER_VERSION]
                 for obj in _objects(document, source):
                     if obj["kind"] in DUMP_KINDS:
                         found[_identity(obj)] = obj
-    objects = ClusterObjects()
+    objects = ClusterObjects(server_version=server_version)
     lists = objects.by_kind()
     for obj in found.values():
         lists[obj["kind"]].append(obj)
@@ -239,10 +254,12 @@ def dump_text(objects: ClusterObjects) -> str:
 
 
 def dump_document(objects: ClusterObjects) -> dict[str, Any]:
-    """A ``List`` of every object, trimmed to what explain reads (as ``kubedra dump`` writes).
+    """A ``List`` of every object, trimmed to what explain reads (as ``kubedra dump`` writes),
+    and the API server's version (``serverVersion``, which ``--from`` decides by).
 
     Pods keep their name, namespace, uid, node name, node selector, node affinity and claims;
     nodes their name and labels; the DRA objects everything but ``managedFields``.
     """
     items = [_trimmed(kind, obj) for kind, found in objects.by_kind().items() for obj in found]
-    return {"apiVersion": "v1", "kind": "List", "items": items}
+    return {"apiVersion": "v1", "kind": "List", SERVER_VERSION: objects.server_version,
+            "items": items}

@@ -18,9 +18,11 @@ from kubedra.allocation.capacity import (
 )
 from kubedra.allocation.constraints import DistinctAttribute, MatchAttribute, attribute_key
 from kubedra.allocation.errors import AllocationError
+from kubedra.allocation.features import features_for
 from kubedra.allocation.node_selection import NodeInfo, NodeSelection, compile_node_selector
 from kubedra.allocation.scenario import load_snapshot, node_info, run_scenario
 from kubedra.allocation.taints import tolerated, tolerates
+from kubedra.allocation.versions import DEFAULT_VERSION, KubeVersion, UnknownKubeVersionError
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
     CapacityRequestPolicy,
@@ -240,9 +242,31 @@ def test_features_by_upstream_names() -> None:
     assert features.consumable_capacity
     with pytest.raises(UnsupportedFeaturesError):
         AllocatorFeatures.from_gate_names({"ListTypeAttributes": True})
-    with pytest.raises(UnsupportedFeaturesError, match="stable"):
-        AllocatorFeatures.from_gate_names({"ConsumableCapacity": False,
-                                           "DeviceBindingAndStatus": False})
+    stable = AllocatorFeatures.from_gate_names({"ConsumableCapacity": False,
+                                                "DeviceBindingAndStatus": False})
+    assert stable.runs_stable
+    assert not features.runs_stable
+
+
+def test_features_of_each_minor() -> None:
+    """Each minor's default gates (as its reference allocator's ``features`` prints them);
+    1.34 and 1.35 run the stable variant with them, 1.34 (before the split) counted out."""
+    assert {str(v): (f.gate_names(), f.runs_stable) for v, f in
+            ((v, features_for(v)) for v in map(KubeVersion.parse, ("1.34", "1.35", "1.36")))} == {
+        "1.34": (OLD_DEFAULTS, False), "1.35": (OLD_DEFAULTS, True),
+        "1.36": ({**OLD_DEFAULTS, "ConsumableCapacity": True, "DeviceBindingAndStatus": True,
+                  "DeviceTaints": True, "PartitionableDevices": True}, False)}
+    with pytest.raises(UnknownKubeVersionError, match=r"1\.34 to 1\.37"):
+        KubeVersion.parse("v1.33.5")
+    with pytest.raises(UnknownKubeVersionError, match=r"1\.38"):
+        KubeVersion.parse("v1.38.0-beta.0")  # no 1.38 reference allocator built yet
+    assert (KubeVersion.parse("v1.36.3"), KubeVersion.parse("1.37")) == \
+        (KubeVersion(1, 36), DEFAULT_VERSION)
+
+
+OLD_DEFAULTS = {"AdminAccess": True, "ConsumableCapacity": False, "DeviceBindingAndStatus": False,
+                "DeviceTaintRules": False, "DeviceTaints": False, "PartitionableDevices": False,
+                "PrioritizedList": True}
 
 
 def test_features_of_a_named_variant() -> None:

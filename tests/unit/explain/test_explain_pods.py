@@ -118,7 +118,7 @@ def test_explain_pod_from_the_command_line(tmp_path: Path,
     dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*items, pod]}))
     result = CliRunner().invoke(main, ["explain", "pod", "p", "--from", str(dump)])
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[:3] == [
+    assert result.stdout.splitlines()[:3] == [
         "Pod:            default/p",
         "Claims:         default/train-0, default/train-1, default/net (to allocate)",
         "Verdict:        Unschedulable"]
@@ -152,7 +152,7 @@ def test_a_pod_with_extended_resources_and_no_claim_yet(tmp_path: Path,
     result = CliRunner().invoke(main, ["explain", "pod", "legacy", "--from", str(dump),
                                        "-o", "json"])
     assert result.exit_code == 0, result.output
-    data = yaml.safe_load(result.output)
+    data = yaml.safe_load(result.stdout)
     assert (data["verdict"], data["claims"]) == ("Fits", {
         "allocated": [], "pending": ["default/legacy-extended-resources"], "missing": []})
     assert [(n["node"], n["fits"]) for n in data["nodes"]] == [("a", False), ("b", True)]
@@ -179,7 +179,7 @@ def test_a_legacy_pod_names_the_device_and_its_holder_as_the_claim_explanation_d
     result = CliRunner().invoke(main, ["explain", "pod", "legacy", "-n", "demo",
                                        "--from", str(dump)])
     assert result.exit_code == 0, result.output
-    assert result.output == """\
+    assert result.stdout == """\
 Pod:            demo/legacy
 Claims:         demo/legacy-extended-resources (to allocate)
 Verdict:        Unschedulable

@@ -101,7 +101,8 @@ def test_dump_keeps_only_what_explain_reads() -> None:
     objects = ClusterObjects(pods=[POD], nodes=[{
         "metadata": {"name": "n", "labels": {"a": "b"}, "annotations": {"x": "y"}},
         "status": {"capacity": {"cpu": "4"}}}])
-    assert dump_document(objects) == {"apiVersion": "v1", "kind": "List", "items": [
+    assert dump_document(objects) == {"apiVersion": "v1", "kind": "List", "serverVersion": "",
+                                      "items": [
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"a": "b"}}},
         {"apiVersion": "v1", "kind": "Pod",
          "metadata": {"name": "too-big", "namespace": "demo", "uid": "u-1"},
@@ -117,7 +118,8 @@ def test_dump_writes_json_that_reads_back_as_the_same_objects(tmp_path: Path) ->
     YAML by ``--from`` (bench/RESULTS.md, round 6), and YAML to any YAML reader."""
     objects = read_dump([_cluster(tmp_path)])
     text = dump_text(objects)
-    assert text.startswith('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "items": [\n')
+    assert text.startswith('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "serverVersion": "",\n'
+                           '  "items": [\n')
     assert json.loads(text) == yaml.safe_load(text) == dump_document(objects)
     dumped = tmp_path / "cluster.yaml"
     dumped.write_text(text)
@@ -172,7 +174,8 @@ def test_the_executables_end_at_once_after_all_their_output(tmp_path: Path) -> N
     }
     for name, command in runs.items():
         ran = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-        assert (name, ran.returncode, ran.stdout, ran.stderr) == (name, 0, expected.output, "")
+        assert (name, ran.returncode, ran.stdout, ran.stderr) == (name, 0, expected.stdout,
+                                                                  expected.stderr)
 
 
 def test_pods_of_other_namespaces_do_not_use_the_claim() -> None:
@@ -188,7 +191,7 @@ def test_explain_from_a_dump_needs_no_cluster(tmp_path: Path,
     result = CliRunner().invoke(main, ["explain", "resourceclaim", "too-big", "-n", "demo",
                                        "--from", dump])
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[:3] == [
+    assert result.stdout.splitlines()[:3] == [
         "ResourceClaim:  demo/too-big", "Pods:           demo/too-big",
         "Verdict:        Unschedulable"]
     result = CliRunner().invoke(main, ["explain", "resourceclaim", "nope", "-n", "demo",
@@ -224,7 +227,7 @@ def test_simulate_from_overlapping_sources_counts_devices_once(tmp_path: Path) -
     result = CliRunner().invoke(main, ["simulate", "-f", str(claim), "--from", whole,
                                        "--from", whole])
     assert result.exit_code == 0, result.output
-    assert "Copies:         1 copy fits in the cluster now" in result.output
+    assert "Copies:         1 copy fits in the cluster now" in result.stdout
 
 
 @pytest.mark.parametrize("args", [
@@ -240,3 +243,30 @@ def test_a_node_that_does_not_exist_is_named(args: list[str], tmp_path: Path) ->
                                        "--node", "demo-h200", "--node", "nosuch"])
     assert (result.exit_code, result.output) == (
         1, 'Error: --node: node "nosuch" does not exist\n')
+
+
+def test_a_dump_records_the_server_version_and_explain_decides_by_it(tmp_path: Path) -> None:
+    """``kubedra dump`` records the API server's version; ``--from`` a dump without one (as
+    kubectl writes it, or an old kubedra dump) decides as 1.37 and says so on standard error;
+    ``--kube-version`` chooses (1.35's note: its scheduler's pool order varies)."""
+    objects = read_dump([_cluster(tmp_path)])
+    objects.server_version = "v1.36.3"
+    dumped = tmp_path / "recorded.json"
+    dumped.write_text(dump_text(objects))
+    assert read_dump([dumped]).server_version == "v1.36.3"
+    assert read_dump([_cluster(tmp_path)]).server_version == ""
+    args = ["explain", "resourceclaim", "too-big", "-n", "demo", "--from"]
+    runs = {name: CliRunner().invoke(main, [*args, str(path), *extra]) for name, path, extra in (
+        ("recorded", dumped, []), ("old", _cluster(tmp_path), []),
+        ("1.35", _cluster(tmp_path), ["--kube-version", "1.35"]),
+        ("1.33", _cluster(tmp_path), ["--kube-version", "v1.33.1"]))}
+    assert {name: (r.exit_code, r.stderr.splitlines()[-1:]) for name, r in runs.items()} == {
+        "recorded": (0, []),
+        "old": (0, ["note: the Kubernetes version is not known; deciding as 1.37's scheduler "
+                    "(choose with --kube-version)"]),
+        "1.35": (0, ["note: Kubernetes 1.35's scheduler tries resource pools in an order that "
+                     "differs run by run; where several pools could serve a request it may "
+                     "pick other devices than shown"]),
+        "1.33": (2, ["Error: Invalid value for '--kube-version': Kubernetes 1.33 is not one "
+                     "kubedra decides as (1.34 to 1.37)"])}
+    assert runs["recorded"].stdout == runs["old"].stdout

@@ -1,0 +1,135 @@
+"""What a kube-scheduler decides differently by Kubernetes minor: its default allocator features
+and the rules its allocator changed, each named with the minor it starts at and where upstream
+made it.
+
+kubedra's allocator decides as the scheduler of one minor (:class:`KubeVersion`, carried by
+:class:`kubedra.allocation.features.AllocatorFeatures`); :func:`features_for` gives that minor's
+default features. The rules below are the differences that the differential corpus shows
+between the reference allocators of 1.34 to 1.37 (``hack/allocator``, built per minor); a rule
+is followed from its ``since`` minor on, the older behaviour before it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+class UnknownKubeVersionError(ValueError):
+    """A Kubernetes version kubedra cannot decide as: not ``[v]1.<minor>[.<patch>...]``, or a
+    minor outside :data:`SUPPORTED_MINORS`."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class KubeVersion:
+    """A Kubernetes minor (``1.37``); patch releases of a minor decide alike."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str) -> KubeVersion:
+        """``v1.36.3``, ``1.36``, ``v1.38.0-beta.0`` (a server's ``gitVersion`` or a flag).
+
+        Raises:
+            UnknownKubeVersionError: not a version, or a minor kubedra does not decide as.
+        """
+        found = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?", text.strip())
+        if found is None:
+            raise UnknownKubeVersionError(f"{text!r} is not a Kubernetes version (e.g. 1.36)")
+        version = cls(int(found[1]), int(found[2]))
+        if version.minor not in SUPPORTED_MINORS or version.major != 1:
+            raise UnknownKubeVersionError(
+                f"Kubernetes {version} is not one kubedra decides as (1.{SUPPORTED_MINORS[0]} "
+                f"to 1.{SUPPORTED_MINORS[-1]})")
+        return version
+
+    def follows(self, rule: VersionRule) -> bool:
+        """Whether this minor's scheduler has the rule (its ``since`` minor or later)."""
+        return self >= rule.since
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+SUPPORTED_MINORS = (34, 35, 36, 37)
+"""The minors whose reference allocator the corpus is recorded against (``resource.k8s.io/v1``
+is GA from 1.34)."""
+
+DEFAULT_VERSION = KubeVersion(1, 37)
+"""The minor kubedra decides as when the cluster's is not known (an old dump)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRule:
+    """One change of the scheduler's allocator: followed from ``since`` on; ``source`` is the
+    upstream file (and pull request, where known) it comes from."""
+
+    name: str
+    since: KubeVersion
+    source: str
+    summary: str
+
+
+CONFIG_FOR_ALL_REQUESTS_NAMES_NONE = VersionRule(
+    "config-for-all-requests-names-none", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(Allocate: 'If a config applies to all requests, clear its Requests')",
+    "an allocated configuration that applies to every request of the claim lists no requests "
+    "(empty means all); before, it listed them")
+
+CLAIM_CONFIG_ONCE = VersionRule(
+    "claim-config-once", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(Allocate: 'break // We can stop checking after the first match')",
+    "a claim's configuration naming several requests is copied into the allocation once; "
+    "before, once per request of the claim it names")
+
+TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE = VersionRule(
+    "taint-rule-without-selector-matches-none", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation resourceslice/tracker/tracker.go (applyPatches; "
+    "kubernetes#141648)",
+    "a DeviceTaintRule without spec.deviceSelector taints no device; before, every device")
+
+SHARE_WITHOUT_CAPACITY_IS_IN_USE = VersionRule(
+    "share-without-capacity-is-in-use", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(deviceCapacityInUse: 'A persisted allow-multiple allocation with no per-share capacity')",
+    "an allocated share of a device that consumes no capacity counts as the device being in "
+    "use, so a further share does not charge the device's counters again; before, only shares "
+    "with consumed capacity did")
+
+ALL_KEEPS_DEVICES_WITHOUT_ROOM = VersionRule(
+    "all-keeps-devices-without-room", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(validateDeviceRequest: 'Static capacity only: remaining capacity is checked in "
+    "allocateDevice so capacity-blocked matching devices stay in allDevices and All fails')",
+    "allocationMode All counts every matching device whose capacity could serve the request, "
+    "so a device without room left makes the request fail; before, such devices (and devices "
+    "whose capacity check failed with an error) were left out and All took the others")
+
+COMPATIBILITY_GROUPS_IGNORE_SLICE = VersionRule(
+    "compatibility-groups-ignore-slice", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/pools_incubating.go "
+    "(sliceUsesCompatibilityGroups, compatibility_groups.go)",
+    "a slice whose devices' consumesCounters declare compatibilityGroups is left out (its pool "
+    "then incomplete) when the incubating variant runs; before, the field was not known and "
+    "the slice was used as any other")
+
+DERIVED_ATTRIBUTES_REFUSED = VersionRule(
+    "derived-attributes-refused", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(validateDeviceRequest: 'cannot handle request with derived attributes')",
+    "a request with derivedAttributes is an error for the incubating variant; before, the "
+    "field was not known and ignored")
+
+RULES = (CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
+         SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
+         COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,
+         TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE)
+"""Every version-dependent rule kubedra follows, oldest first."""
+
+
+def rules_of(version: KubeVersion) -> dict[str, bool]:
+    """Per rule name, whether ``version``'s scheduler follows it."""
+    return {rule.name: version.follows(rule) for rule in RULES}

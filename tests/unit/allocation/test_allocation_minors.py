@@ -1,0 +1,182 @@
+"""kubedra decides as the scheduler of each older minor (1.34, 1.35, 1.36) on the corpus.
+
+The outcomes of each minor's reference allocator (``hack/allocator`` built against that minor's
+``k8s.io/dynamic-resource-allocation`` and scheduler plugin) are recorded in
+``tests/allocation_corpus/minors`` (:mod:`tests.support.minor_corpus`), so these tests need no
+Go binary; where a minor's binary is built (``hack/build-reference-allocators.sh``) its
+recording is checked to be current. kubedra runs each scenario as that minor
+(``kubeVersion``): its default features and rules (:mod:`kubedra.allocation.versions`).
+
+Where upstream tries pools in Go's map order (1.34, and the stable variant that 1.35's default
+gates select) and a scenario has several pools, only the kind of outcome is compared: that
+order differs run by run (``AllocatorFeatures.pools_in_random_order``).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pytest
+
+from kubedra.allocation import UnsupportedFeaturesError
+from kubedra.allocation.scenario import comparable, load_snapshot, run_scenario
+from tests.support.minor_corpus import MINORS, corpus_scenarios, recorded, upstream_table
+from tests.support.reference_allocator import reference_binary, run_reference
+
+SCENARIOS = corpus_scenarios()
+
+KNOWN_DIFFERENCES = {
+    "1.36": {
+        # 1.36's distinctAttributeConstraint keeps one value per request (constraint.go), so a
+        # third device repeating the first device's value passes: a defect 1.37 fixed.
+        "distinct-attribute-third-device-repeats-first",
+        # 1.36 takes a capacity request beyond int64 without an error.
+        "capacity-request-beyond-int64",
+    },
+    "1.35": {
+        # the stable variant (1.35's default gates): slices in the order listed, not by name;
+        # bindsToNode and a capacity-less subrequest order kubedra does not model.
+        "slices-in-name-order", "binds-to-node", "generated-50", "generated-411",
+        "generated-578",
+    },
+}
+"""Per minor, the scenarios on which kubedra is known to decide otherwise than that minor."""
+
+KNOWN_1_34 = {("allocated", "allocated"): 18, ("error", "unschedulable"): 17,
+              ("allocated", "unschedulable"): 10, ("error", "allocated"): 5,
+              ("allocated", "error"): 1, ("unschedulable", "error"): 1}
+"""1.34's allocator predates the stable/incubating split; kubedra's rules do not cover it yet:
+the count of differing scenarios per (upstream's outcome, kubedra's outcome)."""
+
+
+def _compared(scenario: dict[str, Any], minor: str, outcome: dict[str, Any]) -> dict[str, Any]:
+    found = comparable(outcome)
+    pools = {(s["spec"]["driver"], s["spec"]["pool"]["name"]) for s in scenario.get("slices") or ()}
+    try:
+        features = load_snapshot({**scenario, "kubeVersion": minor})[0].features
+    except UnsupportedFeaturesError:
+        return found
+    if features.pools_in_random_order and len(pools) > 1:
+        found.pop("allocations", None)
+    return found
+
+
+def _kubedra(scenario: dict[str, Any], minor: str) -> dict[str, Any]:
+    try:
+        return run_scenario({**scenario, "kubeVersion": minor})
+    except UnsupportedFeaturesError as err:  # a feature the minor does not have, turned on
+        return {"outcome": "invalid", "message": str(err)}
+
+
+def differences(minor: str) -> dict[str, tuple[str, str]]:
+    """Per scenario where kubedra and ``minor``'s recording differ, both kinds of outcome."""
+    upstream = recorded(minor)
+    found = {}
+    for scenario in SCENARIOS:
+        theirs = _compared(scenario, minor, upstream[scenario["name"]])
+        ours = _compared(scenario, minor, _kubedra(scenario, minor))
+        if ours != theirs:
+            found[scenario["name"]] = (theirs["outcome"], ours["outcome"])
+    return found
+
+
+@pytest.mark.parametrize("minor", ["1.35", "1.36"])
+def test_kubedra_decides_as_each_minor(minor: str) -> None:
+    """On every corpus scenario but the known ones, kubedra's outcome (devices, share IDs,
+    configuration, node selector) is that minor's."""
+    assert set(differences(minor)) == KNOWN_DIFFERENCES[minor]
+
+
+def test_1_34_differences_are_the_known_ones() -> None:
+    found = differences("1.34")
+    assert collections.Counter(found.values()) == KNOWN_1_34
+
+
+def test_a_feature_newer_than_the_minor_is_refused() -> None:
+    """FractionalCapacityRange came with 1.37: turned on in a 1.36 scenario it is refused by
+    kubedra as the 1.36 reference refuses it ("unknown feature")."""
+    scenarios = [s for s in SCENARIOS if (s.get("features") or {}).get("FractionalCapacityRange")]
+    assert len(scenarios) == 14
+    upstream = recorded("1.36")
+    assert {upstream[s["name"]]["outcome"] for s in scenarios} == {"invalid"}
+    with pytest.raises(UnsupportedFeaturesError, match=r"not in Kubernetes 1\.36 \(from 1\.37\)"):
+        run_scenario({**scenarios[0], "kubeVersion": "1.36"})
+
+
+def test_1_36s_own_upstream_table() -> None:
+    """Upstream's allocator table of 1.36's module: every incubating case agrees (outcome,
+    devices and search steps) but two whose list-typed attributes 1.36's CEL refuses with
+    the gate off (cel/compile.go getAttributeValue); experimental ones are refused."""
+    table = [s for s in upstream_table("1.36") if "notRepresentable" not in s]
+    by_variant = collections.Counter(s["allocator"] for s in table)
+    assert by_variant == {"incubating": 205, "experimental": 21}
+    differ = []
+    for scenario in (s for s in table if s["allocator"] == "incubating"):
+        ours = run_scenario({**scenario, "kubeVersion": "1.36"})
+        if comparable(ours) != comparable(scenario["upstream"]):
+            differ.append(scenario["name"])
+    assert differ == ["table/list-attributes-disabled-distinct-constraint-with-lists",
+                      "table/list-attributes-disabled-match-constraint-with-lists"]
+
+
+@pytest.mark.parametrize("minor", MINORS)
+def test_the_recording_is_current(minor: str) -> None:
+    """Where the minor's reference allocator is built, it still decides as recorded."""
+    if not reference_binary(minor).exists():
+        pytest.skip(f"dra-reference-allocator-{minor} not built "
+                    "(hack/build-reference-allocators.sh)")
+    upstream = recorded(minor)
+    outcomes = run_reference(SCENARIOS, minor=minor)
+    stale = [s["name"] for s, o in zip(SCENARIOS, outcomes, strict=True)
+             if _compared(s, minor, o) != _compared(s, minor, upstream[s["name"]])]
+    assert stale == []
+
+
+def _one_gpu(name: str, **extra: Any) -> dict[str, Any]:
+    """A node with one GPU, a class with a config, a claim for one GPU; ``extra`` on top."""
+    return {"name": name, "node": {"name": "node-a"},
+            "slices": [{"metadata": {"name": "node-a"}, "spec": {
+                "driver": "gpu.example.com", "nodeName": "node-a",
+                "pool": {"name": "node-a", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0"}]}}],
+            "classes": [{"metadata": {"name": "gpu"}, "spec": {
+                "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}],
+                "config": [{"opaque": {"driver": "gpu.example.com", "parameters": {"a": 1}}}]}}],
+            "claims": [{"metadata": {"name": "c", "namespace": "default", "uid": "u"},
+                        "spec": {"devices": {"requests": [
+                            {"name": "r", "exactly": {"deviceClassName": "gpu"}}]}}}],
+            **extra}
+
+
+RULE_SCENARIOS = {
+    # CONFIG_FOR_ALL_REQUESTS_NAMES_NONE: the class config of the claim's only request
+    "config-for-all-requests": (_one_gpu("config-for-all-requests"),
+                                {"1.36": ["r"], "1.37": None}),
+    # TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE (the DRADeviceTaintRules gate on in both)
+    "taint-rule-without-selector": (_one_gpu(
+        "taint-rule-without-selector", features={"DeviceTaintRules": True},
+        taintRules=[{"metadata": {"name": "all"}, "spec": {
+            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"}}}]),
+        {"1.36": "unschedulable", "1.37": "allocated"}),
+}
+
+
+def _rule_outcome(name: str, outcome: dict[str, Any]) -> Any:
+    if name == "config-for-all-requests":
+        return outcome["allocations"][0]["devices"]["config"][0].get("requests")
+    return outcome["outcome"]
+
+
+@pytest.mark.parametrize("name", RULE_SCENARIOS)
+def test_a_rule_decides_by_minor(name: str) -> None:
+    """A scenario that each rule decides otherwise on 1.36 and 1.37: kubedra as each minor, and
+    each minor's reference allocator where built (1.37's is ``make binaries``'s)."""
+    scenario, expected = RULE_SCENARIOS[name]
+    ours = {minor: _rule_outcome(name, run_scenario({**scenario, "kubeVersion": minor}))
+            for minor in expected}
+    assert ours == expected
+    for minor, binary_minor in (("1.36", "1.36"), ("1.37", None)):
+        if reference_binary(binary_minor).exists():
+            [theirs] = run_reference([scenario], minor=binary_minor)
+            assert _rule_outcome(name, theirs) == expected[minor], minor
