@@ -108,7 +108,7 @@ class Kubedra:
                        attacher: str = "immediate", liveness_port: int = 0,
                        source: Path | None = None, leader_elect: bool = True,
                        election: ElectionTiming | None = None,
-                       metrics_secure: bool = True) -> Component:
+                       metrics_secure: bool = True, pool_selector: str = "") -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, a ``drain_grace`` of
         seconds, and the ``attacher`` of devices with binding conditions); a non-zero
@@ -117,28 +117,34 @@ class Kubedra:
         ``metrics_secure=False`` plain HTTP to anyone. ``source``: another
         checkout's ``operator/`` directory to run instead of this one's (``bench/scale.py
         --baseline``); ``leader_elect=False`` runs it with ``--no-leader-elect``;
-        ``election``: leader-election durations other than the shipped ones."""
+        ``election``: leader-election durations other than the shipped ones;
+        ``pool_selector``: the pools it owns (``KUBEDRA_POOL_SELECTOR``; its log is then
+        ``kubedra-operator-<selector>.log``, so that operators of disjoint pools run side by
+        side)."""
         self.operator_options = {"lease_check_interval": lease_check_interval,
                                  "explain_event_interval": explain_event_interval,
                                  "health_hold_down": health_hold_down,
                                  "drain_grace": drain_grace, "attacher": attacher,
                                  "liveness_port": liveness_port, "source": source,
                                  "leader_elect": leader_elect, "election": election,
-                                 "metrics_secure": metrics_secure}
+                                 "metrics_secure": metrics_secure,
+                                 "pool_selector": pool_selector}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         env = self._env(metrics_secure=metrics_secure, namespace=NAMESPACE,
                         lease_check_interval=str(lease_check_interval),
                         explain_event_interval=str(explain_event_interval),
                         health_hold_down=str(health_hold_down),
-                        drain_grace=str(drain_grace), attacher=attacher)
+                        drain_grace=str(drain_grace), attacher=attacher,
+                        pool_selector=pool_selector)
         if election is not None:
             env.update(KUBEDRA_LEADER_LEASE_DURATION=str(election.lease_duration),
                        KUBEDRA_LEADER_RENEW_DEADLINE=str(election.renew_deadline),
                        KUBEDRA_LEADER_RETRY_PERIOD=str(election.retry_period))
         if source is not None:
             env["PYTHONPATH"] = str(source)
+        suffix = "".join(c if c.isalnum() else "-" for c in pool_selector)
         self.operator = self.plane.spawn(
-            "kubedra-operator",
+            f"kubedra-operator-{suffix}" if suffix else "kubedra-operator",
             [sys.executable, "-m", "kubedra", "operator", f"--kubeconfig={config}",
              f"--liveness-port={liveness_port}",
              *([] if leader_elect else ["--no-leader-elect"])], env=env)

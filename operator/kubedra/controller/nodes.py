@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubedra.controller.listwatch import JsonDecoder
+
 NODES_PATH = "/api/v1/nodes"
 
 
@@ -22,3 +24,8 @@ def node_record(node: dict[str, Any]) -> dict[str, Any]:
     meta = node["metadata"]
     return {"metadata": {"name": meta["name"], "uid": meta.get("uid", ""),
                          "labels": dict(meta.get("labels") or {})}}
+
+
+NODE_DECODER = JsonDecoder(node_record)
+"""Node events and pages → :func:`node_record` s (the standard library's ``json``: a Node's
+event is 0.02 ms, ``bench/decode.py``)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubedra.controller.listwatch import Index, ListWatch
-from kubedra.controller.nodes import node_record
+from kubedra.controller.nodes import NODE_DECODER, node_record
 
 
 def _node(name: str, uid: str = "u1", heartbeat: str = "t0", **labels: str) -> dict[str, Any]:
@@ -15,9 +15,13 @@ def _node(name: str, uid: str = "u1", heartbeat: str = "t0", **labels: str) -> d
             "status": {"conditions": [{"type": "Ready", "lastHeartbeatTime": heartbeat}]}}
 
 
+def _apply(cache: ListWatch[dict[str, Any]], node: dict[str, Any], *, deleted: bool) -> None:
+    cache._apply(node["metadata"]["name"], node_record(node), deleted=deleted)
+
+
 def _cache() -> tuple[ListWatch[dict[str, Any]], list[tuple[str, Any, Any]]]:
     changes: list[tuple[str, Any, Any]] = []
-    cache = ListWatch(None, "/api/v1/nodes", node_record,  # type: ignore[arg-type]
+    cache = ListWatch(None, "/api/v1/nodes", NODE_DECODER,  # type: ignore[arg-type]
                       lambda *change: changes.append(change))
     return cache, changes
 
@@ -26,7 +30,7 @@ def test_a_relist_reports_added_changed_and_deleted_records_once() -> None:
     cache, changes = _cache()
     fresh: dict[str, Any] = {}
     for node in (_node("a"), _node("b")):
-        cache._take(fresh, node)
+        cache._take(fresh, node["metadata"]["name"], node_record(node))
     cache._replace(fresh)
     assert [c[0] for c in sorted(changes)] == ["a", "b"]
     assert cache.synced.is_set()
@@ -35,7 +39,7 @@ def test_a_relist_reports_added_changed_and_deleted_records_once() -> None:
 
     fresh = {}
     for node in (_node("a", heartbeat="t9"), _node("c")):
-        cache._take(fresh, node)
+        cache._take(fresh, node["metadata"]["name"], node_record(node))
     cache._replace(fresh)
     assert sorted((name, after is None) for name, _, after in changes) == [
         ("b", True), ("c", False)]
@@ -45,16 +49,16 @@ def test_a_relist_reports_added_changed_and_deleted_records_once() -> None:
 
 def test_an_event_that_changes_nothing_read_reports_nothing() -> None:
     cache, changes = _cache()
-    cache._apply(_node("a"), deleted=False)
+    _apply(cache, _node("a"), deleted=False)
     record = cache.get("a")
     changes.clear()
     for beat in range(5):
-        cache._apply(_node("a", heartbeat=f"t{beat}"), deleted=False)
+        _apply(cache, _node("a", heartbeat=f"t{beat}"), deleted=False)
     assert changes == []
     assert cache.get("a") is record
-    cache._apply(_node("a", zone="z"), deleted=False)
-    cache._apply(_node("a", uid="u2", zone="z"), deleted=False)  # another Node, same name
-    cache._apply(_node("a", uid="u2", zone="z"), deleted=True)
+    _apply(cache, _node("a", zone="z"), deleted=False)
+    _apply(cache, _node("a", uid="u2", zone="z"), deleted=False)  # another Node, same name
+    _apply(cache, _node("a", uid="u2", zone="z"), deleted=True)
     assert [(before and before["metadata"]["uid"], after and after["metadata"]["labels"])
             for _, before, after in changes] == [
         ("u1", {"zone": "z"}), ("u1", {"zone": "z"}), ("u2", None)]
