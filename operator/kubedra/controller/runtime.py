@@ -149,6 +149,10 @@ async def run(runtime: Runtime) -> None:
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")
     state.served = await detect_served(state)
+    for inventory in list(runtime.slices.by_inventory):
+        # the slices listed before the state existed queued nothing: those of a deleted
+        # inventory (kept while claims hold their devices) are reconciled from here
+        state.inventory_queue.add(inventory)
     workers = start_workers(state)
     if state.settings.fleet_metrics_interval:
         workers.append(asyncio.create_task(count_fleet(state)))

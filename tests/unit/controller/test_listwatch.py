@@ -4,6 +4,7 @@ record equal reports nothing and keeps the cached object."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubedra.controller.listwatch import Index, ListWatch
@@ -64,3 +65,20 @@ def test_an_event_that_changes_nothing_read_reports_nothing() -> None:
         ("u1", {"zone": "z"}), ("u1", {"zone": "z"}), ("u2", None)]
     assert cache.records == {}
     assert cache.counters.changes == 4
+
+
+def test_the_json_decoder_reads_events_pages_bookmarks_and_errors() -> None:
+    node = _node("a", zone="z")
+    event = NODE_DECODER.event(json.dumps({"type": "MODIFIED", "object": node}).encode())
+    assert (event.type, event.name, event.resource_version, event.record) == (
+        "MODIFIED", "a", "1", {"metadata": {"name": "a", "uid": "u1", "labels": {"zone": "z"}}})
+    end = NODE_DECODER.event(json.dumps({"type": "BOOKMARK", "object": {"metadata": {
+        "resourceVersion": "5", "annotations": {"k8s.io/initial-events-end": "true"}}}}).encode())
+    assert (end.resource_version, end.ends_initial_events, end.record) == ("5", True, None)
+    gone = NODE_DECODER.event(json.dumps({"type": "ERROR", "object": {
+        "code": 410, "message": "too old resource version"}}).encode())
+    assert (gone.code, gone.message) == (410, "too old resource version")
+    page = NODE_DECODER.page(json.dumps({"metadata": {"resourceVersion": "9", "continue": "c"},
+                                         "items": [node]}).encode())
+    assert (page.items, page.continue_token, page.resource_version) == (
+        [("a", node_record(node))], "c", "9")
