@@ -109,7 +109,8 @@ class Kubedra:
                        source: Path | None = None, leader_elect: bool = True,
                        election: ElectionTiming | None = None,
                        metrics_secure: bool = True,
-                       feature_detection_interval: float | None = None) -> Component:
+                       feature_detection_interval: float | None = None,
+                       pool_selector: str = "") -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, a ``drain_grace`` of
         seconds, and the ``attacher`` of devices with binding conditions); a non-zero
@@ -120,7 +121,10 @@ class Kubedra:
         --baseline``); ``leader_elect=False`` runs it with ``--no-leader-elect``;
         ``election``: leader-election durations other than the shipped ones;
         ``feature_detection_interval``: seconds between two detections of what the cluster
-        serves (None: the shipped 300)."""
+        serves (None: the shipped 300);
+        ``pool_selector``: the pools it owns (``KUBEDRA_POOL_SELECTOR``; its log is then
+        ``kubedra-operator-<selector>.log``, so that operators of disjoint pools run side by
+        side)."""
         self.operator_options = {"lease_check_interval": lease_check_interval,
                                  "explain_event_interval": explain_event_interval,
                                  "health_hold_down": health_hold_down,
@@ -128,13 +132,15 @@ class Kubedra:
                                  "liveness_port": liveness_port, "source": source,
                                  "leader_elect": leader_elect, "election": election,
                                  "metrics_secure": metrics_secure,
-                                 "feature_detection_interval": feature_detection_interval}
+                                 "feature_detection_interval": feature_detection_interval,
+                                 "pool_selector": pool_selector}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         env = self._env(metrics_secure=metrics_secure, namespace=NAMESPACE,
                         lease_check_interval=str(lease_check_interval),
                         explain_event_interval=str(explain_event_interval),
                         health_hold_down=str(health_hold_down),
-                        drain_grace=str(drain_grace), attacher=attacher)
+                        drain_grace=str(drain_grace), attacher=attacher,
+                        pool_selector=pool_selector)
         if feature_detection_interval is not None:
             env["KUBEDRA_FEATURE_DETECTION_INTERVAL"] = str(feature_detection_interval)
         if election is not None:
@@ -143,8 +149,9 @@ class Kubedra:
                        KUBEDRA_LEADER_RETRY_PERIOD=str(election.retry_period))
         if source is not None:
             env["PYTHONPATH"] = str(source)
+        suffix = "".join(c if c.isalnum() else "-" for c in pool_selector)
         self.operator = self.plane.spawn(
-            "kubedra-operator",
+            f"kubedra-operator-{suffix}" if suffix else "kubedra-operator",
             [sys.executable, "-m", "kubedra", "operator", f"--kubeconfig={config}",
              f"--liveness-port={liveness_port}",
              *([] if leader_elect else ["--no-leader-elect"])], env=env)

@@ -254,25 +254,49 @@ def ends_initial_events(event: dict[str, Any]) -> bool:
     return (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true"
 
 
-async def list_page(api: ApiClient, path: str, query: dict[str, str]) -> dict[str, Any]:
+async def list_page(api: ApiClient, path: str, query: dict[str, str]) -> bytes:
     """GET one page of the collection at ``path`` (``query``: ``limit``, ``continue``,
-    selectors), decoded: a List with ``items`` and ``metadata.continue``/``resourceVersion``.
+    selectors), as the JSON bytes of a List with ``items`` and
+    ``metadata.continue``/``resourceVersion`` (the caller's decoder turns them into what it
+    keeps).
 
     Raises:
         ApiException: the server answered with an HTTP error (410 for an expired
             ``continue`` token).
     """
-    return await _raw(api.call_api(path, "GET", query_params=list(query.items()),
-                                   auth_settings=["BearerToken"], _preload_content=False))
+    response = await api.call_api(path, "GET", query_params=list(query.items()),
+                                  auth_settings=["BearerToken"], _preload_content=False)
+    try:
+        payload: bytes = await response.read()
+    finally:
+        response.release()
+    if response.status >= 400:
+        err = ApiException(status=response.status, reason=response.reason)
+        err.body = payload.decode(errors="replace")
+        raise err
+    return payload
 
 
 async def watch_events(api: ApiClient, path: str, query: dict[str, str], *,
                        timeout_s: int, resource_version: str | None = None,
                        initial_events: bool = False) -> AsyncIterator[dict[str, Any]]:
     """Watch the collection at ``path``: each event decoded alone (``{"type": ..., "object":
-    ...}``; one object is at most the API server's request limit), with bookmarks, ending
-    after ``timeout_s`` seconds (the server closes the stream). ``initial_events``: a
-    streaming list (KEP-3157) first, ``sendInitialEvents=true`` with
+    ...}``), as :func:`watch_lines` delivers them (same arguments and errors).
+    """
+    async for line in watch_lines(api, path, query, timeout_s=timeout_s,
+                                  resource_version=resource_version,
+                                  initial_events=initial_events):
+        event: dict[str, Any] = json.loads(line)
+        yield event
+
+
+async def watch_lines(api: ApiClient, path: str, query: dict[str, str], *,
+                      timeout_s: int, resource_version: str | None = None,
+                      initial_events: bool = False) -> AsyncIterator[bytes]:
+    """Watch the collection at ``path``: the JSON bytes of each event alone (one line; one
+    object is at most the API server's request limit), with bookmarks, ending after
+    ``timeout_s`` seconds (the server closes the stream). ``initial_events``: a streaming
+    list (KEP-3157) first, ``sendInitialEvents=true`` with
     ``resourceVersionMatch=NotOlderThan``, from ``resource_version`` or, without one, a
     consistent read; otherwise the changes after ``resource_version``.
 
@@ -301,8 +325,7 @@ async def watch_events(api: ApiClient, path: str, query: dict[str, str], *,
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
                 if line.strip():
-                    event: dict[str, Any] = json.loads(line)
-                    yield event
+                    yield line
     finally:
         response.release()
 

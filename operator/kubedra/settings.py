@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.api.inventory import MigMode
+from kubedra.api.selector import selector_keys
 from kubedra.logging import LogFormat
 
 DEFAULT_REGISTRY_DIR = Path("/var/lib/kubelet/plugins_registry")
@@ -130,6 +131,13 @@ class Settings(BaseSettings):
         except ValueError as err:
             raise ValueError(f"{err} (give IP addresses, comma-separated)") from None
 
+    @field_validator("pool_selector")
+    @classmethod
+    def _label_selector(cls, value: str) -> str:
+        """A label selector (its keys are the labels slices carry)."""
+        selector_keys(value)
+        return value.strip()
+
     @property
     def metrics_hosts(self) -> list[str]:
         """:attr:`metrics_address` as a list."""
@@ -143,6 +151,10 @@ class Settings(BaseSettings):
         return self
 
     # operator
+    pool_selector: str = ""
+    """The pools this operator process owns: a label selector over DeviceInventories (empty:
+    every pool), applied by the API server to the inventories and slices it caches and
+    carried onto the slices it publishes (:mod:`kubedra.api.selector`)."""
     lease_check_interval: Interval = 5.0
     """How often the operator checks agent Leases for expiry."""
     explain_event_interval: Seconds = 60.0

@@ -17,7 +17,7 @@ from kubernetes_asyncio.client import ApiClient
 from e2e.harness import ControlPlane
 from e2e.harness.wait import eventually
 from kubedra.controller.listwatch import ListWatch
-from kubedra.controller.nodes import NODES_PATH, node_record
+from kubedra.controller.nodes import NODE_DECODER, NODES_PATH
 from kubedra.kube import make_api_client, serves_streaming_list
 
 pytestmark = pytest.mark.cluster
@@ -56,7 +56,7 @@ async def test_heartbeats_change_nothing_and_labels_and_deletes_are_reported_onc
     await _create_node(admin_api, mine, {"listwatch-test": shard})
     await _create_node(admin_api, other, {"listwatch-test": "someone-else"})
     changes: list[Change] = []
-    cache = ListWatch(admin_api, NODES_PATH, node_record,
+    cache = ListWatch(admin_api, NODES_PATH, NODE_DECODER,
                       lambda *change: changes.append(change), selector=selector)
     task = asyncio.create_task(cache.run())
     try:
@@ -116,7 +116,7 @@ async def test_without_the_streaming_list_the_cache_lists_in_pages(
             names = [f"paged-{i}" for i in range(5)]
             for name in names:
                 await _create_node(api, name, {"listwatch-test": "paged"})
-            cache = ListWatch(api, NODES_PATH, node_record, lambda *_: None,
+            cache = ListWatch(api, NODES_PATH, NODE_DECODER, lambda *_: None,
                               selector="listwatch-test=paged", page_size=2)
             task = asyncio.create_task(cache.run())
             try:

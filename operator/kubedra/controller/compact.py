@@ -49,16 +49,18 @@ class Compactor:
         meta.pop("managedFields", None)
         copied = {**obj, "metadata": meta}
         if isinstance(spec := obj.get("spec"), Mapping):
-            copied["spec"] = self._holder(spec, "devices", "sharedCounters")
+            copied["spec"] = self.holder(spec, "devices", "sharedCounters")
         if isinstance(status := obj.get("status"), Mapping) and isinstance(
                 discovered := status.get("discovered"), Mapping):
-            copied["status"] = {**status, "discovered": self._holder(
+            copied["status"] = {**status, "discovered": self.holder(
                 discovered, "devices", "counterSets")}
         self._last = (version, copied)
         return copied
 
-    def _holder(self, holder: Mapping[str, Any], devices: str, counter_sets: str
-                ) -> dict[str, Any]:
+    def holder(self, holder: Mapping[str, Any], devices: str, counter_sets: str
+               ) -> dict[str, Any]:
+        """A copy of ``holder`` (a slice's spec, an inventory's ``status.discovered``) with
+        its ``devices`` and ``counter_sets`` lists compacted."""
         copied = dict(holder)
         if isinstance(listed := holder.get(devices), list):
             copied[devices] = [self._device(d) for d in listed]

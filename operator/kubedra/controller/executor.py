@@ -18,6 +18,7 @@ from kubernetes_asyncio.client import ApiException
 from kubedra import kube
 from kubedra.api.inventory import OPERATOR_COMPONENT, OPERATOR_FIELD_MANAGER
 from kubedra.api.resource import OwnerReference, ResourceSlice
+from kubedra.api.selector import pool_labels
 from kubedra.api.time import timestamp, utcnow
 from kubedra.binding.attach import AttachRequest, AttachResult, attach_decided
 from kubedra.controller import fingerprint
@@ -108,7 +109,8 @@ async def _verify_unchanged(state: OperatorState, raw: dict[str, Any]) -> bool:
         pool_inventories=view.inventories_of_pool(driver, pool),
         deleted=view.deleted_inventories_of_pool(driver, pool), uses=view.uses_of(driver, pool),
         owner_uid=(await _slice_owner(state)).uid, hold_down=state.settings.health_hold_down,
-        off=pool_off(state.served, view.node_features(node) if node else None))
+        off=pool_off(state.served, view.node_features(node) if node else None),
+        labels=_pool_labels(state, raw))
     if found is None:
         return False
     if found.allocations is not None:
@@ -142,7 +144,9 @@ async def _reconcile_deleted(state: OperatorState, name: str) -> None:
     first = existing[0].spec
     decision = decide_deleted(name, existing, state.view.uses_of(first.driver, first.pool.name),
                               await _slice_owner(state), now=utcnow(),
-                              drain_grace=state.settings.drain_grace, served=state.served)
+                              drain_grace=state.settings.drain_grace, served=state.served,
+                              pool_labels=pool_labels(state.settings.pool_selector,
+                                                      existing[0].metadata.labels))
     decision = await _write_slices(state, name, decision)
     _wake_up(state, name, decision.drain_until)
     if decision.forget:
@@ -236,7 +240,13 @@ async def _inventory_inputs(state: OperatorState, raw: dict[str, Any]) -> Invent
         uses=view.uses_of(driver, pool),
         now=utcnow(), hold_down=state.settings.health_hold_down,
         node_exists=view.node_exists(node) if node else True,
-        node_features=view.node_features(node) if node else frozenset(), served=state.served)
+        node_features=view.node_features(node) if node else frozenset(), served=state.served,
+        pool_labels=_pool_labels(state, raw))
+
+
+def _pool_labels(state: OperatorState, raw: dict[str, Any]) -> dict[str, str]:
+    """The labels the slices of inventory ``raw`` carry besides the operator's own."""
+    return pool_labels(state.settings.pool_selector, raw["metadata"].get("labels"))
 
 
 async def _publish(state: OperatorState, name: str, decision: InventoryDecision

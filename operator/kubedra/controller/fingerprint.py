@@ -48,13 +48,15 @@ SCHEME = 1
 
 
 def inputs_digest(raw: Mapping[str, Any], owner_uid: str, hold_down: float,
-                  off: Sequence[str] = ()) -> str:
+                  off: Sequence[str] = (), labels: Mapping[str, str] | None = None) -> str:
     """The digest (32 hex digits of SHA-256) of what a decision reads of the raw inventory —
     ``metadata.generation``, ``spec``, ``status.discovered`` but ``observedTime``,
     ``status.retained`` — with the operator's version, the slices' owner UID and
     ``hold_down`` (seconds), and the feature gates the cluster has ``off``
     (:attr:`kubedra.publishing.features.ServedFeatures.off`; left out of the digest when
-    none is, so a cluster that serves everything keeps its digests)."""
+    none is, so a cluster that serves everything keeps its digests), and the ``labels`` its
+    slices carry besides the operator's own (:attr:`kubedra.publishing.pool.DesiredPool.labels`;
+    left out when there are none, likewise)."""
     status = raw.get("status") or {}
     discovered = status.get("discovered")
     if isinstance(discovered, Mapping):
@@ -63,6 +65,8 @@ def inputs_digest(raw: Mapping[str, Any], owner_uid: str, hold_down: float,
               raw.get("spec"), discovered, status.get("retained")]
     if off:
         inputs.append(list(off))
+    if labels:
+        inputs.append(dict(labels))
     text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -82,7 +86,7 @@ def record(raw: Mapping[str, Any], decision: InventoryDecision, uses: Sequence[C
     published = {d.name for d in pool.devices}
     if set(versions) != set(plan.slice_names) or any(u.device not in published for u in uses):
         return None
-    return PublishedFrom(inputs=inputs_digest(raw, owner_uid, hold_down, off),
+    return PublishedFrom(inputs=inputs_digest(raw, owner_uid, hold_down, off, pool.labels),
                          slices=versions)
 
 
@@ -107,7 +111,8 @@ class Unchanged:
 def unchanged_pool(raw: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], *,
                    lease: LeaseState | None, node_exists: bool, pool_inventories: Sequence[str],
                    deleted: Sequence[str], uses: Sequence[ClaimUse], owner_uid: str,
-                   hold_down: float, off: Sequence[str] = ()) -> Unchanged | None:
+                   hold_down: float, off: Sequence[str] = (),
+                   labels: Mapping[str, str] | None = None) -> Unchanged | None:
     """Whether inventory ``raw``'s pool is as its ``status.publishedFrom`` recorded it, from
     the raw cached objects alone (see the module docstring); None when a full reconcile must
     decide.
@@ -120,7 +125,7 @@ def unchanged_pool(raw: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], 
         pool_inventories: names of the inventories naming its pool (itself included).
         deleted: names of deleted inventories whose slices still publish devices of the pool.
         uses: the devices claims hold in the pool.
-        owner_uid, hold_down, off: as for :func:`inputs_digest`.
+        owner_uid, hold_down, off, labels: as for :func:`inputs_digest`.
     """
     status = raw.get("status") or {}
     recorded = status.get("publishedFrom")
@@ -133,7 +138,7 @@ def unchanged_pool(raw: Mapping[str, Any], slices: Sequence[Mapping[str, Any]], 
         return None
     versions = _slice_versions(slices)
     if versions != recorded.get("slices") or \
-            recorded.get("inputs") != inputs_digest(raw, owner_uid, hold_down, off):
+            recorded.get("inputs") != inputs_digest(raw, owner_uid, hold_down, off, labels):
         return None
     devices = frozenset(d["name"] for s in slices
                         for d in (s.get("spec") or {}).get("devices") or [])

@@ -132,6 +132,8 @@ class InventoryInputs:
             pool that claims hold (:func:`decide_deleted`).
         served: what the cluster keeps of a slice; what it cannot carry is left out
             (:func:`kubedra.publishing.features.fit_pool`).
+        pool_labels: the labels its slices carry besides the operator's own
+            (:attr:`kubedra.publishing.pool.DesiredPool.labels`).
     """
 
     raw: Mapping[str, Any]
@@ -148,6 +150,7 @@ class InventoryInputs:
     node_features: frozenset[str] = frozenset()
     deleted: Sequence[str] = ()
     served: ServedFeatures = field(default_factory=ServedFeatures)
+    pool_labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def off(self) -> tuple[str, ...]:
@@ -276,7 +279,8 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
         return InventoryDecision(
             "WaitingForAgent", f"no devices declared and the node agent of {node} has not "
                                "reported yet; nothing is published")
-    pool = build_pool(inventory, now=inputs.now, hold_down=inputs.hold_down)
+    pool = dataclasses.replace(build_pool(inventory, now=inputs.now, hold_down=inputs.hold_down),
+                               labels=inputs.pool_labels)
     owner = pool_owner(inputs)
     if owner != name:
         return InventoryDecision(
@@ -364,7 +368,7 @@ def _withdraw(inputs: InventoryInputs, inventory: DeviceInventory,
     tainted ``draining=withdrawn``, until released: a slice outlives its inventory, so they
     stay counted even if the inventory is deleted meanwhile, see :func:`decide_deleted`) and
     the other published devices until their drain grace ends (tainted the same way)."""
-    pool = build_pool(inventory)
+    pool = dataclasses.replace(build_pool(inventory), labels=inputs.pool_labels)
     devices, sets = _published_before(inputs, inventory)
     kept, left_out = _kept_only(inputs.name, pool, devices, sets, inputs.uses, inputs.existing,
                                 inputs.owner, "withdrawn", now=inputs.now or utcnow(),
@@ -382,7 +386,8 @@ def _withdraw(inputs: InventoryInputs, inventory: DeviceInventory,
 
 def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[ClaimUse],
                    owner: OwnerReference, *, now: datetime, drain_grace: float,
-                   served: ServedFeatures | None = None) -> InventoryDecision:
+                   served: ServedFeatures | None = None,
+                   pool_labels: Mapping[str, str] | None = None) -> InventoryDecision:
     """What to do about the slices of a deleted inventory ``name`` (labelled with its name,
     ``existing``): publish only the devices that claims hold (``uses``: the allocated devices
     of the slices' pool), as they were published, tainted ``kubedra.io/draining=deleted``
@@ -390,7 +395,8 @@ def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[
     (``drain_grace`` seconds from their taint's ``timeAdded``; ``now`` is the current time;
     see :func:`kubedra.publishing.pool.drain_deadlines`) ends — or delete every slice once
     nothing is kept. Where the cluster does not keep device taints (``served``; None: it
-    does), nothing can be kept tainted, so every slice is deleted at once.
+    does), nothing can be kept tainted, so every slice is deleted at once. ``pool_labels``:
+    as :attr:`InventoryInputs.pool_labels` (the deleted inventory's, as its slices carry them).
 
     The slices are owned by the DeviceInventory CRD (``owner``), not by the inventory, so they
     outlive it: an inventory deleted right after kube-scheduler allocated one of its devices,
@@ -409,7 +415,8 @@ def decide_deleted(name: str, existing: Sequence[ResourceSlice], uses: Sequence[
     first = newest[0].spec
     pool = DesiredPool(driver=first.driver, name=first.pool.name, node_name=first.node_name,
                        node_selector=first.node_selector, all_nodes=bool(first.all_nodes),
-                       skip_node_operations=tuple(first.skip_node_operations or ()))
+                       skip_node_operations=tuple(first.skip_node_operations or ()),
+                       labels=dict(pool_labels or {}))
     devices = _first_by_name([d for s in newest for d in s.spec.devices or []])
     sets = _first_by_name([c for s in newest for c in s.spec.shared_counters or []])
     kept, left_out = _kept_only(name, pool, devices, sets, uses, existing, owner, "deleted",

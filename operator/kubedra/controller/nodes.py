@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubedra.controller.listwatch import JsonDecoder
+
 NODES_PATH = "/api/v1/nodes"
 
 
@@ -34,3 +36,8 @@ def node_record(node: dict[str, Any]) -> dict[str, Any]:
 def declared_features(record: dict[str, Any] | None) -> frozenset[str]:
     """The features a Node's kubelet declares, from its :func:`node_record` (none for None)."""
     return frozenset(((record or {}).get("status") or {}).get("declaredFeatures") or ())
+
+
+NODE_DECODER = JsonDecoder(node_record)
+"""Node events and pages → :func:`node_record` s (the standard library's ``json``: a Node's
+event is 0.02 ms, ``bench/decode.py``)."""

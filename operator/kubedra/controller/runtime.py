@@ -28,8 +28,9 @@ from kubedra.controller.fleet import count_fleet
 from kubedra.controller.histograms import OperatorHistograms
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.listwatch import Index, ListWatch
-from kubedra.controller.nodes import NODES_PATH, declared_features, node_record
+from kubedra.controller.nodes import NODE_DECODER, NODES_PATH, declared_features
 from kubedra.controller.queue import Retry, WorkQueue
+from kubedra.controller.slices import SliceCache, SliceRecord
 from kubedra.controller.state import ClusterView, OperatorState
 from kubedra.logging import get_logger
 from kubedra.settings import Settings
@@ -63,6 +64,8 @@ class Runtime:
     leases: LeaseCache | None = None
     nodes: ListWatch[dict[str, Any]] | None = None
     """Nodes by name: UID and labels (:mod:`kubedra.controller.nodes`)."""
+    slices: SliceCache | None = None
+    """ResourceSlices of the pools this process owns (:mod:`kubedra.controller.slices`)."""
     state: OperatorState | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     claim_pools: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
@@ -79,9 +82,12 @@ class Runtime:
         Raises:
             RuntimeError: called before :func:`run` created the Lease cache.
         """
-        if self.leases is None or self.nodes is None:
-            raise RuntimeError("the Lease and Node caches are created before the first event")
+        if self.leases is None or self.nodes is None or self.slices is None:
+            raise RuntimeError("the Lease, Node and slice caches are created before the first "
+                               "event")
         view.nodes = Index(self.nodes)
+        view.slices, view.slice_pools = self.slices.by_inventory, self.slices.by_pool
+        view.all_slices = self.slices.all
         self.state = OperatorState(
             api=self.api, settings=self.settings, view=view, leases=self.leases,
             explain=ExplainState(event_interval=self.settings.explain_event_interval),
@@ -95,11 +101,13 @@ class Runtime:
         return self.state
 
     def start(self) -> None:
-        """Create the Node cache and start :func:`run` as a background task (its crash is
-        logged)."""
-        self.nodes = ListWatch(self.api, NODES_PATH, node_record,
+        """Create the Node and slice caches and start :func:`run` as a background task (its
+        crash is logged)."""
+        self.nodes = ListWatch(self.api, NODES_PATH, NODE_DECODER,
                                lambda name, before, after: node_changed(self, name, before,
                                                                         after))
+        self.slices = SliceCache(self.api, functools.partial(slice_changed, self),
+                                 selector=self.settings.pool_selector or None)
         task = asyncio.create_task(run(self))
         task.add_done_callback(_report_crash)
         self.tasks.append(task)
@@ -129,17 +137,24 @@ async def run(runtime: Runtime) -> None:
 
     runtime.leases = LeaseCache(runtime.api, runtime.settings.namespace, lease_changed)
     assert runtime.nodes is not None  # created by start()
+    assert runtime.slices is not None
     lease_task = asyncio.create_task(runtime.leases.run())
     node_task = asyncio.create_task(runtime.nodes.run())
+    slice_task = asyncio.create_task(runtime.slices.watch.run())
     await runtime.ready.wait()
     await runtime.leases.synced.wait()  # no pool is judged by a Lease not read yet
     await runtime.nodes.synced.wait()  # nor by a Node not read yet
+    await runtime.slices.watch.synced.wait()  # nor by slices not listed yet
     state = runtime.state
     if state is None:  # ready is set only by begin(), which sets the state
         raise RuntimeError("the operator state is missing after the caches became ready")
     state.served = await detect_served(state)
     if note := state.explain.decide_as(state.served.server_version):
         log.warning("explanations may differ from the scheduler's", reason=note)
+    for inventory in list(runtime.slices.by_inventory):
+        # the slices listed before the state existed queued nothing: those of a deleted
+        # inventory (kept while claims hold their devices) are reconciled from here
+        state.inventory_queue.add(inventory)
     workers = start_workers(state)
     workers.append(asyncio.create_task(watch_served(state)))
     if state.settings.fleet_metrics_interval:
@@ -147,7 +162,7 @@ async def run(runtime: Runtime) -> None:
     try:
         await tick(state)
     finally:
-        for task in [lease_task, node_task, *workers]:
+        for task in [lease_task, node_task, slice_task, *workers]:
             task.cancel()
 
 
@@ -230,6 +245,29 @@ def node_changed(runtime: Runtime, name: str, before: dict[str, Any] | None,
     labels = None if after is None else after["metadata"]["labels"]
     if state.explain.node_changed(name, labels):
         state.explain_again()
+
+
+def slice_changed(runtime: Runtime, before: SliceRecord | None, after: SliceRecord | None,
+                  version: str) -> None:
+    """A slice changed (the cache reports nothing else; ``version``: the resourceVersion of
+    the change, of a delete the delete's): if it is one of the operator's, tell the overlay
+    of the operator's own writes what the watch saw and reconcile its inventory (the slice
+    may have been changed or deleted by hand); a deleted inventory's last slice may have held
+    back another inventory of its pool; explanations of pending pods may change."""
+    state = runtime.state
+    if state is None:
+        return
+    record = after or before
+    assert record is not None  # a change has one side at least
+    owner = record.inventory()
+    if owner:
+        state.overlay.observe(owner, record.metadata.name, version, deleted=after is None)
+        state.inventory_queue.add(owner)
+        if after is None and not state.view.inventory(owner):
+            for other in state.view.inventories_of_pool(*record.pool()):
+                state.inventory_queue.add(other)
+    state.explain.inventory_version += 1
+    state.explain_again()
 
 
 def _uid(node: dict[str, Any] | None) -> str | None:

@@ -1,5 +1,7 @@
 """The operator's caches: kopf indexes of the objects it reads, by the keys it looks them up by
-(Nodes are in a lean cache of the operator's own, :mod:`kubedra.controller.nodes`).
+(Nodes and ResourceSlices are in lean caches of the operator's own,
+:mod:`kubedra.controller.nodes` and :mod:`kubedra.controller.slices`, which
+:meth:`kubedra.controller.runtime.Runtime.begin` adds to the view).
 
 kopf fills every index before any event handler runs and passes them to handlers as keyword
 arguments named after the index functions; :func:`cluster_view` gives them meaning
@@ -16,7 +18,6 @@ import kopf
 from kubedra.controller.explanations import unschedulable_for_claims
 from kubedra.controller.state import ClaimUse, ClusterView, Store, allocation_results, pool_key
 from kubedra.handlers import resources
-from kubedra.publishing.sync import INVENTORY_LABEL, MANAGED_BY
 
 
 @kopf.index(*resources.INVENTORIES, registry=resources.registry)
@@ -36,23 +37,6 @@ async def node_inventories(name: str, spec: kopf.Spec, **_: Any) -> dict[str, st
     """Node name → names of the node-local inventories of that node."""
     node = spec.get("nodeName")
     return {node: name} if node else {}
-
-
-@kopf.index(*resources.SLICES, registry=resources.registry, labels=MANAGED_BY)
-async def slices(name: str, labels: kopf.Labels, **_: Any) -> dict[str, str]:
-    """Inventory name → the names of its slices (the bodies are in :func:`all_slices`)."""
-    owner = labels.get(INVENTORY_LABEL)
-    return {owner: name} if owner else {}
-
-
-@kopf.index(*resources.SLICES, registry=resources.registry, labels=MANAGED_BY)
-async def slice_pools(labels: kopf.Labels, spec: kopf.Spec, **_: Any
-                      ) -> dict[tuple[str, str], str]:
-    """(driver, pool) → the inventory names its slices are labelled with (a deleted
-    inventory's slices stay while claims hold their devices)."""
-    owner = labels.get(INVENTORY_LABEL)
-    pool = (spec.get("pool") or {}).get("name")
-    return {(spec.get("driver", ""), pool): owner} if owner and pool else {}
 
 
 @kopf.index(*resources.CLAIMS, registry=resources.registry)
@@ -84,12 +68,6 @@ async def pending_claims(namespace: str | None, name: str, body: kopf.Body, **_:
     if (body.get("status") or {}).get("allocation"):
         return {}
     return {(namespace or "", name): resources.plain(body)}
-
-
-@kopf.index(*resources.SLICES, registry=resources.registry)
-async def all_slices(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
-    """Slice name → every ResourceSlice of every driver (for explanations)."""
-    return {name: resources.plain(body)}
 
 
 @kopf.index(*resources.CLASSES, registry=resources.registry)
@@ -134,9 +112,8 @@ def cluster_view(indexes: Mapping[str, Any]) -> ClusterView:
     """The kopf indexes that a handler received as keyword arguments, by meaning."""
     return ClusterView(
         inventories=indexes["inventories"], pools=indexes["inventory_pools"],
-        node_inventories=indexes["node_inventories"], slices=indexes["slices"],
+        node_inventories=indexes["node_inventories"], slices={},
         claims=indexes["claims"], claim_uses=PoolUses(indexes["claim_uses"]),
-        all_slices=indexes["all_slices"], device_classes=indexes["device_classes"],
-        taint_rules=indexes["taint_rules"],
+        device_classes=indexes["device_classes"], taint_rules=indexes["taint_rules"],
         pending_claims=indexes["pending_claims"],
-        unschedulable_pods=indexes["unschedulable_pods"], slice_pools=indexes["slice_pools"])
+        unschedulable_pods=indexes["unschedulable_pods"])

@@ -1,4 +1,6 @@
 """The operator's kopf handlers: login, startup, cleanup and watch events; its health report.
+(ResourceSlices and Nodes are watched by the operator's own caches, reported to
+:func:`kubedra.controller.runtime.slice_changed` and ``node_changed``.)
 
 Only ``@kopf.index`` (:mod:`kubedra.handlers.indexes`) and ``@kopf.on.event`` are used (no
 state-changing handlers), so kopf never annotates or finalizes any object, ours included. Event
@@ -21,7 +23,6 @@ from kubedra.controller.state import OperatorState, allocation_results, pool_key
 from kubedra.handlers import resources
 from kubedra.handlers.indexes import cluster_view
 from kubedra.logging import get_logger
-from kubedra.publishing.sync import INVENTORY_LABEL, MANAGED_BY
 
 log = get_logger(__name__)
 
@@ -103,6 +104,8 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
              page=None if settings.watching.initial_streaming else LIST_CHUNK)
     settings.networking.error_backoffs = [1, 2, 5, 10]
     settings.watching.field_selectors[resources.PODS] = PENDING_POD_SELECTOR
+    if runtime.settings.pool_selector:  # the pools this process owns (kubedra.api.selector)
+        settings.watching.label_selectors[resources.INVENTORIES] = runtime.settings.pool_selector
     runtime.start()
 
 
@@ -155,27 +158,6 @@ async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> 
     state.inventory_queue.add(name)
     for other in state.view.inventories_of_pool(*pool_key(body)):
         state.inventory_queue.add(other)
-
-
-@kopf.on.event(*resources.SLICES, registry=resources.registry)
-async def on_slice(labels: kopf.Labels, name: str, meta: kopf.Meta, spec: kopf.Spec,
-                   type: str | None, memo: Any, **kwargs: Any) -> None:
-    """A slice changed: reconcile its inventory if it is one of ours (it may have been deleted
-    by hand), after telling the overlay of the operator's own writes what the watch saw;
-    explanations of pending pods may change."""
-    state = _state(memo, kwargs)
-    ours = all(labels.get(k) == v for k, v in MANAGED_BY.items())
-    owner = labels.get(INVENTORY_LABEL) if ours else None
-    if owner:
-        state.overlay.observe(owner, name, meta.get("resourceVersion"),
-                              deleted=type == "DELETED")
-        state.inventory_queue.add(owner)
-        if type == "DELETED" and not state.view.inventory(owner):
-            # a deleted inventory's last slice may have held back another one of its pool
-            pool = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""))
-            for other in state.view.inventories_of_pool(*pool):
-                state.inventory_queue.add(other)
-    _inventory_changed(state)
 
 
 @kopf.on.event(*resources.CLASSES, registry=resources.registry)

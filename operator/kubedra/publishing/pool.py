@@ -13,7 +13,7 @@ out (``DesiredPool.left_out`` names the field and why); the others are published
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -80,6 +80,10 @@ class DesiredPool:
     withheld: tuple[str, ...] = ()
     """What the inventory asks for that is published without, as this cluster does not keep it
     (the devices are published): one sentence each, for the condition."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels every slice of the pool carries besides the operator's own: the inventory's
+    labels of the keys of the process's pool selector (:func:`kubedra.api.selector.pool_labels`),
+    so that the slices match the selector the inventory does."""
 
 
 def pool_name(inventory: DeviceInventory) -> str:

@@ -124,8 +124,9 @@ def plan_sync(inventory_name: str, owner: OwnerReference, pool: DesiredPool,
     ``published_generation`` is the generation last published (from the inventory's status).
     It is a floor for the current generation, so that generations never go back even when
     every slice of the pool was deleted; upstream's controller would restart at 1 then.
-    ``owner`` is every slice's only owner reference; a slice with other owner references is
-    updated (without a new generation: only its metadata changes).
+    ``owner`` is every slice's only owner reference; a slice with other owner references, or
+    with labels other than the operator's and ``pool.labels``, is updated (without a new
+    generation: only its metadata changes).
     Raises nothing; with no slice and no history the first generation is 1.
     """
     names = [slice_name(inventory_name, i) for i in range(len(contents))]
@@ -157,14 +158,16 @@ def plan_sync(inventory_name: str, owner: OwnerReference, pool: DesiredPool,
     if missing or len(changed) > 1:
         generation += 1
         changed = set(matched)
+    labels = {**pool.labels, INVENTORY_LABEL: inventory_name, **MANAGED_BY}
     changed |= {i for i, current in matched.items()
-                if current.metadata.owner_references != [owner]}
+                if current.metadata.owner_references != [owner]
+                or (current.metadata.labels or {}) != labels}
     resource_pool = ResourcePool(name=pool.name, generation=generation,
                                  resource_slice_count=len(contents))
 
     def body(index: int, resource_version: str | None) -> dict[str, Any]:
         meta = ObjectMeta(name=names[index], resource_version=resource_version,
-                          labels={INVENTORY_LABEL: inventory_name, **MANAGED_BY},
+                          labels=labels,
                           owner_references=[owner])
         return ResourceSlice(metadata=meta, spec=spec_at(index, generation)).to_api()
 

@@ -4,10 +4,11 @@ record equal reports nothing and keeps the cached object."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubedra.controller.listwatch import Index, ListWatch
-from kubedra.controller.nodes import declared_features, node_record
+from kubedra.controller.nodes import NODE_DECODER, declared_features, node_record
 
 
 def _node(name: str, uid: str = "u1", heartbeat: str = "t0", **labels: str) -> dict[str, Any]:
@@ -15,9 +16,13 @@ def _node(name: str, uid: str = "u1", heartbeat: str = "t0", **labels: str) -> d
             "status": {"conditions": [{"type": "Ready", "lastHeartbeatTime": heartbeat}]}}
 
 
+def _apply(cache: ListWatch[dict[str, Any]], node: dict[str, Any], *, deleted: bool) -> None:
+    cache._apply(node["metadata"]["name"], node_record(node), deleted=deleted)
+
+
 def _cache() -> tuple[ListWatch[dict[str, Any]], list[tuple[str, Any, Any]]]:
     changes: list[tuple[str, Any, Any]] = []
-    cache = ListWatch(None, "/api/v1/nodes", node_record,  # type: ignore[arg-type]
+    cache = ListWatch(None, "/api/v1/nodes", NODE_DECODER,  # type: ignore[arg-type]
                       lambda *change: changes.append(change))
     return cache, changes
 
@@ -26,7 +31,7 @@ def test_a_relist_reports_added_changed_and_deleted_records_once() -> None:
     cache, changes = _cache()
     fresh: dict[str, Any] = {}
     for node in (_node("a"), _node("b")):
-        cache._take(fresh, node)
+        cache._take(fresh, node["metadata"]["name"], node_record(node))
     cache._replace(fresh)
     assert [c[0] for c in sorted(changes)] == ["a", "b"]
     assert cache.synced.is_set()
@@ -35,7 +40,7 @@ def test_a_relist_reports_added_changed_and_deleted_records_once() -> None:
 
     fresh = {}
     for node in (_node("a", heartbeat="t9"), _node("c")):
-        cache._take(fresh, node)
+        cache._take(fresh, node["metadata"]["name"], node_record(node))
     cache._replace(fresh)
     assert sorted((name, after is None) for name, _, after in changes) == [
         ("b", True), ("c", False)]
@@ -45,16 +50,16 @@ def test_a_relist_reports_added_changed_and_deleted_records_once() -> None:
 
 def test_an_event_that_changes_nothing_read_reports_nothing() -> None:
     cache, changes = _cache()
-    cache._apply(_node("a"), deleted=False)
+    _apply(cache, _node("a"), deleted=False)
     record = cache.get("a")
     changes.clear()
     for beat in range(5):
-        cache._apply(_node("a", heartbeat=f"t{beat}"), deleted=False)
+        _apply(cache, _node("a", heartbeat=f"t{beat}"), deleted=False)
     assert changes == []
     assert cache.get("a") is record
-    cache._apply(_node("a", zone="z"), deleted=False)
-    cache._apply(_node("a", uid="u2", zone="z"), deleted=False)  # another Node, same name
-    cache._apply(_node("a", uid="u2", zone="z"), deleted=True)
+    _apply(cache, _node("a", zone="z"), deleted=False)
+    _apply(cache, _node("a", uid="u2", zone="z"), deleted=False)  # another Node, same name
+    _apply(cache, _node("a", uid="u2", zone="z"), deleted=True)
     assert [(before and before["metadata"]["uid"], after and after["metadata"]["labels"])
             for _, before, after in changes] == [
         ("u1", {"zone": "z"}), ("u1", {"zone": "z"}), ("u2", None)]
@@ -81,3 +86,20 @@ def test_a_node_record_keeps_the_features_its_kubelet_declares() -> None:
     heartbeat["status"]["declaredFeatures"] = ["Another", "DRANodeAllocatableResources"]
     cache._apply(heartbeat, deleted=False)
     assert changes == []
+
+
+def test_the_json_decoder_reads_events_pages_bookmarks_and_errors() -> None:
+    node = _node("a", zone="z")
+    event = NODE_DECODER.event(json.dumps({"type": "MODIFIED", "object": node}).encode())
+    assert (event.type, event.name, event.resource_version, event.record) == (
+        "MODIFIED", "a", "1", {"metadata": {"name": "a", "uid": "u1", "labels": {"zone": "z"}}})
+    end = NODE_DECODER.event(json.dumps({"type": "BOOKMARK", "object": {"metadata": {
+        "resourceVersion": "5", "annotations": {"k8s.io/initial-events-end": "true"}}}}).encode())
+    assert (end.resource_version, end.ends_initial_events, end.record) == ("5", True, None)
+    gone = NODE_DECODER.event(json.dumps({"type": "ERROR", "object": {
+        "code": 410, "message": "too old resource version"}}).encode())
+    assert (gone.code, gone.message) == (410, "too old resource version")
+    page = NODE_DECODER.page(json.dumps({"metadata": {"resourceVersion": "9", "continue": "c"},
+                                         "items": [node]}).encode())
+    assert (page.items, page.continue_token, page.resource_version) == (
+        [("a", node_record(node))], "c", "9")

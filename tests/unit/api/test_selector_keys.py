@@ -1,0 +1,47 @@
+"""The pool selector: its keys, the labels slices carry, and clear errors for what is not a
+label selector."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from kubedra.api.selector import pool_labels, selector_keys
+from kubedra.settings import settings_from_flags
+
+
+@pytest.mark.parametrize(("selector", "keys"), [
+    ("", ()),
+    ("kubedra.dev/shard=a", ("kubedra.dev/shard",)),
+    ("kubedra.dev/shard in (a, b),zone!=z, !legacy", ("kubedra.dev/shard", "zone", "legacy")),
+    ("a==1,a notin (2,3),b", ("a", "b")),
+])
+def test_keys(selector: str, keys: tuple[str, ...]) -> None:
+    assert selector_keys(selector) == keys
+
+
+@pytest.mark.parametrize("selector", ["a=b=c", "=x", "a in b", "!a=b", "a,,b", "a in (b"])
+def test_not_a_selector(selector: str) -> None:
+    with pytest.raises(ValueError, match="not a label selector requirement"):
+        selector_keys(selector)
+
+
+def test_slices_carry_the_inventory_labels_the_selector_names() -> None:
+    labels = {"kubedra.dev/shard": "a", "team": "x"}
+    assert pool_labels("kubedra.dev/shard in (a,b)", labels) == {"kubedra.dev/shard": "a"}
+    assert pool_labels("kubedra.dev/shard=a,!legacy", labels) == {"kubedra.dev/shard": "a"}
+    assert pool_labels("", labels) == {}
+    assert pool_labels("kubedra.dev/shard", None) == {}
+
+
+def test_the_setting_names_the_variable_and_the_requirement(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    monkeypatch.setenv("KUBEDRA_POOL_SELECTOR", "shard in a")
+    with pytest.raises(click.ClickException) as err:
+        settings_from_flags()
+    assert err.value.message == (
+        "invalid KUBEDRA_POOL_SELECTOR='shard in a': Value error, not a label selector "
+        "requirement: 'shard in a' (give key, !key, key=value, key!=value, key in (a,b) or "
+        "key notin (a,b))")
+    monkeypatch.setenv("KUBEDRA_POOL_SELECTOR", " kubedra.dev/shard=a ")
+    assert settings_from_flags().pool_selector == "kubedra.dev/shard=a"
