@@ -77,14 +77,14 @@ def test_a_node_record_keeps_the_features_its_kubelet_declares() -> None:
     assert record["status"] == {"declaredFeatures": ["Another", "DRANodeAllocatableResources"]}
     assert declared_features(record) == {"Another", "DRANodeAllocatableResources"}
     cache, changes = _cache()
-    cache._apply(plain, deleted=False)
+    _apply(cache, plain, deleted=False)
     changes.clear()
-    cache._apply(declaring, deleted=False)  # a kubelet restarted with the gate on
+    _apply(cache, declaring, deleted=False)  # a kubelet restarted with the gate on
     assert [name for name, _, _ in changes] == ["a"]
     changes.clear()
     heartbeat = _node("a", heartbeat="t9")
     heartbeat["status"]["declaredFeatures"] = ["Another", "DRANodeAllocatableResources"]
-    cache._apply(heartbeat, deleted=False)
+    _apply(cache, heartbeat, deleted=False)
     assert changes == []
 
 
