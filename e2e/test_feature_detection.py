@@ -387,7 +387,8 @@ async def test_the_default_cluster_reports_the_overhead_unavailable(
         assert (ready["status"], ready["reason"], ready["message"]) == (
             "True", "FeatureOff", message)
         events = await client.CoreV1Api(admin_api).list_namespaced_event(
-            "default", field_selector="involvedObject.name=no-overhead-node")
+            "default", field_selector="involvedObject.kind=DeviceInventory,"
+                                      "involvedObject.name=no-overhead-node")
         assert [(e.type, e.reason, e.message) for e in events.items] == [
             ("Warning", "FeatureOff", f"{message}: 1 created")]
     finally:

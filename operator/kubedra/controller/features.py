@@ -55,15 +55,28 @@ PROBE_DRIVER = "gpu.kubedra.io"
 
 
 async def detect_served(state: OperatorState) -> features.ServedFeatures:
-    """:func:`detect` for the operator, logged; where detection fails (an API error), the
-    operator assumes everything is served, as before detection existed, and says so."""
+    """:func:`detect` for the operator at start, logged; where detection fails, the operator
+    assumes the defaults of :class:`~kubedra.publishing.features.ServedFeatures` (the fields
+    of 1.37's default gates kept), says so, and :func:`watch_served` tries again."""
+    served = await _detect_logged(state, "could not learn what the cluster serves; assuming "
+                                         "the defaults until the next detection")
+    if served is None:
+        return features.ServedFeatures()
+    log.info("cluster features detected", **served.to_json())
+    return served
+
+
+async def _detect_logged(state: OperatorState, failed: str) -> features.ServedFeatures | None:
+    """:func:`detect`, counted in ``state.feature_detections``; None (logged as ``failed``,
+    with the reason) where the API server refused or could not be reached (restarting)."""
     try:
         served = await detect(state.api, PROBE_DRIVER)
     except ApiException as err:
-        log.error("could not learn what the cluster serves; assuming every feature",
-                  error=kube.api_error_message(err))
-        return features.ServedFeatures()
-    log.info("cluster features detected", **served.to_json())
+        log.warning(failed, error=kube.api_error_message(err))
+        return None
+    except (TimeoutError, aiohttp.ClientError, OSError) as err:
+        log.warning(failed, error=f"the API server is unreachable: {err}")
+        return None
     state.feature_detections += 1
     return served
 
@@ -78,18 +91,9 @@ async def watch_served(state: OperatorState) -> None:
         return
     while True:
         await asyncio.sleep(interval)
-        try:
-            served = await detect(state.api, PROBE_DRIVER)
-        except ApiException as err:
-            log.warning("could not detect what the cluster serves again; keeping what was "
-                        "detected before", error=kube.api_error_message(err))
-            continue
-        except (TimeoutError, aiohttp.ClientError, OSError) as err:  # a restarting server
-            log.warning("could not detect what the cluster serves again: the API server is "
-                        "unreachable; keeping what was detected before", error=str(err))
-            continue
-        state.feature_detections += 1
-        if served == state.served:
+        served = await _detect_logged(state, "could not detect what the cluster serves again; "
+                                             "keeping what was detected before")
+        if served is None or served == state.served:
             continue
         log.info("cluster features changed", before=state.served.to_json(),
                  after=served.to_json())

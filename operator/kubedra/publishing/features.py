@@ -144,6 +144,9 @@ def served_from_probe(returned_taints: dict[str, Any], returned_counters: dict[s
 TAINTS_OFF = ("this cluster does not keep device taints (feature gate "
               "DRADeviceTaints is off), so the device would be published without its taint "
               "and be allocated")
+COUNTERS_OFF = ("this cluster does not keep shared counters (feature gate "
+                "DRAPartitionableDevices is off), so partitions sharing a device could be "
+                "allocated together")
 OVERHEAD_OFF = ("published without spec.nodeAllocatableOverhead: this cluster does not keep "
                 "nodeAllocatableResources (feature gate DRANodeAllocatableResources is off), so "
                 "pods are not charged for it")
@@ -185,9 +188,6 @@ def overhead_blocker(pool: DesiredPool, served: ServedFeatures,
     if pool.node_name and NODE_ALLOCATABLE_FEATURE not in node_features:
         return overhead_undeclared(pool.node_name)
     return None
-COUNTERS_OFF = ("this cluster does not keep shared counters (feature gate "
-                "DRAPartitionableDevices is off), so partitions sharing a device could be "
-                "allocated together")
 
 
 def fit_pool(pool: DesiredPool, served: ServedFeatures,
