@@ -164,9 +164,12 @@ async def test_an_unhealthy_device_is_left_out_and_never_allocated(
         "published without its taint and be allocated)")
     [published] = await slices_of(api, "taintless")
     assert [d["name"] for d in published["spec"]["devices"]] == ["dev-000"]
-    events = await client.CoreV1Api(api).list_namespaced_event(
-        "default", field_selector="involvedObject.name=taintless")
-    assert [(e.type, e.reason, e.message) for e in events.items] == [
+
+    async def warned() -> list[tuple[str, str, str]] | None:  # posted after the status
+        events = await client.CoreV1Api(api).list_namespaced_event(
+            "default", field_selector="involvedObject.name=taintless")
+        return [(e.type, e.reason, e.message) for e in events.items] or None
+    assert await eventually(warned, timeout=60, what="the DevicesLeftOut Event") == [
         ("Warning", "DevicesLeftOut", f"{ready['message']}: 1 created")]
 
     async def allocated(pod: str) -> list[str] | None:
