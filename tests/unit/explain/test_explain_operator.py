@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kubedra.allocation import DEFAULT_FEATURES, KubeVersion, features_for
 from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import (
     EVALUATION_INTERVAL,
@@ -135,3 +136,19 @@ def test_every_evaluation_runs_in_the_same_thread() -> None:
     second = state.executor.submit(evaluate).result()
     assert first == second
     assert first[1].startswith("cannot be allocated: demo-h200: request gpu: 0 of 1 devices")
+
+
+def test_the_operator_explains_as_the_clusters_minor() -> None:
+    """The server version detected at start picks the explainer's features (that minor's
+    default gates, :func:`kubedra.allocation.features_for`); an unknown or unsupported one
+    falls back to 1.37 with a note."""
+    state = ExplainState()
+    assert state.decide_as("v1.35.4") == ""
+    assert (state.features, state.features.device_taints) == (
+        features_for(KubeVersion(1, 35)), False)
+    notes = [state.decide_as(v) for v in ("v1.38.0", "")]
+    assert notes == [
+        "Kubernetes 1.38 is not one kubedra decides as (1.34 to 1.37); deciding as 1.37's "
+        "scheduler",
+        "the Kubernetes version is not known; deciding as 1.37's scheduler"]
+    assert state.features == DEFAULT_FEATURES
