@@ -5,22 +5,20 @@ package main
 import (
 	"errors"
 
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	schedfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 )
 
-// defaultFeatures are the allocator features of a kube-scheduler with default gates (1.35 and
+// allocatorFeatures are the allocator features of a kube-scheduler with the gates fts (1.35 and
 // newer: dynamicresources.AllocatorFeatures).
-func defaultFeatures() featureSet {
-	fts := schedfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	return featureSet{
-		Features:         dynamicresources.AllocatorFeatures(fts),
-		DeviceTaintRules: utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules),
-	}
+func allocatorFeatures(fts schedfeature.Features) structured.Features {
+	return dynamicresources.AllocatorFeatures(fts)
 }
+
+// taintRulesGate decides whether the scheduler's slice tracker applies DeviceTaintRules.
+const taintRulesGate = features.DRADeviceTaintRules
 
 // featureAliases: names that stand for several fields of structured.Features (none after 1.34).
 var featureAliases = map[string][]string{}

@@ -40,8 +40,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+	schedfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 )
 
 // featureSet is the allocator's Features plus the DeviceTaintRules gate (which decides whether
@@ -51,6 +53,15 @@ import (
 type featureSet struct {
 	structured.Features
 	DeviceTaintRules bool
+}
+
+// defaultFeatures are the allocator features of a kube-scheduler with default gates.
+func defaultFeatures() featureSet {
+	fts := schedfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	return featureSet{
+		Features:         allocatorFeatures(fts),
+		DeviceTaintRules: utilfeature.DefaultFeatureGate.Enabled(taintRulesGate),
+	}
 }
 
 // toMap is every feature by name: the fields of structured.Features, the DeviceTaintRules gate
