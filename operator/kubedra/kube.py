@@ -123,7 +123,7 @@ async def api_endpoint(kubeconfig: Path | None = None) -> ApiEndpoint:
         KubeconfigError: as :func:`make_api_client`.
     """
     configuration, where = await _configuration(kubeconfig)
-    _tls_client(configuration, where)  # its TLS files load, or the error names them
+    await _tls_client(configuration, where).close()  # its TLS files load, or the error says
     in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     return ApiEndpoint(
         server=configuration.host, ca_file=configuration.ssl_ca_cert,
