@@ -45,7 +45,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import REPO_ROOT
-from e2e.harness.kubedra import NAMESPACE, Kubedra
+from e2e.harness.kubedra import NAMESPACE, Kubedra, own_control_plane
 from e2e.harness.realnode import RealNode, stand_in_devices
 from e2e.harness.wait import eventually
 from e2e.invariants import (
@@ -63,7 +63,6 @@ from e2e.kube_objects import (
     read_inventory,
     running_report,
 )
-from kubedra.kube import make_api_client
 from kubedra.node.edits import NVIDIA_CONTROL_NODES
 from kubedra.settings import Settings
 
@@ -213,33 +212,25 @@ async def fault_cluster(tmp_path_factory: pytest.TempPathFactory
                         ) -> AsyncIterator[tuple[ControlPlane, Kubedra, ApiClient]]:
     """A control plane of its own (watches served from etcd) with kubedra and two H200 kwok
     nodes in MIG mode."""
-    plane = ControlPlane(tmp_path_factory.mktemp("fault-plane"), apiserver_args=[
-        "--watch-cache=false", "--max-requests-inflight=40",
-        "--max-mutating-requests-inflight=20"])
-    plane.start()
-    try:
-        kubedra = Kubedra(plane)
-        kubedra.install()
+    async with own_control_plane(tmp_path_factory.mktemp("fault-plane"), apiserver_args=[
+            "--watch-cache=false", "--max-requests-inflight=40",
+            "--max-mutating-requests-inflight=20"]) as (plane, kubedra, api):
         # the shipped drain grace: a partition the storm disables stays published, tainted,
         # for as long as it would in a cluster, so the race it closes is tested as shipped
         kubedra.start_operator(drain_grace=Settings.model_fields["drain_grace"].default)
-        api = await make_api_client(plane.admin_kubeconfig)
-        async with api:
-            for node in NODES:
-                await client.CustomObjectsApi(api).create_cluster_custom_object(
-                    *INVENTORIES, {
-                        "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
-                        "metadata": {"name": f"{node}-gpu.kubedra.io"},
-                        "spec": {"driver": "gpu.kubedra.io", "nodeName": node,
-                                 "discovery": {"mig": "partitions"}}})
-                kubedra.add_node(node)
-                kubedra.start_agent(node)
-            for node in NODES:
-                await eventually(lambda n=node: _published(api, n, 26),  # type: ignore[misc]
-                                 timeout=120, what=f"{node} published")
-            yield plane, kubedra, api
-    finally:
-        plane.stop()
+        for node in NODES:
+            await client.CustomObjectsApi(api).create_cluster_custom_object(
+                *INVENTORIES, {
+                    "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+                    "metadata": {"name": f"{node}-gpu.kubedra.io"},
+                    "spec": {"driver": "gpu.kubedra.io", "nodeName": node,
+                             "discovery": {"mig": "partitions"}}})
+            kubedra.add_node(node)
+            kubedra.start_agent(node)
+        for node in NODES:
+            await eventually(lambda n=node: _published(api, n, 26),  # type: ignore[misc]
+                             timeout=120, what=f"{node} published")
+        yield plane, kubedra, api
 
 
 @pytest.fixture(scope="module")

@@ -31,12 +31,11 @@ from kubernetes_asyncio.client import ApiClient
 from bench.scale import MIG_REPORTS, Agents, free_port, gather_limited, h200_node, node_name
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import Component
-from e2e.harness.kubedra import NAMESPACE, Kubedra
+from e2e.harness.kubedra import NAMESPACE, Kubedra, own_control_plane
 from e2e.harness.scrape import client_tls
 from e2e.harness.wait import eventually
 from kubedra.api.inventory import AGENT_LEASE_PREFIX
 from kubedra.controller.leadership import LEASE_NAME, ElectionTiming
-from kubedra.kube import make_api_client
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(
     os.environ.get("KUBEDRA_FLEET_TESTS") != "1",
@@ -69,26 +68,19 @@ async def fleet(tmp_path_factory: pytest.TempPathFactory
                 ) -> AsyncIterator[tuple[ControlPlane, Kubedra, ApiClient]]:
     """A control plane with kubedra installed and ``NODES`` MIG nodes reported (kwok nodes,
     agent Leases valid for an hour, inventories with ``status.discovered``); no operator."""
-    plane = ControlPlane(tmp_path_factory.mktemp("starvation-plane"))
-    plane.start()
-    try:
-        kubedra = Kubedra(plane)
-        kubedra.install()
-        api = await make_api_client(plane.admin_kubeconfig)
-        async with api:
-            agents = Agents(api, [node_name(i) for i in range(NODES)],
-                            h200_node(0, mig=True, mig_form="explicit"))
-            await agents.create_nodes()
-            coordination = client.CoordinationV1Api(api)
-            await gather_limited(lambda n=n: coordination.create_namespaced_lease(  # type: ignore[misc]
-                NAMESPACE, {"metadata": {"name": f"{AGENT_LEASE_PREFIX}{n}"},
-                            "spec": {"holderIdentity": n, "leaseDurationSeconds": 3600,
-                                     "acquireTime": _now(), "renewTime": _now()}},
-                _preload_content=False) for n in agents.nodes)
-            await agents.report(MIG_REPORTS)
-            yield plane, kubedra, api
-    finally:
-        plane.stop()
+    async with own_control_plane(tmp_path_factory.mktemp("starvation-plane")) as (
+            plane, kubedra, api):
+        agents = Agents(api, [node_name(i) for i in range(NODES)],
+                        h200_node(0, mig=True, mig_form="explicit"))
+        await agents.create_nodes()
+        coordination = client.CoordinationV1Api(api)
+        await gather_limited(lambda n=n: coordination.create_namespaced_lease(  # type: ignore[misc]
+            NAMESPACE, {"metadata": {"name": f"{AGENT_LEASE_PREFIX}{n}"},
+                        "spec": {"holderIdentity": n, "leaseDurationSeconds": 3600,
+                                 "acquireTime": _now(), "renewTime": _now()}},
+            _preload_content=False) for n in agents.nodes)
+        await agents.report(MIG_REPORTS)
+        yield plane, kubedra, api
 
 
 async def _health(plane: ControlPlane, port: int) -> dict[str, object]:

@@ -15,11 +15,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from bench.scale import free_port
-from e2e.harness import ControlPlane, scrape
-from e2e.harness.kubedra import Kubedra
+from e2e.harness import scrape
+from e2e.harness.kubedra import Kubedra, own_control_plane
 from e2e.harness.wait import eventually
 from e2e.kube_objects import slices_of
-from kubedra.kube import make_api_client
 
 pytestmark = pytest.mark.cluster
 
@@ -31,16 +30,8 @@ SHARD = "kubedra-test/shard"
 async def plane(tmp_path_factory: pytest.TempPathFactory
                 ) -> AsyncIterator[tuple[Kubedra, ApiClient]]:
     """A control plane with kubedra installed and no operator."""
-    plane = ControlPlane(tmp_path_factory.mktemp("shards-plane"))
-    plane.start()
-    try:
-        kubedra = Kubedra(plane)
-        kubedra.install()
-        api = await make_api_client(plane.admin_kubeconfig)
-        async with api:
-            yield kubedra, api
-    finally:
-        plane.stop()
+    async with own_control_plane(tmp_path_factory.mktemp("shards-plane")) as (_, kubedra, api):
+        yield kubedra, api
 
 
 async def _inventory(api: ApiClient, name: str, shard: str, devices: list[str]) -> None:

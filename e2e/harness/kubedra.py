@@ -17,15 +17,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, Component, ControlPlane
 from e2e.harness.images import TEST_IMAGE
 from e2e.harness.realnode import RealNode
 from e2e.harness.scrape import serving_cert_dir
 from kubedra.controller.leadership import ElectionTiming
+from kubedra.kube import make_api_client
 
 NAMESPACE = "kubedra-system"
 H200_CAPTURE = REPO_ROOT / "hardware" / "nvidia-h200"
@@ -288,3 +293,20 @@ class Kubedra:
         up), or with ``crash`` SIGKILL (its Lease then expires)."""
         self.plane.stop_component(self.agents.pop(node),
                                   sig=signal.SIGKILL if crash else signal.SIGTERM)
+
+
+@asynccontextmanager
+async def own_control_plane(directory: Path, apiserver_args: Sequence[str] = ()
+                            ) -> AsyncIterator[tuple[ControlPlane, Kubedra, ApiClient]]:
+    """A control plane of a test's own in ``directory`` (kube-apiserver given
+    ``apiserver_args`` besides the harness's), with kubedra installed and no operator, and an
+    admin API client; the client is closed and the plane stopped when the block ends."""
+    plane = ControlPlane(directory, apiserver_args=apiserver_args)
+    plane.start()
+    try:
+        kubedra = Kubedra(plane)
+        kubedra.install()
+        async with await make_api_client(plane.admin_kubeconfig) as api:
+            yield plane, kubedra, api
+    finally:
+        plane.stop()
