@@ -25,6 +25,7 @@ from e2e.harness.scrape import client_tls
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
 from kubedra import kube
+from kubedra.api.quantity import QUANTITY_PATTERN
 from kubedra.controller.features import PROBE_DRIVER, detect
 from kubedra.kube import make_api_client
 
@@ -421,3 +422,26 @@ async def test_an_overhead_without_a_node_is_refused(kubedra: Kubedra,
                                          "^(cpu|memory|hugepages-.+)$"),
         ("spec.nodeAllocatableOverhead[cpu]", "Invalid value: perPod and perContainer must "
                                               "not be negative")]
+
+
+async def test_an_overhead_that_is_no_quantity_is_refused(kubedra: Kubedra,
+                                                          admin_api: ApiClient) -> None:
+    """The API server refuses it, naming the field: before, it kept ``perPod: abc``, the
+    operator said InvalidInventory and the node's agent exited on reading its inventory."""
+    with pytest.raises(client.ApiException) as refused:
+        await client.CustomObjectsApi(admin_api).create_cluster_custom_object(
+            "kubedra.io", "v1alpha1", "deviceinventories", {
+                "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+                "metadata": {"name": "overhead-no-quantity"},
+                "spec": {"driver": "gpu.kubedra.io", "nodeName": "no-quantity",
+                         "nodeAllocatableOverhead": {"memory": {"perPod": "abc",
+                                                                "perContainer": "1.5.5Mi"},
+                                                     "cpu": {"perPod": "500m"}},
+                         "devices": [GPU]}})
+    assert refused.value.status == 422
+    causes = json.loads(refused.value.body)["details"]["causes"]
+    assert sorted((c["field"], c["message"]) for c in causes) == [
+        (f"spec.nodeAllocatableOverhead.memory.{key}",
+         f'Invalid value: "{value}": spec.nodeAllocatableOverhead.memory.{key} in body should '
+         f"match '{QUANTITY_PATTERN}'")
+        for key, value in (("perContainer", "1.5.5Mi"), ("perPod", "abc"))]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 
@@ -26,3 +26,12 @@ class KubeModel(BaseModel):
     def from_api(cls, data: Any) -> Self:
         """Parse a dict as read from the API server (or from kubernetes-asyncio's ``to_dict``)."""
         return cls.model_validate(data)
+
+
+def validation_field(err: ValidationError) -> str:
+    """The JSON path of the first error pydantic reports, e.g. ``spec.devices[0].name``."""
+    first = err.errors()[0]
+    path = ""
+    for part in first["loc"]:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return f"{path}: {first['msg']}"

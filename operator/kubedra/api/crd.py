@@ -20,6 +20,7 @@ import yaml
 from kubedra.api import inventory
 from kubedra.api.limits import DEVICE_MAX_DOMAIN_LENGTH, DEVICE_MAX_ID_LENGTH
 from kubedra.api.names import QUALIFIED_NAME_PATTERN
+from kubedra.api.quantity import QUANTITY_PATTERN
 
 CRD_NAME = f"{inventory.PLURAL}.{inventory.GROUP}"
 
@@ -61,8 +62,11 @@ def _convert(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         outer = {k: v for k, v in schema.items() if k not in {"anyOf", "default", "title"}}
         types = sorted(b.get("type", "") for b in branches)
         if types == ["integer", "string"]:
+            # a quantity: the API server refuses a string that is none (as controller-gen's
+            # schema of resource.Quantity does), rather than every reader of the object
             out: dict[str, Any] = {"x-kubernetes-int-or-string": True,
-                                   "anyOf": [{"type": "integer"}, {"type": "string"}]}
+                                   "anyOf": [{"type": "integer"}, {"type": "string"}],
+                                   "pattern": QUANTITY_PATTERN}
             if "description" in outer:
                 out["description"] = _clean_description(outer["description"])
             return out

@@ -24,10 +24,12 @@ _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _DECIMAL_BY_EXPONENT = {exp: suffix for suffix, exp in _DECIMAL.items()}
 _BINARY_BY_EXPONENT = {exp // 10: suffix for suffix, exp in _BINARY.items()}
-_PATTERN = re.compile(
-    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
-)
+QUANTITY_PATTERN = (r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
+                    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+"""A quantity's grammar (``resource.Quantity``'s: a signed decimal number and a binary,
+decimal or exponent suffix), as Python's ``re`` and Go's ``regexp`` (the CRD's ``pattern``)
+both read it."""
+_PATTERN = re.compile(QUANTITY_PATTERN)
 _NANO = Fraction(1, 10**9)
 
 BINARY_SI = "BinarySI"

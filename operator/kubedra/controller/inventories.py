@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from kubedra.api.base import validation_field
 from kubedra.api.inventory import (
     DeviceAllocation,
     DeviceInventory,
@@ -229,15 +230,6 @@ class InventoryDecision:
         return dataclasses.replace(self, reason="PublishFailed", retry=retry, draining={},
                                    leaving={}, keep_retained=True,
                                    message=f"{write.verb} ResourceSlice {write.name}: {error}")
-
-
-def validation_field(err: ValidationError) -> str:
-    """The JSON path of the first error pydantic reports, e.g. ``spec.devices[0].name``."""
-    first = err.errors()[0]
-    path = ""
-    for part in first["loc"]:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return f"{path}: {first['msg']}"
 
 
 def inventory_devices(inventory: DeviceInventory) -> list[InventoryDevice]:

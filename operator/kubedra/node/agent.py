@@ -23,8 +23,10 @@ from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, ApiException
+from pydantic import ValidationError
 
 from kubedra import __version__, kube
+from kubedra.api.base import validation_field
 from kubedra.api.inventory import (
     API_VERSION,
     KIND,
@@ -145,6 +147,7 @@ class Agent:
         Raises:
             DiscoveryError: the backend failed (the previous report stays).
             ApiException: reading or writing the inventory failed.
+            pydantic.ValidationError: the inventory read is not valid (its spec).
         """
         inventory = await self.ensure_inventory()
         self.inventory = inventory
@@ -184,6 +187,10 @@ class Agent:
                 self.scanned.set()
             except DiscoveryError as err:
                 log.warning("discovery failed; keeping the last report", error=str(err))
+            except ValidationError as err:  # the API server kept what kubedra's models refuse
+                log.warning("the DeviceInventory is not valid; keeping the last report (its "
+                            "InvalidInventory condition names the field); will retry",
+                            inventory=self.name, error=validation_field(err))
             except ApiException as err:
                 log.warning("reading or reporting to the DeviceInventory failed; will retry",
                             inventory=self.name, error=kube.api_error_message(err))

@@ -1,10 +1,12 @@
 """The DeviceInventory CRD is generated from the models and kept in crds/."""
 
+import re
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from kubedra.api.crd import inventory_crd, inventory_crd_yaml
+from kubedra.api.quantity import QUANTITY_PATTERN
 from kubedra.cli import main
 
 CRD_FILE = Path(__file__).resolve().parents[3] / "crds" / "deviceinventories.kubedra.io.yaml"
@@ -53,3 +55,20 @@ def test_device_schema_carries_api_limits() -> None:
         "(has(self.capacity) ? size(self.capacity) : 0) <= 32")
     assert device["properties"]["capacity"]["additionalProperties"]["properties"]["value"][
         "x-kubernetes-int-or-string"] is True
+
+
+def test_a_quantity_field_has_the_quantity_grammar_as_its_pattern() -> None:
+    """Every quantity (integer or string) carries ``QUANTITY_PATTERN``, so the API server
+    refuses what kubedra's models would not read (``perPod: abc`` once reached the agent)."""
+    spec = inventory_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"]
+    overhead = spec["properties"]["nodeAllocatableOverhead"]["additionalProperties"]
+    per_pod = overhead["properties"]["perPod"]
+    assert per_pod == {"x-kubernetes-int-or-string": True,
+                       "anyOf": [{"type": "integer"}, {"type": "string"}],
+                       "pattern": QUANTITY_PATTERN}
+    capacity = spec["properties"]["devices"]["items"]["properties"]["capacity"]
+    assert capacity["additionalProperties"]["properties"]["value"]["pattern"] == QUANTITY_PATTERN
+    accepted = [v for v in ("256Mi", "0.5", "1e3", "+1", ".5", "500m", "abc", "1.5.5Mi", "1 Gi",
+                            "Mi", "") if re.fullmatch(QUANTITY_PATTERN, v)]
+    assert accepted == ["256Mi", "0.5", "1e3", "+1", ".5", "500m"]
