@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import click
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.api.inventory import MigMode
@@ -38,6 +38,21 @@ Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Interval = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 """Seconds between two runs of a loop: finite, above 0 (0 would spin the loop), at most
 :data:`MAX_SECONDS`."""
+MIN_PERIOD = 1.0
+"""Seconds: the shortest period of a loop that calls the API server (:data:`Period`)."""
+
+
+def _off_or_at_least_min_period(value: float) -> float:
+    if 0 < value < MIN_PERIOD:
+        raise ValueError(f"must be 0 (off) or at least {MIN_PERIOD:g} s: a loop that "
+                         "calls the API server more often would load it for nothing")
+    return value
+
+
+Period = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False),
+                   AfterValidator(_off_or_at_least_min_period)]
+"""Seconds between two runs of a loop that calls the API server: 0 turns it off, else at least
+:data:`MIN_PERIOD`, at most :data:`MAX_SECONDS`."""
 Port = Annotated[int, Field(ge=0, le=65535)]
 """A TCP port, 0 for none."""
 
@@ -164,7 +179,7 @@ class Settings(BaseSettings):
     ``kubedra_operator_fleet_devices_*`` gauges, :mod:`kubedra.controller.fleet`); 0: never
     (no such gauges, and no parsed copy of the slices kept for them: 42 MiB at 2,000 nodes
     of 8 H200)."""
-    feature_detection_interval: Seconds = 300.0
+    feature_detection_interval: Period = 300.0
     """Seconds between two detections of what the cluster serves (a dry-run probe,
     :mod:`kubedra.controller.features`): an API server upgraded, or restarted with a feature
     gate flipped, is noticed within this time and the pools it changes are published again;

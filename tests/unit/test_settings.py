@@ -61,13 +61,17 @@ def test_metrics_are_secure_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -
     ("KUBEDRA_LEASE_DURATION", "0", "Input should be greater than or equal to 1"),
     ("KUBEDRA_METRICS_PORT", "70000", "Input should be less than or equal to 65535"),
     ("KUBEDRA_METRICS_PORT", "-1", "Input should be greater than or equal to 0"),
+    ("KUBEDRA_FEATURE_DETECTION_INTERVAL", "0.001", "Value error, must be 0 (off) or at least "
+     "1 s: a loop that calls the API server more often would load it for nothing"),
+    ("KUBEDRA_FEATURE_DETECTION_INTERVAL", "-1", "Input should be greater than or equal to 0"),
 ])
 def test_a_duration_or_port_out_of_range_is_refused_naming_the_variable(
         variable: str, value: str, error: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every duration is finite and at most a year, every loop interval above 0, every port
     0-65535: an infinite or huge drain grace or hold-down made each reconcile that adds it to
     a time fail (OverflowError) while the disabled device stayed untainted; a 0 Lease duration
-    or rescan interval spun its loop; a port above 65535 ended in a traceback."""
+    or rescan interval spun its loop; a port above 65535 ended in a traceback; a feature
+    detection every millisecond made 90 dry-run probes a second."""
     monkeypatch.setenv(variable, value)
     with pytest.raises(click.ClickException) as refused:
         settings_from_flags()

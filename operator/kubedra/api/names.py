@@ -37,6 +37,9 @@ LABEL_NAME_PATTERN = rf"^({_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za
 LabelName = Annotated[str, StringConstraints(pattern=LABEL_NAME_PATTERN, max_length=253 + 1 + 63)]
 """A label (or condition type) name: ``name`` or ``prefix/name``, name at most 63 characters;
 what the API allows for binding conditions (``ValidateLabelName``)."""
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+"""A label value: empty, or at most 63 alphanumerics, '-', '_' and '.', alphanumeric at both
+ends (``IsValidLabelValue`` in k8s.io/apimachinery/pkg/util/validation)."""
 DriverName = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, max_length=63)]
 """A driver name: a DNS subdomain of at most 63 characters (``DriverNameMaxLength``)."""
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from kubedra.api.names import LABEL_NAME_PATTERN, LABEL_VALUE_PATTERN
+
 _REQUIREMENT = re.compile(
     r"^(?P<not>!)?\s*(?P<key>[A-Za-z0-9](?:[-A-Za-z0-9_./]*[A-Za-z0-9])?)\s*"
     r"(?:(?:=|==|!=)\s*(?P<value>[-A-Za-z0-9_.]*)|\s(?:in|notin)\s*\((?P<values>[^()]*)\))?$")
@@ -30,7 +32,8 @@ def selector_keys(selector: str) -> tuple[str, ...]:
     """The label keys ``selector`` names, in order, each once (empty for an empty selector).
 
     Raises:
-        ValueError: a requirement is not one of the forms above (the message quotes it).
+        ValueError: a requirement is not one of the forms above, or its key or a value is not
+            a label's (the message quotes it).
     """
     keys: list[str] = []
     for requirement in _requirements(selector):
@@ -39,9 +42,31 @@ def selector_keys(selector: str) -> tuple[str, ...]:
                                                or match["values"] is not None)):
             raise ValueError(f"not a label selector requirement: {requirement!r} (give key, "
                              "!key, key=value, key!=value, key in (a,b) or key notin (a,b))")
+        _check_label(requirement, match["key"], [
+            v.strip() for v in ([match["value"]] if match["value"] is not None else
+                                (match["values"] or "").split(",")
+                                if match["values"] is not None else [])])
         if match["key"] not in keys:
             keys.append(match["key"])
     return tuple(keys)
+
+
+def _check_label(requirement: str, key: str, values: list[str]) -> None:
+    """Refuse a key or value the API server would refuse as a label's (``Parse`` validates
+    them with ``validateLabelKey`` / ``validateLabelValue``): the error names which.
+
+    Raises:
+        ValueError: ``key`` is not a label key or a value not a label value.
+    """
+    prefix, _, _ = key.rpartition("/")
+    if not re.match(LABEL_NAME_PATTERN, key) or len(prefix) > 253:
+        raise ValueError(f"{requirement!r}: the key {key!r} is not a label key (name or "
+                         "prefix/name: a DNS subdomain of at most 253 characters, '/', and at "
+                         "most 63 alphanumerics, '-', '_' or '.', alphanumeric at both ends)")
+    for value in values:
+        if not re.match(LABEL_VALUE_PATTERN, value):
+            raise ValueError(f"{requirement!r}: {value!r} is not a label value (at most 63 "
+                             "alphanumerics, '-', '_' or '.', alphanumeric at both ends)")
 
 
 def _requirements(selector: str) -> list[str]:

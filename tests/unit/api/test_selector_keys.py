@@ -3,6 +3,8 @@ label selector."""
 
 from __future__ import annotations
 
+import re
+
 import click
 import pytest
 
@@ -45,3 +47,22 @@ def test_the_setting_names_the_variable_and_the_requirement(monkeypatch: pytest.
         "key notin (a,b))")
     monkeypatch.setenv("KUBEDRA_POOL_SELECTOR", " kubedra.dev/shard=a ")
     assert settings_from_flags().pool_selector == "kubedra.dev/shard=a"
+
+
+@pytest.mark.parametrize(("selector", "error"), [
+    ("Shard=A_", "'Shard=A_': 'A_' is not a label value"),
+    ("shard in (a, b_)", "'shard in (a, b_)': 'b_' is not a label value"),
+    ("x/y/z=1", "'x/y/z=1': the key 'x/y/z' is not a label key"),
+    ("a" * 64 + "=b", f"the key '{'a' * 64}' is not a label key"),
+    ("Bad_Prefix/shard", "the key 'Bad_Prefix/shard' is not a label key"),
+])
+def test_a_key_or_value_the_api_server_refuses_is_named(selector: str, error: str) -> None:
+    """Before, these passed and the API server refused the watch: the operator logged six
+    tracebacks and exited (once it hung)."""
+    with pytest.raises(ValueError, match=re.escape(error)):
+        selector_keys(selector)
+
+
+def test_label_keys_and_values_at_their_limits_are_kept() -> None:
+    assert selector_keys(f"{'a' * 63}={'b' * 63},Shard in (A.1, b-2, c_3),x=") == (
+        "a" * 63, "Shard", "x")
