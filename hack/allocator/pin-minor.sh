@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pins the reference allocator to another Kubernetes release: writes hack/allocator/go.1.<minor>.mod
-# and .sum, the module file that hack/build-binaries.sh builds dra-reference-allocator-1.<minor>
+# and .sum, the module file that hack/build-reference-allocators.sh builds dra-reference-allocator-1.<minor>
 # from (`go build -modfile`, the sources stay those of hack/allocator). k8s.io/kubernetes and
 # k8s.io/dynamic-resource-allocation at that release; every k8s.io staging module replaced by its
 # v0.<minor>.<patch> tag, as k8s.io/kubernetes' own go.mod replaces them by ./staging.

@@ -70,5 +70,13 @@ def record(minor: str) -> pathlib.Path:
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or MINORS:
-        print(f"minor_corpus: {record(name)}")
+    wanted = sys.argv[1:] or list(MINORS)
+    if unknown := [name for name in wanted if name not in MINORS]:
+        sys.exit(f"usage: python -m tests.support.minor_corpus [MINOR ...]: MINOR is one of "
+                 f"{', '.join(MINORS)} (not {', '.join(unknown)})")
+    for name in wanted:
+        try:
+            print(f"minor_corpus: {record(name)}")
+        except FileNotFoundError as err:
+            sys.exit(f"minor_corpus: {err.filename} is not built: run "
+                     "hack/build-reference-allocators.sh first")
