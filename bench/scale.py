@@ -527,6 +527,7 @@ class ScaleBench:
             self.renewer_pid = renewer.pid
             await eventually(lambda: _true(bool(agents.counts().get("renewing"))),
                              timeout=900, interval=0.2, what="every agent's Lease")
+            renewing_since = time.monotonic()
             await agents.report(MIG_REPORTS if opts.mig else CONCURRENCY)
             self.results["agents_reported_s"] = round(time.monotonic() - start, 2)
             watcher = SliceWatch(api)
@@ -544,6 +545,7 @@ class ScaleBench:
                 renewer_cpu = cpu_seconds(renewer.pid)
                 self.results["agents_rss_mib"] = round(peak_rss_mib(renewer.pid), 1)
                 self.plane.stop_component(renewer)
+                self.results["agents_renewing_s"] = round(time.monotonic() - renewing_since, 1)
             counts = agents.counts()
             self.results["agents_cpu_s"] = round(renewer_cpu, 2)
             self.results["agent_leases"] = counts.get("leases", 0)

@@ -21,10 +21,14 @@ def test_scale_bench_tiny(tmp_path: Path) -> None:
                          claim_rate=10, peer_hold_s=0), tmp_path)
 
     assert (result["devices"], result["slices"]) == (8 * NODES, NODES)  # 8 GPUs: one slice
-    # hack/benchagents created every agent's Lease and renewed them for the whole run (minutes,
-    # a renewal every 40/3 s each)
+    # hack/benchagents created every agent's Lease and renewed each once per period (a third
+    # of the Lease duration), the nodes spread evenly over it, for as long as it ran; a turn
+    # skipped while the previous renewal is in flight is counted late. The run's length
+    # follows the machine's load, so the count is held to the periods that fit in it.
     assert result["agent_leases"] == NODES
-    assert result["lease_renewals"] >= 2 * NODES
+    periods = int(result["agents_renewing_s"] // (result["agents_lease_duration_s"] / 3))
+    assert periods >= 1, result["agents_renewing_s"]
+    assert result["lease_renewals"] + result["late_lease_renewals"] >= periods * NODES
     assert result["failed_lease_renewals"] == 0
     assert result["peer"]["slices"] == NODES
     assert result["peer"]["slice_writes"] == NODES
