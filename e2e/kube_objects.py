@@ -11,6 +11,7 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness import KWOK_NODE_LABEL
 from e2e.harness.images import TEST_IMAGE
+from e2e.harness.wait import eventually
 from kubedra.api import inventory as inv
 
 
@@ -102,6 +103,20 @@ async def pod_claim(api: ApiClient, namespace: str, pod: str) -> dict[str, Any] 
             plain: dict[str, Any] = api.sanitize_for_serialization(claim)
             return plain
     return None
+
+
+async def posted_events(api: ApiClient, namespace: str, field_selector: str, *,
+                        count: int = 1, timeout: float = 60.0) -> list[Any]:
+    """The Events (``V1Event``) in ``namespace`` that match ``field_selector``, once at least
+    ``count`` are there: kopf posts an Event from a queue of its own, so it may come after the
+    status written with it. Raises TimeoutError after ``timeout`` seconds with fewer."""
+    async def listed() -> list[Any] | None:
+        events = await client.CoreV1Api(api).list_namespaced_event(
+            namespace, field_selector=field_selector)
+        return list(events.items) if len(events.items) >= count else None
+    found: list[Any] = await eventually(listed, timeout=timeout,
+                                        what=f"{count} Events ({field_selector})")
+    return found
 
 
 async def claim_events(api: ApiClient, namespace: str, claim: str,

@@ -23,7 +23,14 @@ from e2e.harness.controlplane import free_port, kube_version
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.scrape import client_tls
 from e2e.harness.wait import eventually
-from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+from e2e.kube_objects import (
+    condition,
+    create_gpu_pod,
+    pod_claim,
+    posted_events,
+    read_inventory,
+    slices_of,
+)
 from kubedra import kube
 from kubedra.api.quantity import QUANTITY_PATTERN
 from kubedra.controller.features import PROBE_DRIVER, detect
@@ -390,10 +397,10 @@ async def test_the_default_cluster_reports_the_overhead_unavailable(
                    "so pods are not charged for it")
         assert (ready["status"], ready["reason"], ready["message"]) == (
             "True", "FeatureOff", message)
-        events = await client.CoreV1Api(admin_api).list_namespaced_event(
-            "default", field_selector="involvedObject.kind=DeviceInventory,"
-                                      "involvedObject.name=no-overhead-node")
-        assert [(e.type, e.reason, e.message) for e in events.items] == [
+        events = await posted_events(
+            admin_api, "default", "involvedObject.kind=DeviceInventory,"
+                                  "involvedObject.name=no-overhead-node")
+        assert [(e.type, e.reason, e.message) for e in events] == [
             ("Warning", "FeatureOff", f"{message}: 1 created")]
     finally:
         await _delete_inventory(admin_api, "no-overhead-node")

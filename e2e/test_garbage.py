@@ -11,7 +11,7 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness.kubedra import NAMESPACE, Kubedra
 from e2e.harness.wait import eventually
-from e2e.kube_objects import condition, read_inventory, slices_of
+from e2e.kube_objects import condition, posted_events, read_inventory, slices_of
 
 pytestmark = pytest.mark.cluster
 
@@ -72,9 +72,8 @@ async def test_an_inventory_of_a_node_that_does_not_exist_is_reported(
         "False", "node no-such-node does not exist; pool no-such-node is not published until "
                  "it does")
     assert await slices_of(admin_api, name) == []
-    events = await client.CoreV1Api(admin_api).list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={name}")
-    assert [(e.type, e.reason) for e in events.items] == [("Warning", "NodeNotFound")]
+    events = await posted_events(admin_api, "default", f"involvedObject.name={name}")
+    assert [(e.type, e.reason) for e in events] == [("Warning", "NodeNotFound")]
 
     kubedra.add_node("no-such-node")  # it joins: published
 

@@ -19,6 +19,7 @@ from e2e.kube_objects import (
     condition,
     create_gpu_pod,
     pod_claim,
+    posted_events,
     read_inventory,
     slices_of,
 )
@@ -320,9 +321,8 @@ async def test_invalid_inventories_are_rejected_or_reported_and_others_keep_publ
         "usable counter set named 'nowhere')")
     [published_slice] = await slices_of(admin_api, "unknown-counter")
     assert [d["name"] for d in published_slice["spec"]["devices"]] == ["dev-000"]
-    events = await client.CoreV1Api(admin_api).list_namespaced_event(
-        "default", field_selector="involvedObject.name=unknown-counter")
-    assert [(e.type, e.reason) for e in events.items] == [("Warning", "DevicesLeftOut")]
+    events = await posted_events(admin_api, "default", "involvedObject.name=unknown-counter")
+    assert [(e.type, e.reason) for e in events] == [("Warning", "DevicesLeftOut")]
     healthy = await _ready_inventory(admin_api, "healthy")
     assert healthy["status"]["deviceCount"] == 2
 
@@ -358,15 +358,15 @@ async def test_agent_lease_expiry_withdraws_the_pool_and_recovery_restores_it(
     # the agent's first start (its report may come before its Lease) withdrew nothing; the
     # withdrawal is two transitions: its device tainted for the drain grace, then taken out —
     # or, where the cluster drops device taints (1.34, 1.35), one: taken out at once, saying so
-    events = await client.CoreV1Api(admin_api).list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={name}")
+    events = await posted_events(admin_api, "default", f"involvedObject.name={name}",
+                                 count=3 if served.device_taints else 2)
     lease = ("agent Lease kubedra-system/kubedra-agent-lease-node of node lease-node is not "
              "renewed; pool lease-node withdrawn until the agent returns")
     drained = (f"{lease}; leaving the pool, so published with a NoSchedule taint until the "
                "drain grace ends: gpu-0 (withdrawn)" if served.device_taints else
                f"{lease}; left out, as the API server would refuse them: gpu-0 "
                f"(devices[gpu-0].taints: {TAINTS_OFF})")
-    assert sorted((e.type, e.reason, e.message) for e in events.items) == sorted([
+    assert sorted((e.type, e.reason, e.message) for e in events) == sorted([
         ("Normal", "Published", "1 device in 1 ResourceSlice (pool lease-node, generation 1): "
                                 "1 created"),
         *([("Warning", "PoolWithdrawn", lease)] if served.device_taints else []),
@@ -421,9 +421,9 @@ async def test_claim_reports_a_device_that_went_away_or_turned_unhealthy(
                             what="uses-1 DeviceUnhealthy")
     assert (sick["status"], sick["message"]) == (
         "False", "device dev-001 in pool claims is unhealthy: XID 79")
-    events = await client.CoreV1Api(admin_api).list_namespaced_event(
-        namespace, field_selector=f"involvedObject.name={sick['claim']['metadata']['name']}")
-    assert [(e.type, e.reason, e.message) for e in events.items] == [
+    events = await posted_events(
+        admin_api, namespace, f"involvedObject.name={sick['claim']['metadata']['name']}")
+    assert [(e.type, e.reason, e.message) for e in events] == [
         ("Warning", "DeviceNotReady", "device dev-001 in pool claims is unhealthy: XID 79")]
     if not served.device_taints:
         await _left_out_without_taints(admin_api, namespace)

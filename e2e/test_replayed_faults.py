@@ -21,7 +21,14 @@ from e2e.harness.kubedra import Kubedra
 from e2e.harness.realnode import stand_in_devices
 from e2e.harness.wait import eventually
 from e2e.harness.webhook import AdmissionHook
-from e2e.kube_objects import condition, create_gpu_pod, pod_claim, read_inventory, slices_of
+from e2e.kube_objects import (
+    condition,
+    create_gpu_pod,
+    pod_claim,
+    posted_events,
+    read_inventory,
+    slices_of,
+)
 from kubedra.node.edits import NVIDIA_CONTROL_NODES
 from tests.support.fake_kubelet import Claim, FakeKubelet
 from tests.support.h200 import H200_CAPTURE, H200_GPU0, capture_with_second_gpu
@@ -175,9 +182,9 @@ async def test_a_70_character_product_name_costs_only_its_gpu(
     assert published["message"] == (
         "1 device in 1 ResourceSlice (pool lname, generation 1); left out, as the API "
         f"server would refuse them: gpu-1 ({refused[0]}: {refused[1]})")
-    events = await client.CoreV1Api(admin_api).list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={name},reason=DevicesLeftOut")
-    assert [e.type for e in events.items] == ["Warning"]
+    events = await posted_events(admin_api, "default",
+                                 f"involvedObject.name={name},reason=DevicesLeftOut")
+    assert [e.type for e in events] == ["Warning"]
     [published_slice] = await slices_of(admin_api, name)
     assert [d["name"] for d in published_slice["spec"]["devices"]] == ["gpu-0"]
 
@@ -211,9 +218,9 @@ async def test_a_capture_without_gpus_says_why_the_pool_is_empty(
         "0 devices in 1 ResourceSlice (pool nogpu, generation 1): the node agent's discovery "
         "backend snapshot found no devices (discovery.mig: none), and spec.devices declares "
         "none")
-    events = await client.CoreV1Api(admin_api).list_namespaced_event(
-        "default", field_selector=f"involvedObject.name={name},reason=EmptyPool")
-    assert [e.type for e in events.items] == ["Warning"]
+    events = await posted_events(admin_api, "default",
+                                 f"involvedObject.name={name},reason=EmptyPool")
+    assert [e.type for e in events] == ["Warning"]
     kubedra.stop_agent("nogpu")
 
 
