@@ -187,20 +187,27 @@ async def test_operator_and_agent_run_from_the_manifests(install: Install,
     assert (health["ok"], health["serving"], health["registered"]) == (True, True, True)
     operators = await _pods(api, "kubedra-operator")
     assert sorted(p["spec"]["securityContext"]["runAsUser"] for p in operators) == [65532] * 2
-    holder = await eventually(lambda: _lease_holder(api), timeout=TIMEOUT,
-                              what="an operator replica leading")
-    assert holder in {p["metadata"]["name"] for p in operators}
     # each replica is Ready through its own probe's endpoint, which says which one leads
     probe = ["kubedra", "probe", "--socket", HEALTH_SOCKET]
-    roles = {}
     for pod in operators:
         container = pod["spec"]["containers"][0]
         assert container["readinessProbe"]["exec"]["command"] == probe
         assert container["livenessProbe"]["exec"]["command"] == probe
         assert _ready(pod)
-        health = json.loads(_health_over_socket(install.node, pod["metadata"]["uid"]))
-        roles[pod["metadata"]["name"]] = (health["ok"], health["role"])
-    assert roles == {name: (True, "leader" if name == holder else "standby") for name in roles}
+
+    async def roles() -> tuple[str, dict[str, tuple[bool, str]]] | None:
+        # the Lease names a new leader a moment before its /healthz says so: read both until
+        # they agree
+        holder = await _lease_holder(api)
+        said = {}
+        for pod in operators:
+            health = json.loads(_health_over_socket(install.node, pod["metadata"]["uid"]))
+            said[pod["metadata"]["name"]] = (health["ok"], health["role"])
+        leads = {name: (True, "leader" if name == holder else "standby") for name in said}
+        return (str(holder), said) if holder and said == leads else None
+    holder, _ = await eventually(roles, timeout=TIMEOUT,
+                                 what="one replica leading, as the Lease and its /healthz say")
+    assert holder in {p["metadata"]["name"] for p in operators}
 
     async def published() -> dict[str, Any] | None:
         status = (await read_inventory(api, INVENTORY) or {}).get("status") or {}
