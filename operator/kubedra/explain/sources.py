@@ -72,6 +72,23 @@ class ClusterObjects:
     pods: list[dict[str, Any]] = field(default_factory=list)
     server_version: str = ""
     """The API server's ``gitVersion`` (``v1.36.3``); "" when a dump does not record it."""
+    recorded_versions: list[tuple[str, Path]] = field(default_factory=list)
+    """Read from dumps: each ``gitVersion`` a file records, with the file, in reading order
+    (several files may come from clusters of different versions: :meth:`versions_text`)."""
+
+    def versions_text(self) -> str:
+        """The versions the dumps record, each with its files (``v1.35.4 (a.json), v1.37.2
+        (b.json)``)."""
+        files: dict[str, list[str]] = {}
+        for version, source in self.recorded_versions:
+            files.setdefault(version, []).append(str(source))
+        return ", ".join(f"{v} ({', '.join(f)})" for v, f in files.items())
+
+    def mixed_minors(self) -> bool:
+        """Whether the dumps record more than one Kubernetes minor (patches of one minor
+        decide alike: :class:`kubedra.allocation.KubeVersion`)."""
+        return len({".".join(v.removeprefix("v").split(".")[:2])
+                    for v, _ in self.recorded_versions}) > 1
 
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
         """The lists keyed by kind (the keys of :data:`DUMP_KINDS`)."""
@@ -198,13 +215,14 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
     """The objects explain reads from files or directories of YAML/JSON (other kinds are
     skipped). Sources may overlap (a dump directory and a file holding some of the same
     objects): an object that appears more than once (same kind, namespace and name) counts
-    once, and the one read last wins, in its first place.
+    once, and the one read last wins, in its first place. Each version a file records is
+    kept (:attr:`ClusterObjects.recorded_versions`; ``server_version`` is the last).
 
     Raises:
         DumpError: a path does not exist, a file does not parse, an object has no kind.
     """
     found: dict[tuple[str, ...], dict[str, Any]] = {}
-    server_version = ""
+    recorded: list[tuple[str, Path]] = []
     for path in paths:
         for source in _dump_files(path):
             try:
@@ -212,12 +230,14 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
                 raise DumpError(f"{source}: {err}") from None
             for document in documents:
-                if isinstance(document, dict) and isinstance(document.get(SERVER_VERSION), str):
-                    server_version = document[SERVER_VERSION]
+                version = document.get(SERVER_VERSION) if isinstance(document, dict) else None
+                if isinstance(version, str) and version:
+                    recorded.append((version, source))
                 for obj in _objects(document, source):
                     if obj["kind"] in DUMP_KINDS:
                         found[_identity(obj)] = obj
-    objects = ClusterObjects(server_version=server_version)
+    objects = ClusterObjects(server_version=recorded[-1][0] if recorded else "",
+                             recorded_versions=recorded)
     lists = objects.by_kind()
     for obj in found.values():
         lists[obj["kind"]].append(obj)

@@ -246,8 +246,9 @@ def test_a_node_that_does_not_exist_is_named(args: list[str], tmp_path: Path) ->
 
 
 def test_a_dump_records_the_server_version_and_explain_decides_by_it(tmp_path: Path) -> None:
-    """``kubedra dump`` records the API server's version; ``--from`` a dump without one (as
-    kubectl writes it, or an old kubedra dump) decides as 1.37 and says so on standard error;
+    """``kubedra dump`` records the API server's version, and ``--from`` says it decides as
+    it; a dump without one (as kubectl writes it, or an old kubedra dump) decides as 1.37 and
+    says so on standard error;
     ``--kube-version`` chooses (1.35's note: its scheduler's pool order varies)."""
     objects = read_dump([_cluster(tmp_path)])
     objects.server_version = "v1.36.3"
@@ -261,7 +262,8 @@ def test_a_dump_records_the_server_version_and_explain_decides_by_it(tmp_path: P
         ("1.35", _cluster(tmp_path), ["--kube-version", "1.35"]),
         ("1.33", _cluster(tmp_path), ["--kube-version", "v1.33.1"]))}
     assert {name: (r.exit_code, r.stderr.splitlines()[-1:]) for name, r in runs.items()} == {
-        "recorded": (0, []),
+        "recorded": (0, ["note: deciding as Kubernetes 1.36's scheduler, the version the dump "
+                         f"records: v1.36.3 ({dumped}) (choose with --kube-version)"]),
         "old": (0, ["note: the Kubernetes version is not known; deciding as 1.37's scheduler "
                     "(choose with --kube-version)"]),
         "1.35": (0, ["note: Kubernetes 1.35's scheduler tries resource pools in an order that "
@@ -270,3 +272,45 @@ def test_a_dump_records_the_server_version_and_explain_decides_by_it(tmp_path: P
         "1.33": (2, ["Error: Invalid value for '--kube-version': Kubernetes 1.33 is not one "
                      "kubedra decides as (1.34 to 1.37)"])}
     assert runs["recorded"].stdout == runs["old"].stdout
+
+
+def _recorded(tmp_path: Path, name: str, version: str) -> Path:
+    """The demo cluster's dump as ``kubedra dump`` writes it, recording ``version``."""
+    objects = read_dump([_cluster(tmp_path)])
+    objects.server_version = version
+    path = tmp_path / name
+    path.write_text(dump_text(objects))
+    return path
+
+
+def test_dumps_of_different_kubernetes_minors_are_refused_unless_one_is_chosen(
+        tmp_path: Path) -> None:
+    """Dumps that record different minors are not merged as whichever was read last: the
+    command names each file's version and asks for --kube-version; patches of one minor
+    decide alike, and a dump that records none (kubectl's) takes the other's."""
+    old, new = _recorded(tmp_path, "a.json", "v1.35.4"), _recorded(tmp_path, "b.json", "v1.37.2")
+    patch = _recorded(tmp_path, "c.json", "v1.37.1")
+    args = ["explain", "resourceclaim", "too-big", "-n", "demo"]
+    mixed = CliRunner().invoke(main, [*args, "--from", str(old), "--from", str(new)])
+    assert (mixed.exit_code, mixed.output) == (1, (
+        f"Error: --from: the dumps are of different Kubernetes versions: v1.35.4 ({old}), "
+        f"v1.37.2 ({new}); choose the one to decide as with --kube-version\n"))
+    chosen = CliRunner().invoke(main, [*args, "--from", str(old), "--from", str(new),
+                                       "--kube-version", "1.36"])
+    assert (chosen.exit_code, chosen.stderr) == (0, "")
+    alike = CliRunner().invoke(main, [*args, "--from", str(patch), "--from", str(new),
+                                      "--from", str(_cluster(tmp_path))])
+    assert (alike.exit_code, alike.stderr) == (0, (
+        f"note: deciding as Kubernetes 1.37's scheduler, the version the dumps record: "
+        f"v1.37.1 ({patch}), v1.37.2 ({new}) (choose with --kube-version)\n"))
+
+
+def test_simulate_from_a_dump_says_which_version_it_decides_as(tmp_path: Path) -> None:
+    dump = _recorded(tmp_path, "cluster.json", "v1.36.3")
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                     **gpu_claim("any")}))
+    result = CliRunner().invoke(main, ["simulate", "-f", str(claim), "--from", str(dump)])
+    assert (result.exit_code, result.stderr) == (0, (
+        f"note: deciding as Kubernetes 1.36's scheduler, the version the dump records: "
+        f"v1.36.3 ({dump}) (choose with --kube-version)\n"))
