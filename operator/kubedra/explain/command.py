@@ -257,14 +257,16 @@ def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace:
 def _claim_file(file: Any, namespace: str | None) -> ResourceClaim:
     """The claim of simulate's ``-f`` file (a ResourceClaim or ResourceClaimTemplate)."""
     import yaml
-    from pydantic import ValidationError
 
     from kubedra.explain.simulate import ClaimFileError, claim_from_documents
+    from kubedra.explain.sources import unreadable
 
     try:
         return claim_from_documents(yaml.safe_load_all(file), namespace)
-    except (ClaimFileError, ValidationError, yaml.YAMLError) as err:
+    except ClaimFileError as err:
         raise click.ClickException(f"{file.name}: {err}") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise click.ClickException(unreadable(file.name, err)) from None
 
 
 def _simulate(proxy: KubectlProxy | None, dumps: tuple[Path, ...], claim: ResourceClaim,

@@ -211,6 +211,24 @@ def _documents(data: bytes) -> list[Any]:
     return list(yaml.load_all(data.decode(), Loader=_LOADER))
 
 
+def unreadable(source: Path | str, err: Exception) -> str:
+    """One line for a file that cannot be read as YAML: ``file:line:column: problem (while
+    parsing … that starts at line:column)`` for a YAML syntax error (PyYAML's own message is
+    four lines, the marks of a decoded dump naming ``<unicode string>``), ``file: not UTF-8
+    text (byte 0xff at offset 6)``, else ``file: <the error>``."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        mark, context = err.problem_mark, ""
+        at = err.context_mark
+        if err.context and at is not None and (at.line, at.column) != (mark.line, mark.column):
+            context = f" ({err.context} that starts at {at.line + 1}:{at.column + 1})"
+        elif err.context:
+            context = f" ({err.context})"
+        return f"{source}:{mark.line + 1}:{mark.column + 1}: {err.problem}{context}"
+    if isinstance(err, UnicodeDecodeError):
+        return f"{source}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"
+    return f"{source}: " + " ".join(str(err).split())
+
+
 def read_dump(paths: Iterable[Path]) -> ClusterObjects:
     """The objects explain reads from files or directories of YAML/JSON (other kinds are
     skipped). Sources may overlap (a dump directory and a file holding some of the same
@@ -228,7 +246,7 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
             try:
                 documents = _documents(source.read_bytes())
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-                raise DumpError(f"{source}: {err}") from None
+                raise DumpError(unreadable(source, err)) from None
             for document in documents:
                 version = document.get(SERVER_VERSION) if isinstance(document, dict) else None
                 if isinstance(version, str) and version:

@@ -134,7 +134,8 @@ def test_yaml_that_starts_like_json_is_read_as_yaml(tmp_path: Path) -> None:
                                         "metadata": {"name": "a"}}]
     broken = tmp_path / "broken.json"
     broken.write_text('{"kind": "Node", "metadata": {"name": ')
-    with pytest.raises(DumpError, match=r"^.*broken.json: "):
+    with pytest.raises(DumpError, match=r"^.*broken.json:2:1: did not find expected node "
+                                        r"content \(while parsing a flow node\)$"):
         read_dump([broken])
 
 
@@ -314,3 +315,28 @@ def test_simulate_from_a_dump_says_which_version_it_decides_as(tmp_path: Path) -
     assert (result.exit_code, result.stderr) == (0, (
         f"note: deciding as Kubernetes 1.36's scheduler, the version the dump records: "
         f"v1.36.3 ({dump}) (choose with --kube-version)\n"))
+
+
+def test_yaml_that_does_not_parse_is_one_line_with_file_line_and_column(tmp_path: Path) -> None:
+    """PyYAML's message is four lines (the context and the problem, each with its mark, of
+    ``<unicode string>`` for a dump): one line, ``file:line:column: problem``, for a dump and
+    for simulate's claim file; a file that is not UTF-8 says so (it was a traceback for -f)."""
+    dump, claim = tmp_path / "dump.yaml", tmp_path / "claim.yaml"
+    dump.write_text("kind: List\nitems:\n  - kind: Node\n   metadata: {}\n")
+    claim.write_text("kind: ResourceClaim\nmetadata: {name: x\nspec: 1\n")
+    binary = tmp_path / "claim.bin"
+    binary.write_bytes(b"kind: \xff\n")
+    runs = {
+        "dump": ["explain", "resourceclaim", "x", "--from", str(dump)],
+        "claim": ["simulate", "-f", str(claim), "--from", str(_cluster(tmp_path))],
+        "binary dump": ["explain", "resourceclaim", "x", "--from", str(binary)],
+        "binary claim": ["simulate", "-f", str(binary), "--from", str(_cluster(tmp_path))]}
+    outputs = {name: (r.exit_code, r.output) for name, r in (
+        (name, CliRunner().invoke(main, args)) for name, args in runs.items())}
+    assert outputs == {
+        "dump": (1, f"Error: {dump}:4:4: did not find expected '-' indicator (while parsing a "
+                    "block collection that starts at 3:3)\n"),
+        "claim": (1, f"Error: {claim}:3:5: expected ',' or '}}', but got ':' (while parsing a "
+                     "flow mapping that starts at 2:11)\n"),
+        "binary dump": (1, f"Error: {binary}: not UTF-8 text (byte 0xff at offset 6)\n"),
+        "binary claim": (1, f"Error: {binary}: not UTF-8 text (byte 0xff at offset 6)\n")}
