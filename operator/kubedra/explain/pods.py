@@ -27,8 +27,10 @@ from kubedra.allocation import (
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain.claims import (
     FILTER_ERROR,
+    MISSING_CLASS_NOTE,
     devices_by_request,
     evaluate_node,
+    missing_class,
     result_devices,
 )
 from kubedra.explain.model import API_VERSION, NodeOutcome, SchedulerSearch
@@ -200,6 +202,11 @@ def explain_pod(snapshot: ClusterSnapshot, pod: PodPlacement, claims: Sequence[R
         explanation.message = "every claim of the pod is allocated" + (
             f"; claims not found: {', '.join(explanation.missing)}" if explanation.missing
             else "")
+        return explanation
+    if (missing := missing_class(snapshot, pending)) is not None:
+        explanation.verdict = "Unschedulable"
+        explanation.message = (f"cannot be allocated: claim {claim_label(missing[0])}, "
+                               f"{missing[1]} ({MISSING_CLASS_NOTE})")
         return explanation
     for node in snapshot.nodes:
         if nodes is not None and node.name not in nodes:
