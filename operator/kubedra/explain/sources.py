@@ -159,7 +159,12 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
 
 def _dump_files(path: Path) -> list[Path]:
     if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.is_file() and p.suffix in DUMP_SUFFIXES)
+        found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in DUMP_SUFFIXES)
+        if not found:
+            raise DumpError(f"{path}: a directory without {', '.join(DUMP_SUFFIXES[:-1])} or "
+                            f"{DUMP_SUFFIXES[-1]} files (a dump is one of those, or a directory "
+                            "of them)")
+        return found
     if path.is_file():
         return [path]
     raise DumpError(f"{path}: no such file or directory")
@@ -237,7 +242,8 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
     kept (:attr:`ClusterObjects.recorded_versions`; ``server_version`` is the last).
 
     Raises:
-        DumpError: a path does not exist, a file does not parse, an object has no kind.
+        DumpError: a path does not exist, a directory has no such file, a file does not
+            parse, an object has no kind.
     """
     found: dict[tuple[str, ...], dict[str, Any]] = {}
     recorded: list[tuple[str, Path]] = []

@@ -340,3 +340,13 @@ def test_yaml_that_does_not_parse_is_one_line_with_file_line_and_column(tmp_path
                      "flow mapping that starts at 2:11)\n"),
         "binary dump": (1, f"Error: {binary}: not UTF-8 text (byte 0xff at offset 6)\n"),
         "binary claim": (1, f"Error: {binary}: not UTF-8 text (byte 0xff at offset 6)\n")}
+
+
+def test_a_directory_without_dump_files_is_named(tmp_path: Path) -> None:
+    """``--from`` a directory with no ``.yaml``/``.yml``/``.json`` file read nothing, and the
+    claim was then "not found", as if the cluster had none."""
+    (tmp_path / "notes.txt").write_text("a dump elsewhere")
+    with pytest.raises(DumpError) as refused:
+        read_dump([tmp_path])
+    assert str(refused.value) == (f"{tmp_path}: a directory without .yaml, .yml or .json "
+                                  "files (a dump is one of those, or a directory of them)")
