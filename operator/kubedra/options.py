@@ -31,7 +31,8 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--log-format", type=click.Choice(["json", "console"]), default=None,
                      help="Log renderer [env KUBEDRA_LOG_FORMAT; default console]"),
         click.option("--log-level", default=None,
-                     help="Log level [env KUBEDRA_LOG_LEVEL; default INFO]"),
+                     help="Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL "
+                          "[env KUBEDRA_LOG_LEVEL; default INFO]"),
         click.option("--metrics-secure", type=click.BOOL, default=None,
                      help="Serve /metrics over HTTPS to scrapers the API server authenticates "
                           "and authorizes (get on the non-resource URL /metrics); false: "

@@ -8,6 +8,7 @@ Every setting comes from a command-line flag, else the environment (``KUBEDRA_<N
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.api.inventory import MigMode
+from kubedra.api.names import DNS_LABEL_PATTERN
 from kubedra.api.selector import selector_keys
 from kubedra.logging import LogFormat
 
@@ -53,6 +55,10 @@ Period = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False),
                    AfterValidator(_off_or_at_least_min_period)]
 """Seconds between two runs of a loop that calls the API server: 0 turns it off, else at least
 :data:`MIN_PERIOD`, at most :data:`MAX_SECONDS`."""
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""The log levels a process takes (stdlib logging's names)."""
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
+"""A DNS label (RFC 1123, at most 63 characters): what a namespace name must be."""
 Port = Annotated[int, Field(ge=0, le=65535)]
 """A TCP port, 0 for none."""
 
@@ -145,6 +151,24 @@ class Settings(BaseSettings):
             return ",".join(str(ipaddress.ip_address(entry)) for entry in entries)
         except ValueError as err:
             raise ValueError(f"{err} (give IP addresses, comma-separated)") from None
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        """A level name of stdlib logging, in any case (``debug``), upper-cased."""
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"not a log level: give {', '.join(LOG_LEVELS[:-1])} or "
+                             f"{LOG_LEVELS[-1]}")
+        return value.upper()
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        """A namespace name: a DNS label (RFC 1123), as the API server requires."""
+        if len(value) > 63 or not _DNS_LABEL.match(value):
+            raise ValueError("not a namespace name: at most 63 lower-case letters, digits or "
+                             "'-', starting and ending with a letter or digit")
+        return value
 
     @field_validator("pool_selector")
     @classmethod
