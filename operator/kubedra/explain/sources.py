@@ -243,7 +243,7 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
 
     Raises:
         DumpError: a path does not exist, a directory has no such file, a file does not
-            parse, an object has no kind.
+            parse, an object has no kind, a ``serverVersion`` is not a string.
     """
     found: dict[tuple[str, ...], dict[str, Any]] = {}
     recorded: list[tuple[str, Path]] = []
@@ -255,7 +255,10 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
                 raise DumpError(unreadable(source, err)) from None
             for document in documents:
                 version = document.get(SERVER_VERSION) if isinstance(document, dict) else None
-                if isinstance(version, str) and version:
+                if version is not None and not isinstance(version, str):
+                    raise DumpError(f"{source}: {SERVER_VERSION} {version} is not a version "
+                                    f'string: quote it ({SERVER_VERSION}: "v1.36.3")')
+                if version:
                     recorded.append((version, source))
                 for obj in _objects(document, source):
                     if obj["kind"] in DUMP_KINDS:

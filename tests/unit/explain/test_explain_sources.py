@@ -350,3 +350,14 @@ def test_a_directory_without_dump_files_is_named(tmp_path: Path) -> None:
         read_dump([tmp_path])
     assert str(refused.value) == (f"{tmp_path}: a directory without .yaml, .yml or .json "
                                   "files (a dump is one of those, or a directory of them)")
+
+
+def test_a_server_version_that_is_not_a_string_is_named(tmp_path: Path) -> None:
+    """``serverVersion: 1.36`` (a YAML number) was skipped, and the dump then decided as 1.37
+    with a note that the version was not known."""
+    dump = tmp_path / "dump.yaml"
+    dump.write_text("kind: List\nserverVersion: 1.36\nitems: []\n")
+    with pytest.raises(DumpError) as refused:
+        read_dump([dump])
+    assert str(refused.value) == (f"{dump}: serverVersion 1.36 is not a version string: quote "
+                                  "it (serverVersion: \"v1.36.3\")")
