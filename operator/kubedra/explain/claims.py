@@ -591,7 +591,8 @@ def explain_claim(snapshot: ClusterSnapshot, claim: ResourceClaim,
     """
     explanation = ClaimExplanation(
         namespace=claim.metadata.namespace or "", name=claim.metadata.name or "",
-        uid=claim.metadata.uid or "", pods=[str(p) for p in pods], verdict="", message="")
+        uid=claim.metadata.uid or "", pods=[str(p) for p in pods], verdict="", message="",
+        kube_version=str(snapshot.resources.features.version))
     if claim.status.allocation is not None:
         _allocated(snapshot, claim, pods, explanation)
     else:

@@ -361,3 +361,24 @@ def test_a_server_version_that_is_not_a_string_is_named(tmp_path: Path) -> None:
         read_dump([dump])
     assert str(refused.value) == (f"{dump}: serverVersion 1.36 is not a version string: quote "
                                   "it (serverVersion: \"v1.36.3\")")
+
+
+def test_the_json_forms_say_which_version_they_decide_as(tmp_path: Path) -> None:
+    """``kubeVersion`` in ResourceClaimExplanation, PodExplanation and (in its explanation)
+    ResourceClaimSimulation: the minor whose scheduler the answer is of, live or from a dump."""
+    dump = str(_recorded(tmp_path, "cluster.json", "v1.36.3"))
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump(gpu_claim("any")))
+    runs = {
+        "claim": ["explain", "resourceclaim", "too-big", "-n", "demo"],
+        "pod": ["explain", "pod", "too-big", "-n", "demo"],
+        "simulate": ["simulate", "-f", str(claim)]}
+    found = {}
+    for name, args in runs.items():
+        for extra in ([], ["--kube-version", "1.35"]):
+            result = CliRunner().invoke(main, [*args, "--from", dump, "-o", "json", *extra])
+            assert result.exit_code == 0, result.output
+            answer = json.loads(result.stdout)
+            found[name, bool(extra)] = answer.get("explanation", answer).get("kubeVersion")
+    assert found == {(name, chosen): "1.35" if chosen else "1.36" for name in runs
+                     for chosen in (False, True)}
