@@ -126,8 +126,8 @@ class Simulation:
         count = len(self.copies)
         where = _where(self.by_node())
         more = " (the limit; more fit)" if self.limit_reached else ""
-        text = f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + (
-            f"{more} ({where})" if where else "")
+        text = f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + \
+            more + (f" ({where})" if where else "")
         placed = self.by_node()
         times_out, may_time_out = ([n for n in nodes if n in placed]
                                    for nodes in self.search_warnings())

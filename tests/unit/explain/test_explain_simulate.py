@@ -87,6 +87,9 @@ def test_the_count_stops_at_the_limit() -> None:
                                     "(mig-h200: 3)")
     exact = simulate_claim(cluster(), mig("1g.18gb"), max_copies=7)
     assert (len(exact.copies), exact.limit_reached) == (7, False)
+    none = simulate_claim(cluster(), mig("1g.18gb"), max_copies=0)  # it said "0 copies fit"
+    assert (none.limit_reached, none.message()) == (
+        True, "0 copies fit in the cluster now (the limit; more fit)")
 
 
 def test_only_the_named_nodes() -> None:
