@@ -187,6 +187,8 @@ def test_status_decides_as_the_dumps_kubernetes_version(tmp_path: Any) -> None:
                for name, r in runs.items() if name != "mixed"}
     assert pending == {"1.35": [("Fits", None)], "1.37": [("Unschedulable", "untainted")],
                        "chosen": [("Fits", None)]}
+    assert {name: json.loads(r.stdout)["kubeVersion"] for name, r in runs.items()
+            if name != "mixed"} == {"1.35": "1.35", "1.37": "1.37", "chosen": "1.35"}
     assert runs["1.35"].stderr.splitlines()[0] == (
         f"note: deciding as Kubernetes 1.35's scheduler, the version the dump records: "
         f"v1.35.4 ({old}) (choose with --kube-version)")
