@@ -64,11 +64,12 @@ test-fleet: venv binaries
 	KUBEDRA_FLEET_TESTS=1 $(PY) -m pytest e2e/test_leader_starvation.py $(PYTEST_ARGS)
 
 ## test-matrix: the user-facing e2e subset (main job, detected features, MIG, activation on
-## the real node, the install from the image) on each release of KUBE_VERSIONS, each built
+## the real node, the install from the image) on each release of KUBE_VERSIONS (default
+## KUBE_VERSION's, else all four), each built
 ## once (hack/build-kube-version.sh); JUnit results per release in .cache/matrix/, which
 ## hack/matrix-table.py turns into docs/operating.md's compatibility table. Root (the real
 ## node). CI keeps running v1.37.2 in full.
-KUBE_VERSIONS ?= 1.34.4 1.35.4 1.36.3 1.37.2
+KUBE_VERSIONS ?= $(or $(KUBE_VERSION),1.34.4 1.35.4 1.36.3 1.37.2)
 MATRIX_TESTS ?= e2e/test_main_job.py e2e/test_feature_detection.py e2e/test_mig.py \
 	e2e/test_real_node.py e2e/test_install.py
 test-matrix: venv binaries
@@ -79,10 +80,11 @@ test-matrix: venv binaries
 	done; exit $$status
 
 ## test-skew: the agent on a real node whose kubelet is older than the v1.37.2 control plane
-## (each of SKEW_KUBELETS: one and two minors older, the skew Kubernetes supports):
+## (each of SKEW_KUBELETS, default KUBELET_VERSION's, else one and two minors older, the skew
+## Kubernetes supports):
 ## registration, prepare, health (SKEW_TESTS); JUnit results in
 ## .cache/matrix/1.37.2-kubelet-<version>.xml, columns of the same table. Root.
-SKEW_KUBELETS ?= 1.36.3 1.35.4
+SKEW_KUBELETS ?= $(or $(KUBELET_VERSION),1.36.3 1.35.4)
 SKEW_TESTS ?= e2e/test_real_node.py::test_pod_with_a_claim_gets_the_h200_and_unprepare_removes_it \
 	e2e/test_real_node.py::test_kubelet_restart_keeps_the_pod_and_prepares_nothing_twice \
 	e2e/test_node_contracts.py::test_device_health_shows_in_the_running_pods_status_where_the_kubelet_watches_it

@@ -23,11 +23,22 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import ControlPlane
 from e2e.harness.kubedra import Kubedra
+from e2e.harness.versions import HarnessVersionError, kube_version, kubelet_version
 from kubedra.controller.features import PROBE_DRIVER, detect
 from kubedra.kube import make_api_client
 from kubedra.publishing.features import ServedFeatures
 
 _planes: list[ControlPlane] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop before collecting when ``KUBE_VERSION`` or ``KUBELET_VERSION`` names no release
+    the harness runs, with the one line that says so (test files read them at import)."""
+    try:
+        kube_version()
+        kubelet_version()
+    except HarnessVersionError as err:
+        raise pytest.UsageError(str(err)) from None
 EXISTING_CLUSTER = os.environ.get("KUBEDRA_KUBECONFIG", "")
 """The kubeconfig of an existing cluster the tests run against (empty: the harness's own)."""
 

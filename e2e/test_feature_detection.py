@@ -19,9 +19,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness import ControlPlane
-from e2e.harness.controlplane import free_port, kube_version
+from e2e.harness.controlplane import free_port
 from e2e.harness.kubedra import Kubedra
 from e2e.harness.scrape import client_tls
+from e2e.harness.versions import kube_version
 from e2e.harness.wait import eventually
 from e2e.kube_objects import (
     condition,

@@ -99,11 +99,11 @@ def _verdict(result: Result, what: str) -> str:
     assert result.exception is None or isinstance(result.exception, SystemExit), (
         what, result.output, result.exc_info)
     assert "Traceback" not in result.output, (what, result.output)
-    if result.exit_code == 1:
-        assert result.output.startswith("Error: "), (what, result.output)
+    if result.exit_code == 1:  # after the note of the version a dump records, if any
+        assert result.stderr.splitlines()[-1].startswith("Error: "), (what, result.output)
         return "error"
     assert result.exit_code == 0, (what, result.output)
-    answer = json.loads(result.output)
+    answer = json.loads(result.stdout)
     explanation = answer.get("explanation", answer)
     assert explanation["message"], (what, answer)
     return "explained"

@@ -10,6 +10,7 @@ Bounded in ``make test`` (``KUBEDRA_FUZZ_EXAMPLES``, default 25); counts in
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -70,3 +71,24 @@ async def test_fuzzed_inventories_are_refused_or_reported_and_disturb_nothing(
         outcomes = await fuzz(specs, EXAMPLES,
                               lambda spec, i: _try(admin_api, f"fuzz-{i}", spec))
     write_fuzz_report("inventories", outcomes)
+
+
+async def test_a_pci_filter_that_is_not_hex_is_refused_naming_the_field(
+        kubedra: Kubedra, admin_api: ApiClient) -> None:
+    """``discovery.pci.classes: [zz]`` matched no PCI function: the pool was published empty
+    (EmptyPool) as if the node had none. The API server refuses it now, naming the field."""
+    with pytest.raises(ApiException) as refused:
+        await client.CustomObjectsApi(admin_api).create_cluster_custom_object(
+            "kubedra.io", "v1alpha1", "deviceinventories", {
+                "apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+                "metadata": {"name": "pci-not-hex"},
+                "spec": {"driver": "pci.kubedra.io", "nodeName": "pci-not-hex",
+                         "discovery": {"pci": {"vendors": ["0x10de", "nvidia"],
+                                               "classes": ["zz"]}}}})
+    assert refused.value.status == 422
+    causes = json.loads(refused.value.body)["details"]["causes"]
+    assert sorted((c["field"], c["message"]) for c in causes) == [
+        ("spec.discovery.pci.classes[0]", 'Invalid value: "zz": spec.discovery.pci.classes[0] in '
+                                          "body should match '^(0[xX])?[0-9a-fA-F]{1,6}$'"),
+        ("spec.discovery.pci.vendors[1]", 'Invalid value: "nvidia": spec.discovery.pci.vendors[1] '
+                                          "in body should match '^(0[xX])?[0-9a-fA-F]{1,4}$'")]

@@ -21,8 +21,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from e2e.harness.controlplane import kubelet_version
 from e2e.harness.kubedra import HEALTH_HOLD_DOWN, Kubedra, kubectl
+from e2e.harness.versions import kubelet_version
 from e2e.harness.wait import eventually
 from e2e.kube_objects import (
     condition,

@@ -24,9 +24,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness import scrape
-from e2e.harness.controlplane import free_port, kubelet_version
+from e2e.harness.controlplane import free_port
 from e2e.harness.kubedra import Kubedra, kubectl
 from e2e.harness.realnode import RealNode, stand_in_devices
+from e2e.harness.versions import kubelet_version
 from e2e.harness.wait import eventually
 from e2e.kube_objects import (
     create_claim_template,

@@ -14,7 +14,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${KUBEDRA_CACHE:-$root/.cache}"
 K8S_VERSION=v1.37.2
 force=0
-[[ "${1:-}" == "--force" ]] && force=1
+for arg in "$@"; do
+  [[ $arg == --force ]] || { echo "usage: hack/build-binaries.sh [--force]" >&2; exit 2; }
+  force=1
+done
 
 die() { echo "build-binaries: error: $*" >&2; exit 1; }
 command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"

@@ -30,8 +30,9 @@ while (( $# )); do
   case "$1" in
     --print-archive) print_archive=1 ;;
     --force) force=1 ;;
-    --next) next=${2:?--next needs a tag}; shift ;;
-    *) echo "usage: $0 [--print-archive] [--next TAG] [--force]" >&2; exit 2 ;;
+    --next) [[ -n ${2:-} ]] || { echo "usage: hack/build-image.sh [--print-archive] [--next TAG] [--force] (--next needs a tag)" >&2; exit 2; }
+            next=$2; shift ;;
+    *) echo "usage: hack/build-image.sh [--print-archive] [--next TAG] [--force]" >&2; exit 2 ;;
   esac
   shift
 done

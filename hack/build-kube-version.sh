@@ -10,12 +10,23 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${KUBEDRA_CACHE:-$root/.cache}"
+die() { echo "build-kube-version: error: $*" >&2; exit 1; }
+pinned=$(cd "$root/hack/k8s-versions" && ls -d v*/ | sed 's|^v||; s|/$||' | sort -V | paste -sd, | sed 's/,/, /g')
+if [[ $# -lt 1 || $# -gt 2 || ( $# == 2 && ${2:-} != --force ) ]]; then
+  echo "usage: hack/build-kube-version.sh X.Y.Z [--force] (a release pinned in hack/k8s-versions/: $pinned)" >&2
+  exit 2
+fi
 version=v${1#v}
 force=0
 [[ "${2:-}" == "--force" ]] && force=1
-die() { echo "build-kube-version: error: $*" >&2; exit 1; }
+[[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] \
+  || die "'$1' is not a Kubernetes release X.Y.Z (e.g. 1.35.4); pinned in hack/k8s-versions/: $pinned"
+if [[ $version == v1.37.2 ]]; then
+  echo "build-kube-version: Kubernetes $version is the default release, which hack/build-binaries.sh and hack/build-node-binaries.sh build (make binaries)"
+  exit 0
+fi
 dir="$root/hack/k8s-versions/$version"
-[[ -f $dir/go.mod ]] || die "Kubernetes $version is not pinned: run hack/pin-kube-version.sh $version"
+[[ -f $dir/go.mod ]] || die "Kubernetes $version is not pinned: run hack/pin-kube-version.sh $version (pinned in hack/k8s-versions/: $pinned)"
 command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
 stamp=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-16)
 out="$cache/versions/$version-$stamp"

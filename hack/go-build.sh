@@ -1,10 +1,14 @@
 # Sourced by hack/build-node-binaries.sh and hack/build-kind.sh (`source go-build.sh "$@"`, after
 # setting $root, the repository, and $prog, the script's name in messages): one cached, stamped
 # `go build` per tool module under hack/. Sets $cache (.cache or $KUBEDRA_CACHE), $force (1 with
-# --force) and die(), and checks that Go is there.
+# --force, the only argument: any other is a usage line, exit 2) and die(), and checks that Go
+# is there.
 cache="${KUBEDRA_CACHE:-$root/.cache}"
 force=0
-[[ "${1:-}" == "--force" ]] && force=1
+for arg in "$@"; do
+  [[ $arg == --force ]] || { echo "usage: hack/$prog.sh [--force]" >&2; exit 2; }
+  force=1
+done
 die() { echo "$prog: error: $*" >&2; exit 1; }
 command -v go >/dev/null || die "the 'go' tool is not on PATH; install Go >= 1.26 (https://go.dev/dl/)"
 # the Kubernetes version of the node's binaries, and the -ldflags that stamp it into them

@@ -14,6 +14,7 @@ A release without a JUnit file gets ``not run`` in every cell. Exit status 0; 2 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -76,11 +77,26 @@ def table(releases: list[str], directory: Path) -> str:
     return "\n".join(lines)
 
 
+def _release(text: str) -> str:
+    """A release (``1.36.3``) or a skew run (``1.37.2-kubelet-1.35.4``), as make names them."""
+    if not re.fullmatch(r"\d+\.\d+\.\d+(-kubelet-\d+\.\d+\.\d+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a release X.Y.Z or "
+                                         "X.Y.Z-kubelet-X.Y.Z")
+    return text
+
+
+def _folder(text: str) -> Path:
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not a folder (make test-matrix writes "
+                                         ".cache/matrix/)")
+    return Path(text)
+
+
 def main(argv: list[str]) -> int:
-    """Print the table; returns the exit status."""
+    """Print the table; returns the exit status (2, argparse's, on bad usage)."""
     parser = argparse.ArgumentParser(prog="hack/matrix-table.py")
-    parser.add_argument("releases", nargs="+", metavar="RELEASE")
-    parser.add_argument("--dir", type=Path, default=Path(".cache/matrix"))
+    parser.add_argument("releases", nargs="+", metavar="RELEASE", type=_release)
+    parser.add_argument("--dir", type=_folder, default=Path(".cache/matrix"))
     args = parser.parse_args(argv)
     print(table(args.releases, args.dir))
     return 0

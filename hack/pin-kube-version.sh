@@ -9,8 +9,9 @@
 # Usage: hack/pin-kube-version.sh v1.34.4
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-version=${1:?usage: hack/pin-kube-version.sh vX.Y.Z}
-[[ $version =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "pin-kube-version: '$version' is not vX.Y.Z" >&2; exit 1; }
+[[ $# == 1 ]] || { echo "usage: hack/pin-kube-version.sh vX.Y.Z (e.g. v1.38.0)" >&2; exit 2; }
+version=v${1#v}
+[[ $version =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "pin-kube-version: error: '$1' is not vX.Y.Z (e.g. v1.38.0)" >&2; exit 1; }
 staging=v0.${version#v1.}
 dir="$root/hack/k8s-versions/$version"
 mkdir -p "$dir"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from e2e.harness.controlplane import REPO_ROOT, ControlPlane, ControlPlaneError
 from e2e.harness.realnode import RealNodeError
+from e2e.harness.versions import HarnessVersionError, kube_version, kubelet_version
 
 
 def cluster_dir() -> Path:
@@ -38,6 +39,12 @@ def main(argv: list[str]) -> int:
         stopped = ControlPlane.stop_from_state(workdir)
         print("control plane stopped" if stopped else f"no control plane recorded in {workdir}")
         return 0
+    try:
+        kube_version()
+        kubelet_version()
+    except HarnessVersionError as err:
+        print(f"cluster not started: {err}", file=sys.stderr)
+        return 1
     if (workdir / "state.json").exists():
         print(f"a control plane is already recorded in {workdir}; run `make cluster-down` first",
               file=sys.stderr)

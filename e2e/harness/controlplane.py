@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from e2e.harness.certs import CertificateAuthority, CertPair, write_service_account_key
+from e2e.harness.versions import DEFAULT_KUBE_VERSION, kube_version, kubelet_version
 
 if TYPE_CHECKING:
     from e2e.harness.realnode import RealNode
@@ -82,24 +83,10 @@ class ControlPlaneError(RuntimeError):
     """A component failed to start or become ready; the message carries its log tail."""
 
 
-DEFAULT_KUBE_VERSION = "1.37.2"
-"""The release CI tests in full (hack/k8s, hack/kubelet)."""
 KUBE_BINARIES = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler",
                            "kubelet"})
 """The binaries that ``KUBE_VERSION`` selects (the kubelet: ``KUBELET_VERSION``); etcd, kwok
 and the node runtime stay."""
-
-
-def kube_version() -> str:
-    """``$KUBE_VERSION`` without a leading ``v`` (default :data:`DEFAULT_KUBE_VERSION`)."""
-    return os.environ.get("KUBE_VERSION", DEFAULT_KUBE_VERSION).removeprefix("v")
-
-
-def kubelet_version() -> str:
-    """``$KUBELET_VERSION`` without a leading ``v`` (default :func:`kube_version`): the real
-    nodes' kubelet release, which may be older than the control plane's (Kubernetes supports a
-    kubelet up to three minors older than kube-apiserver, ``version-skew-policy``)."""
-    return os.environ.get("KUBELET_VERSION", kube_version()).removeprefix("v")
 
 
 def default_bin_dir() -> Path:

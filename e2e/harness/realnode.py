@@ -159,10 +159,11 @@ class RealNode:
     def _check_host(self) -> None:
         if os.geteuid() != 0:
             raise RealNodeError("a real node needs root (containerd, runc, mounts, cgroups)")
-        missing = [b for b in NODE_BINARIES if not self.plane.binary(b).exists()]
-        if missing:
-            raise RealNodeError(f"missing node binaries in {self.plane.bin_dir}: "
-                                f"{', '.join(missing)}; build them with `make binaries` "
+        missing = [str(self.plane.binary(b)) for b in NODE_BINARIES
+                   if not self.plane.binary(b).exists()]
+        if missing:  # the kubelet of a KUBELET_VERSION is not in bin_dir
+            raise RealNodeError(f"missing node binaries: {', '.join(missing)}; build them "
+                                "with `make binaries` "
                                 "(hack/build-node-binaries.sh; a kubelet of KUBELET_VERSION=X "
                                 "with hack/build-kube-version.sh X)")
         self.root.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from kubedra.api import inventory, resource
 from kubedra.api.time import micro_timestamp, timestamp, utcnow
 from kubedra.lease_api import ApiEndpoint
 from kubedra.logging import get_logger
+from kubedra.options import missing_kubeconfig
 
 log = get_logger(__name__)
 
@@ -68,12 +69,10 @@ def _kubeconfig_found(kubeconfig: Path | None) -> str:
     Raises:
         KubeconfigError: no file is there.
     """
-    where = str(kubeconfig) if kubeconfig is not None else \
+    if (missing := missing_kubeconfig(kubeconfig)) is not None:
+        raise KubeconfigError(missing)
+    return str(kubeconfig) if kubeconfig is not None else \
         os.environ.get("KUBECONFIG") or "~/.kube/config"
-    if not any(Path(p).expanduser().exists() for p in where.split(os.pathsep) if p):
-        raise KubeconfigError(f"no kubeconfig found: {where} does not exist (give --kubeconfig, "
-                              "KUBEDRA_KUBECONFIG or KUBECONFIG, or run in a pod)")
-    return where
 
 
 def _tls_client(configuration: client.Configuration, where: str) -> ApiClient:

@@ -5,6 +5,7 @@ the environment, then the defaults."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,20 @@ kubeconfig_option = click.option(
 command line's explain need not import the settings)."""
 
 
+def missing_kubeconfig(kubeconfig: Path | None) -> str | None:
+    """Why no kubeconfig is there, or None: ``kubeconfig`` (``--kubeconfig``), else each file of
+    ``$KUBECONFIG`` (a list), else ``~/.kube/config``, does not exist (``no kubeconfig found:
+    /x does not exist …``). Outside a pod, kubectl and the clients then fall back to
+    ``localhost:8080`` or fail with a message that does not say so; in a pod, to the in-cluster
+    service account (the caller checks that first)."""
+    where = str(kubeconfig) if kubeconfig is not None else \
+        os.environ.get("KUBECONFIG") or "~/.kube/config"
+    if any(Path(p).expanduser().exists() for p in where.split(os.pathsep) if p):
+        return None
+    return (f"no kubeconfig found: {where} does not exist (give --kubeconfig, "
+            "KUBEDRA_KUBECONFIG or KUBECONFIG, or run in a pod)")
+
+
 def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Click options every long-running command takes: kubeconfig, namespace, logging, how
     the metrics port is secured."""
@@ -31,7 +46,8 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--log-format", type=click.Choice(["json", "console"]), default=None,
                      help="Log renderer [env KUBEDRA_LOG_FORMAT; default console]"),
         click.option("--log-level", default=None,
-                     help="Log level [env KUBEDRA_LOG_LEVEL; default INFO]"),
+                     help="Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL "
+                          "[env KUBEDRA_LOG_LEVEL; default INFO]"),
         click.option("--metrics-secure", type=click.BOOL, default=None,
                      help="Serve /metrics over HTTPS to scrapers the API server authenticates "
                           "and authorizes (get on the non-resource URL /metrics); false: "

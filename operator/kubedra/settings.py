@@ -8,6 +8,7 @@ Every setting comes from a command-line flag, else the environment (``KUBEDRA_<N
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kubedra.api.inventory import MigMode
+from kubedra.api.names import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
 from kubedra.api.selector import selector_keys
 from kubedra.logging import LogFormat
 
@@ -53,6 +55,12 @@ Period = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False),
                    AfterValidator(_off_or_at_least_min_period)]
 """Seconds between two runs of a loop that calls the API server: 0 turns it off, else at least
 :data:`MIN_PERIOD`, at most :data:`MAX_SECONDS`."""
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""The log levels a process takes (stdlib logging's names)."""
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
+"""A DNS label (RFC 1123, at most 63 characters): what a namespace name must be."""
+_DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
+"""A DNS subdomain (RFC 1123): what a node's and a driver's name must be."""
 Port = Annotated[int, Field(ge=0, le=65535)]
 """A TCP port, 0 for none."""
 
@@ -145,6 +153,51 @@ class Settings(BaseSettings):
             return ",".join(str(ipaddress.ip_address(entry)) for entry in entries)
         except ValueError as err:
             raise ValueError(f"{err} (give IP addresses, comma-separated)") from None
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        """A level name of stdlib logging, in any case (``debug``), upper-cased."""
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"not a log level: give {', '.join(LOG_LEVELS[:-1])} or "
+                             f"{LOG_LEVELS[-1]}")
+        return value.upper()
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        """A namespace name: a DNS label (RFC 1123), as the API server requires."""
+        if len(value) > 63 or not _DNS_LABEL.match(value):
+            raise ValueError("not a namespace name: at most 63 lower-case letters, digits or "
+                             "'-', starting and ending with a letter or digit")
+        return value
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: str) -> str:
+        """One of the discovery backends (:func:`kubedra.discovery.backends.discover`'s)."""
+        if value in ("pci", "nvml", "static") or (
+                value.startswith("snapshot:") and value != "snapshot:"):
+            return value
+        raise ValueError("not a discovery backend: give pci, nvml, snapshot:<folder> or static")
+
+    @field_validator("driver")
+    @classmethod
+    def _driver(cls, value: str) -> str:
+        """Empty (the backend's default) or a driver name, as ResourceSlices need it."""
+        if value and (len(value) > 63 or not _DNS_SUBDOMAIN.match(value)):
+            raise ValueError("not a driver name: a DNS subdomain of at most 63 characters "
+                             "(lower-case letters, digits, '-' and '.'), e.g. gpu.kubedra.io")
+        return value
+
+    @field_validator("node_name")
+    @classmethod
+    def _node_name(cls, value: str | None) -> str | None:
+        """A Node's name: a DNS subdomain."""
+        if value is not None and (len(value) > 253 or not _DNS_SUBDOMAIN.match(value)):
+            raise ValueError("not a node name: a DNS subdomain of at most 253 characters "
+                             "(lower-case letters, digits, '-' and '.')")
+        return value
 
     @field_validator("pool_selector")
     @classmethod

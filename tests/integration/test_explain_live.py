@@ -122,6 +122,51 @@ async def test_a_cel_runtime_error_is_kube_schedulers_error_and_explains(
         await core.delete_node(node)
 
 
+async def test_a_missing_device_class_is_unschedulable_for_kube_scheduler_and_explain(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
+    """A claim naming a DeviceClass that does not exist: kube-scheduler's PreFilter finds it
+    before any node and reports the pod unschedulable (reason ``Unschedulable``), not an error
+    (a cluster without nodes says only "no nodes available to schedule pods");
+    explain says so too (it said ``Error``, from its allocator's "could not retrieve device
+    class")."""
+    core, resource = client.CoreV1Api(admin_api), client.ResourceV1Api(admin_api)
+    missing, node = f"{namespace}-missing.kubedra.io", f"{namespace}-node"
+    await core.create_node({"metadata": {"name": node, "labels": {  # with no node, the
+        KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1], "kubernetes.io/hostname": node}}})  # PreFilter
+    await resource.create_namespaced_resource_claim(namespace, {
+        "metadata": {"name": "no-class"}, "spec": {"devices": {"requests": [
+            {"name": "r", "exactly": {"deviceClassName": missing}}]}}})
+    await core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "no-class"},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                 "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+                 "resourceClaims": [{"name": "d", "resourceClaimName": "no-class"}],
+                 "containers": [{"name": "main", "image": "registry.invalid/app:1",
+                                 "resources": {"claims": [{"name": "d"}]}}]}})
+    try:
+        async def not_scheduled() -> dict[str, Any] | None:
+            pod = admin_api.sanitize_for_serialization(
+                await core.read_namespaced_pod("no-class", namespace))
+            return condition(pod, "PodScheduled")
+        scheduled = await eventually(not_scheduled, timeout=60,
+                                     what="PodScheduled of pod no-class")
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable"), scheduled
+        assert f"request r: device class {missing} does not exist" in scheduled["message"]
+
+        result = explain(control_plane.admin_kubeconfig, "no-class", "-n", namespace, "-o",
+                         "json")
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert (data["verdict"], data["message"]) == (
+            "Unschedulable", f"cannot be allocated: request r: device class {missing} does not "
+                             "exist (kube-scheduler checks it before any node; the pod waits "
+                             "until the DeviceClass is created)")
+    finally:
+        with contextlib.suppress(ApiException):
+            await core.delete_namespaced_pod("no-class", namespace, grace_period_seconds=0)
+        await core.delete_node(node)
+
+
 def test_a_missing_claim_is_not_found(control_plane: ControlPlane, namespace: str) -> None:
     result = explain(control_plane.admin_kubeconfig, "nope", "-n", namespace)
     assert (result.exit_code, result.output) == (

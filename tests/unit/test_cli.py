@@ -104,10 +104,18 @@ def _loaded(code: str, modules: tuple[str, ...]) -> list[str]:
       "--kubeconfig", "{tmp}/bad-ca.kubeconfig"], {},
      "kubeconfig {tmp}/bad-ca.kubeconfig cannot be used: its TLS files (certificate authority "
      "{tmp}/ca.crt) cannot be loaded: X509: NO_CERTIFICATE_OR_CRL_FOUND"),
+    (["explain", "resourceclaim", "x"], {"KUBECONFIG": "{tmp}/none"},
+     'resourceclaim "x" in namespace "default": no kubeconfig found: {tmp}/none does not exist '
+     "(give --kubeconfig, KUBEDRA_KUBECONFIG or KUBECONFIG, or run in a pod)"),
+    (["status"], {"KUBECONFIG": "{tmp}/none:{tmp}/none2"},
+     "reading the cluster: no kubeconfig found: {tmp}/none:{tmp}/none2 does not exist (give "
+     "--kubeconfig, KUBEDRA_KUBECONFIG or KUBECONFIG, or run in a pod)"),
 ], ids=["dump to a missing directory", "a bad environment value", "no kubeconfig for the agent",
         "no kubeconfig for the operator", "an empty kubeconfig",
         "no metrics certificate", "a certificate authority that is no certificate",
-        "the agent's certificate authority that is no certificate"])
+        "the agent's certificate authority that is no certificate",
+        "no kubeconfig for explain (kubectl tried localhost:8080)",
+        "no kubeconfig for status"])
 def test_bad_input_is_a_one_line_error_not_a_traceback(
         args: list[str], env: dict[str, str], error: str, tmp_path: Path) -> None:
     tmp = str(tmp_path)
@@ -127,6 +135,7 @@ def test_bad_input_is_a_one_line_error_not_a_traceback(
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith("KUBEDRA_") and k != "KUBERNETES_SERVICE_HOST"}
     environment.update({k: v.format(tmp=tmp) for k, v in env.items()})
+    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment['PATH']}"
     done = subprocess.run([sys.executable, "-m", "kubedra", *(a.format(tmp=tmp) for a in args)],
                           capture_output=True, text=True, timeout=60, env=environment)
     assert (done.returncode, done.stdout, done.stderr) == (

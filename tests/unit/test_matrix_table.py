@@ -7,6 +7,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -51,3 +53,22 @@ def test_a_skew_run_is_headed_with_its_kubelet_and_its_tests_get_rows(tmp_path: 
     assert lines[2] == "| **all** | 1 pass, 1 skip, 1 FAIL, 1 error in 61 s | 1 pass in 9 s |"
     assert lines[3] == "| `e2e/test_main_job.py::test_a` | pass (1.2 s) | — |"
     assert lines[-1] == "| `e2e/test_real_node.py::test_e` | — | pass (3.0 s) |"
+
+
+def test_a_release_that_is_not_one_or_a_missing_folder_is_bad_usage(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``banana`` made a column ``vbanana`` of ``not run``, and so did every release when
+    ``--dir`` named no folder: a table that looked measured and was not."""
+    outcomes = {}
+    for args in (["banana"], ["1.37.2-kubelet-x"], ["--dir", str(tmp_path / "none"), "1.37.2"]):
+        with pytest.raises(SystemExit) as ended:
+            _script().main(args)
+        outcomes[args[-1] if len(args) == 1 else "--dir"] = (
+            ended.value.code, capsys.readouterr().err.splitlines()[-1])
+    assert outcomes == {
+        "banana": (2, "hack/matrix-table.py: error: argument RELEASE: 'banana' is not a "
+                      "release X.Y.Z or X.Y.Z-kubelet-X.Y.Z"),
+        "1.37.2-kubelet-x": (2, "hack/matrix-table.py: error: argument RELEASE: "
+                                "'1.37.2-kubelet-x' is not a release X.Y.Z or X.Y.Z-kubelet-X.Y.Z"),
+        "--dir": (2, f"hack/matrix-table.py: error: argument --dir: {tmp_path / 'none'} is not "
+                     "a folder (make test-matrix writes .cache/matrix/)")}

@@ -97,3 +97,33 @@ def test_metrics_address_must_be_ip_addresses(value: str, error: str) -> None:
     with pytest.raises(click.ClickException) as raised:
         settings_from_flags(metrics_address=value)
     assert raised.value.message == error
+
+
+@pytest.mark.parametrize(("variable", "value", "error"), [
+    ("KUBEDRA_LOG_LEVEL", "banana", "Value error, not a log level: give DEBUG, INFO, WARNING, "
+     "ERROR or CRITICAL"),
+    ("KUBEDRA_NAMESPACE", "Bad_NS", "Value error, not a namespace name: at most 63 lower-case "
+     "letters, digits or '-', starting and ending with a letter or digit"),
+    ("KUBEDRA_BACKEND", "banana", "Value error, not a discovery backend: give pci, nvml, "
+     "snapshot:<folder> or static"),
+    ("KUBEDRA_BACKEND", "snapshot:", "Value error, not a discovery backend: give pci, nvml, "
+     "snapshot:<folder> or static"),
+    ("KUBEDRA_DRIVER", "Bad_Driver", "Value error, not a driver name: a DNS subdomain of at "
+     "most 63 characters (lower-case letters, digits, '-' and '.'), e.g. gpu.kubedra.io"),
+    ("KUBEDRA_NODE_NAME", "BAD_NODE", "Value error, not a node name: a DNS subdomain of at "
+     "most 253 characters (lower-case letters, digits, '-' and '.')"),
+])
+def test_a_log_level_or_namespace_that_cannot_be_is_refused_naming_the_variable(
+        variable: str, value: str, error: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KUBEDRA_LOG_LEVEL=banana`` was a traceback (``ValueError: Unknown level: 'BANANA'``
+    from logging, after the settings were taken); a namespace that is no DNS label failed only
+    at the first API call; an agent with backend ``banana``, a driver or a node name that
+    cannot be ran on, retrying against the API server, its discovery failing later."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(click.ClickException) as refused:
+        settings_from_flags()
+    assert refused.value.message == f"invalid {variable}={value!r}: {error}"
+
+
+def test_a_log_level_is_taken_in_any_case() -> None:
+    assert settings_from_flags(log_level="debug").log_level == "DEBUG"

@@ -29,9 +29,19 @@ class KubeModel(BaseModel):
 
 
 def validation_field(err: ValidationError) -> str:
-    """The JSON path of the first error pydantic reports, e.g. ``spec.devices[0].name``."""
-    first = err.errors()[0]
-    path = ""
-    for part in first["loc"]:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return f"{path}: {first['msg']}"
+    """The JSON path of the first error pydantic reports, with its message, e.g.
+    ``spec.devices[0].name: Input should be a valid string``."""
+    return validation_errors(err)[0]
+
+
+def validation_errors(err: ValidationError, prefix: str = "") -> list[str]:
+    """Each error pydantic reports as one ``path: message`` (``spec.devices[0].name: Input
+    should be a valid string``; ``prefix`` before each path), as the API server names a
+    field it refuses: no input values, no links."""
+    found = []
+    for error in err.errors():
+        path = prefix.removesuffix(".")
+        for part in error["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        found.append(f"{path}: {error['msg']}")
+    return found

@@ -10,9 +10,9 @@ respect to be publishable.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, StringConstraints, field_validator
 from pydantic.config import JsonDict
 
 from kubedra.api.base import KubeModel
@@ -156,12 +156,20 @@ class MigModel(KubeModel):
     profiles: list[MigProfile] = Field(max_length=32)
 
 
-class PCIDiscovery(KubeModel):
-    """Which PCI functions the ``pci`` backend reports."""
+PciVendorId = Annotated[str, StringConstraints(pattern=r"^(0[xX])?[0-9a-fA-F]{1,4}$")]
+"""A PCI vendor ID in hex, ``0x`` optional (16 bits: ``0x10de``)."""
+PciClassPrefix = Annotated[str, StringConstraints(pattern=r"^(0[xX])?[0-9a-fA-F]{1,6}$")]
+"""The start of a PCI class code in hex, ``0x`` optional (the code is 24 bits: class,
+subclass, programming interface; ``0x03`` display controllers, ``0x0302`` 3D controllers)."""
 
-    vendors: list[str] | None = Field(
+
+class PCIDiscovery(KubeModel):
+    """Which PCI functions the ``pci`` backend reports (hex, as sysfs writes them: another
+    value would match no function)."""
+
+    vendors: list[PciVendorId] | None = Field(
         default=None, description="PCI vendor IDs to report, e.g. 0x10de; empty = all.")
-    classes: list[str] | None = Field(
+    classes: list[PciClassPrefix] | None = Field(
         default=None, description="PCI class prefixes to report, e.g. 0x0302; empty = all.")
 
 

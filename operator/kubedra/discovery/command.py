@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 import yaml
+from pydantic import ValidationError
 
+from kubedra.api.base import validation_errors
 from kubedra.api.inventory import DiscoverySettings, PCIDiscovery
 from kubedra.discovery.backends import discover
 from kubedra.discovery.errors import DiscoveryError
@@ -36,10 +38,17 @@ def discover_command(backend: str, mig: str, sysfs_root: Path, vendors: tuple[st
     Exits 1 with the reason when the backend fails (unknown name, unreadable source).
     """
     configure_logging("console", "WARNING")  # warnings to stderr; stdout is the result only
-    settings = DiscoverySettings(
-        mig=mig,
-        pci=PCIDiscovery(vendors=list(vendors) or None, classes=list(classes) or None),
-    )
+    try:
+        settings = DiscoverySettings(
+            mig=mig,
+            pci=PCIDiscovery(vendors=list(vendors) or None, classes=list(classes) or None),
+        )
+    except ValidationError as err:
+        error = err.errors()[0]
+        flag, values = ("--pci-vendor", vendors) if error["loc"][0] == "vendors" else \
+            ("--pci-class", classes)
+        raise click.ClickException(f"{flag} {values[int(error['loc'][1])]!r}: "
+                                   f"{validation_errors(err, 'pci')[0]}") from None
     try:
         result = discover(backend, settings, sysfs_root).to_api()
     except DiscoveryError as err:

@@ -424,9 +424,42 @@ def _holding_claims(snapshot: ClusterSnapshot, claim: ResourceClaim,
     return dict(sorted(found.items()))
 
 
+def missing_class(snapshot: ClusterSnapshot, claims: Iterable[ResourceClaim]
+                  ) -> tuple[ResourceClaim, str] | None:
+    """The first request of ``claims`` (in order; a ``firstAvailable`` subrequest as
+    ``request/subrequest``) whose DeviceClass does not exist: its claim, and the message as
+    kube-scheduler's PreFilter says it ("request gpu: device class x does not exist"); or None.
+
+    The scheduler checks every request's class before it evaluates any node, and a missing
+    one makes the pod unschedulable, waiting for a DeviceClass event, not an error retried
+    with back-off as the allocator's own "could not retrieve device class" would be
+    (``validateDeviceClass`` in pkg/scheduler/framework/plugins/dynamicresources/
+    dynamicresources.go; its test case "missing-class")."""
+    classes = snapshot.resources.classes
+    for claim in claims:
+        for request in claim.spec.devices.requests or () if claim.spec.devices else ():
+            parts = [(request.name, request.exactly.device_class_name)] if request.exactly \
+                else [(f"{request.name}/{sub.name}", sub.device_class_name)
+                      for sub in request.first_available or ()]
+            for name, device_class in parts:
+                if device_class and device_class not in classes:
+                    return claim, f"request {name}: device class {device_class} does not exist"
+    return None
+
+
+MISSING_CLASS_NOTE = ("kube-scheduler checks it before any node; the pod waits until the "
+                      "DeviceClass is created")
+"""What :func:`missing_class`'s message is followed by in a verdict."""
+
+
 def _pending(snapshot: ClusterSnapshot, claim: ResourceClaim, pods: Sequence[PodPlacement],
              nodes: Sequence[str] | None, explanation: ClaimExplanation, by_shape: bool,
              shapes: NodeShapes | None) -> None:
+    if (missing := missing_class(snapshot, [claim])) is not None:
+        explanation.verdict = "Unschedulable"
+        explanation.message = f"cannot be allocated: {missing[1]} ({MISSING_CLASS_NOTE})"
+        explanation.nodes.total = sum(nodes is None or n.name in nodes for n in snapshot.nodes)
+        return
     shapes = shapes or NodeShapes(snapshot, snapshot.allocator(), claim)
     counts = explanation.nodes
     holding = _holding_claims(snapshot, claim, pods)
@@ -558,7 +591,8 @@ def explain_claim(snapshot: ClusterSnapshot, claim: ResourceClaim,
     """
     explanation = ClaimExplanation(
         namespace=claim.metadata.namespace or "", name=claim.metadata.name or "",
-        uid=claim.metadata.uid or "", pods=[str(p) for p in pods], verdict="", message="")
+        uid=claim.metadata.uid or "", pods=[str(p) for p in pods], verdict="", message="",
+        kube_version=str(snapshot.resources.features.version))
     if claim.status.allocation is not None:
         _allocated(snapshot, claim, pods, explanation)
     else:

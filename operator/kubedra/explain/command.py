@@ -186,13 +186,27 @@ def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tu
 def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnapshot:
     """The allocator's view of ``objects``, deciding as ``kube_version``'s scheduler
     (``--kube-version``), else as the cluster's (the version read or recorded in the dump);
-    a note on standard error where that is not known or not fully followed."""
+    a note on standard error where that is not known or not fully followed, and for dumps
+    the version they record.
+
+    Raises:
+        click.ClickException: dumps record different minors and no ``kube_version`` chooses.
+    """
     from kubedra.allocation import KubeVersion, features_for, features_of_server
 
     if kube_version:
         features, note = features_for(KubeVersion.parse(kube_version)), ""
+    elif objects.mixed_minors():
+        raise click.ClickException(
+            f"--from: the dumps are of different Kubernetes versions: {objects.versions_text()}; "
+            "choose the one to decide as with --kube-version")
     else:
         features, note = features_of_server(objects.server_version)
+        if not note and objects.recorded_versions:
+            many = len(objects.recorded_versions) > 1
+            note = (f"deciding as Kubernetes {features.version}'s scheduler, the version the "
+                    f"dump{'s' if many else ''} record{'' if many else 's'}: "
+                    f"{objects.versions_text()}")
     if note:
         click.echo(f"note: {note} (choose with --kube-version)", err=True)
     if features.pools_in_random_order:
@@ -243,14 +257,16 @@ def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace:
 def _claim_file(file: Any, namespace: str | None) -> ResourceClaim:
     """The claim of simulate's ``-f`` file (a ResourceClaim or ResourceClaimTemplate)."""
     import yaml
-    from pydantic import ValidationError
 
     from kubedra.explain.simulate import ClaimFileError, claim_from_documents
+    from kubedra.explain.sources import unreadable
 
     try:
         return claim_from_documents(yaml.safe_load_all(file), namespace)
-    except (ClaimFileError, ValidationError, yaml.YAMLError) as err:
+    except ClaimFileError as err:
         raise click.ClickException(f"{file.name}: {err}") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise click.ClickException(unreadable(file.name, err)) from None
 
 
 def _simulate(proxy: KubectlProxy | None, dumps: tuple[Path, ...], claim: ResourceClaim,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import http
 import http.client
 import json
+import os
 import shutil
 import signal
 import socket
@@ -27,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from kubedra.options import missing_kubeconfig
 
 _READY = b"Starting to serve on "
 """The line ``kubectl proxy`` prints once it serves."""
@@ -76,7 +79,10 @@ class Kubectl:
         Raises:
             KubectlError: kubectl is missing.
         """
-        return KubectlProxy(self._command)
+        no_kubeconfig = None  # outside a pod, kubectl then tries localhost:8080, and says that
+        if self.kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            no_kubeconfig = missing_kubeconfig(None)
+        return KubectlProxy(self._command, no_kubeconfig)
 
     def context_namespace(self) -> str:
         """The namespace of the kubeconfig's current context, or ``default`` when it names
@@ -121,7 +127,11 @@ class KubectlProxy:
         KubectlError: kubectl is missing.
     """
 
-    def __init__(self, command: Callable[..., list[str]]) -> None:
+    def __init__(self, command: Callable[..., list[str]], no_kubeconfig: str | None = None
+                 ) -> None:
+        self._no_kubeconfig = no_kubeconfig
+        """Why there is no kubeconfig ($KUBECONFIG names no file, or ~/.kube/config is
+        missing), told instead of "cannot reach the API server" (localhost:8080)."""
         self._directory = tempfile.mkdtemp(prefix="kubectl-dra-")
         self._socket = str(Path(self._directory) / "api.sock")
         try:
@@ -158,7 +168,8 @@ class KubectlProxy:
 
         Raises:
             KubectlError: kubectl ended before serving, or a request failed otherwise (the
-                first failure).
+                first failure; one that did not reach the API server while there is no
+                kubeconfig says so, ``no kubeconfig found: …``).
         """
         import msgspec  # the fastest decoder of a fleet's lists (bench/decode.py --fleet)
 
@@ -179,6 +190,8 @@ class KubectlProxy:
             results.append(None)
             if failure.reason != "NotFound":
                 failures.append(failure)
+        if failures and failures[0].reason is None and self._no_kubeconfig:
+            raise KubectlError(self._no_kubeconfig)
         if failures:
             raise failures[0]
         return results

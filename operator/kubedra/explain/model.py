@@ -5,6 +5,7 @@ The JSON form is stable (fields are added, never renamed or removed, within
 
     {"apiVersion": "kubedra.io/v1alpha1", "kind": "ResourceClaimExplanation",
      "claim": {"namespace", "name", "uid"},
+     "kubeVersion": "1.37",   # the minor whose scheduler it decides as (--kube-version)
      "pods": ["namespace/name", ...],            # pods using the claim
      "verdict": "Allocated" | "Fits" | "Unschedulable" | "Error" | "Timeout",
      "message": "...",                            # the short form (the operator's Event)
@@ -335,6 +336,8 @@ class ClaimExplanation:
     candidates: list[NodeOutcome] = field(default_factory=list)
     allocation_node: str | None = None
     allocation: list[ChosenDevice] | None = None
+    kube_version: str = ""
+    """The Kubernetes minor whose scheduler this explanation decides as (``1.37``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form documented in this module."""
@@ -342,6 +345,7 @@ class ClaimExplanation:
             "node": self.allocation_node, "devices": [d.to_json() for d in self.allocation]}
         return {"apiVersion": API_VERSION, "kind": KIND,
                 "claim": {"namespace": self.namespace, "name": self.name, "uid": self.uid},
+                "kubeVersion": self.kube_version,
                 "pods": self.pods, "verdict": self.verdict, "message": self.message,
                 "nodes": self.nodes.to_json(),
                 "candidates": [c.to_json() for c in self.candidates],

@@ -27,8 +27,10 @@ from kubedra.allocation import (
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain.claims import (
     FILTER_ERROR,
+    MISSING_CLASS_NOTE,
     devices_by_request,
     evaluate_node,
+    missing_class,
     result_devices,
 )
 from kubedra.explain.model import API_VERSION, NodeOutcome, SchedulerSearch
@@ -73,7 +75,8 @@ class PodExplanation:
 
     JSON (``kubedra.io/v1alpha1``, ``kind: PodExplanation``; fields are only ever added)::
 
-        {"pod": "ns/name", "claims": {"allocated": [...], "pending": [...], "missing": [...]},
+        {"pod": "ns/name", "kubeVersion": "1.37",
+         "claims": {"allocated": [...], "pending": [...], "missing": [...]},
          "verdict": "Fits" | "Unschedulable" | "Error" | "Timeout" | "Allocated",
          "message": "...",
          "nodes": [{"node", "fits", "message", "excluded", "devices",
@@ -88,10 +91,13 @@ class PodExplanation:
     verdict: str = ""
     message: str = ""
     nodes: list[PodNodeOutcome] = field(default_factory=list)
+    kube_version: str = ""
+    """The Kubernetes minor whose scheduler this explanation decides as (``1.37``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form documented above."""
         return {"apiVersion": API_VERSION, "kind": KIND, "pod": self.pod,
+                "kubeVersion": self.kube_version,
                 "claims": {"allocated": self.allocated, "pending": self.pending,
                            "missing": self.missing},
                 "verdict": self.verdict, "message": self.message,
@@ -194,12 +200,18 @@ def explain_pod(snapshot: ClusterSnapshot, pod: PodPlacement, claims: Sequence[R
     pending = [c for c in claims if c.status.allocation is None]
     explanation = PodExplanation(str(pod), [claim_label(c) for c in allocated],
                                  [claim_label(c) for c in pending],
-                                 [name for name in wanted if name not in found])
+                                 [name for name in wanted if name not in found],
+                                 kube_version=str(snapshot.resources.features.version))
     if not pending:
         explanation.verdict = "Allocated"
         explanation.message = "every claim of the pod is allocated" + (
             f"; claims not found: {', '.join(explanation.missing)}" if explanation.missing
             else "")
+        return explanation
+    if (missing := missing_class(snapshot, pending)) is not None:
+        explanation.verdict = "Unschedulable"
+        explanation.message = (f"cannot be allocated: claim {claim_label(missing[0])}, "
+                               f"{missing[1]} ({MISSING_CLASS_NOTE})")
         return explanation
     for node in snapshot.nodes:
         if nodes is not None and node.name not in nodes:

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from kubedra.allocation import (
     AllocatedState,
     AllocationError,
@@ -22,6 +24,7 @@ from kubedra.allocation import (
     Allocator,
     NodeInfo,
 )
+from kubedra.api.base import validation_errors
 from kubedra.api.claim_validation import device_claim_errors
 from kubedra.api.resource import AllocationResult, ResourceClaim
 from kubedra.cel import CELCompileError, compile_selector
@@ -47,8 +50,8 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
             (:func:`~kubedra.api.claim_validation.device_claim_errors`, or a selector that
             does not compile), or it has no requests:
             valid (``DeviceClaim.requests``: "if empty, nothing needs to be allocated",
-            ``k8s.io/api/resource/v1/types.go``), but there is nothing to simulate.
-        pydantic.ValidationError: it does not parse.
+            ``k8s.io/api/resource/v1/types.go``), but there is nothing to simulate; or a
+            field has the wrong type (each named, :func:`~kubedra.api.base.validation_errors`).
     """
     for document in documents:
         if not isinstance(document, Mapping):
@@ -63,9 +66,15 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
             continue
         meta["namespace"] = namespace or meta.get("namespace") or "default"
         meta.setdefault("name", meta.get("generateName") or "<unnamed>")
-        claim = ResourceClaim.from_api({"metadata": {k: meta[k] for k in ("name", "namespace")},
-                                        "spec": spec})
-        path = f"{'spec.' * (kind != 'ResourceClaim')}spec.devices"
+        outer = "spec." * (kind != "ResourceClaim")
+        try:
+            claim = ResourceClaim.from_api({"metadata": {k: meta[k] for k in ("name",
+                                                                           "namespace")},
+                                            "spec": spec})
+        except ValidationError as err:
+            raise ClaimFileError("the API server would refuse this claim: " + "; ".join(
+                validation_errors(err, outer))) from None
+        path = f"{outer}spec.devices"
         errors = [f"{e.field}: {e.message}"
                   for e in device_claim_errors(claim.spec.devices, path, _cel_error)]
         if errors:
@@ -117,8 +126,8 @@ class Simulation:
         count = len(self.copies)
         where = _where(self.by_node())
         more = " (the limit; more fit)" if self.limit_reached else ""
-        text = f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + (
-            f"{more} ({where})" if where else "")
+        text = f"{count} {'copy fits' if count == 1 else 'copies fit'} in the cluster now" + \
+            more + (f" ({where})" if where else "")
         placed = self.by_node()
         times_out, may_time_out = ([n for n in nodes if n in placed]
                                    for nodes in self.search_warnings())

@@ -72,6 +72,23 @@ class ClusterObjects:
     pods: list[dict[str, Any]] = field(default_factory=list)
     server_version: str = ""
     """The API server's ``gitVersion`` (``v1.36.3``); "" when a dump does not record it."""
+    recorded_versions: list[tuple[str, Path]] = field(default_factory=list)
+    """Read from dumps: each ``gitVersion`` a file records, with the file, in reading order
+    (several files may come from clusters of different versions: :meth:`versions_text`)."""
+
+    def versions_text(self) -> str:
+        """The versions the dumps record, each with its files (``v1.35.4 (a.json), v1.37.2
+        (b.json)``)."""
+        files: dict[str, list[str]] = {}
+        for version, source in self.recorded_versions:
+            files.setdefault(version, []).append(str(source))
+        return ", ".join(f"{v} ({', '.join(f)})" for v, f in files.items())
+
+    def mixed_minors(self) -> bool:
+        """Whether the dumps record more than one Kubernetes minor (patches of one minor
+        decide alike: :class:`kubedra.allocation.KubeVersion`)."""
+        return len({".".join(v.removeprefix("v").split(".")[:2])
+                    for v, _ in self.recorded_versions}) > 1
 
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
         """The lists keyed by kind (the keys of :data:`DUMP_KINDS`)."""
@@ -142,7 +159,12 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
 
 def _dump_files(path: Path) -> list[Path]:
     if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.is_file() and p.suffix in DUMP_SUFFIXES)
+        found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in DUMP_SUFFIXES)
+        if not found:
+            raise DumpError(f"{path}: a directory without {', '.join(DUMP_SUFFIXES[:-1])} or "
+                            f"{DUMP_SUFFIXES[-1]} files (a dump is one of those, or a directory "
+                            "of them)")
+        return found
     if path.is_file():
         return [path]
     raise DumpError(f"{path}: no such file or directory")
@@ -194,30 +216,55 @@ def _documents(data: bytes) -> list[Any]:
     return list(yaml.load_all(data.decode(), Loader=_LOADER))
 
 
+def unreadable(source: Path | str, err: Exception) -> str:
+    """One line for a file that cannot be read as YAML: ``file:line:column: problem (while
+    parsing … that starts at line:column)`` for a YAML syntax error (PyYAML's own message is
+    four lines, the marks of a decoded dump naming ``<unicode string>``), ``file: not UTF-8
+    text (byte 0xff at offset 6)``, else ``file: <the error>``."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        mark, context = err.problem_mark, ""
+        at = err.context_mark
+        if err.context and at is not None and (at.line, at.column) != (mark.line, mark.column):
+            context = f" ({err.context} that starts at {at.line + 1}:{at.column + 1})"
+        elif err.context:
+            context = f" ({err.context})"
+        return f"{source}:{mark.line + 1}:{mark.column + 1}: {err.problem}{context}"
+    if isinstance(err, UnicodeDecodeError):
+        return f"{source}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"
+    return f"{source}: " + " ".join(str(err).split())
+
+
 def read_dump(paths: Iterable[Path]) -> ClusterObjects:
     """The objects explain reads from files or directories of YAML/JSON (other kinds are
     skipped). Sources may overlap (a dump directory and a file holding some of the same
     objects): an object that appears more than once (same kind, namespace and name) counts
-    once, and the one read last wins, in its first place.
+    once, and the one read last wins, in its first place. Each version a file records is
+    kept (:attr:`ClusterObjects.recorded_versions`; ``server_version`` is the last).
 
     Raises:
-        DumpError: a path does not exist, a file does not parse, an object has no kind.
+        DumpError: a path does not exist, a directory has no such file, a file does not
+            parse, an object has no kind, a ``serverVersion`` is not a string.
     """
     found: dict[tuple[str, ...], dict[str, Any]] = {}
-    server_version = ""
+    recorded: list[tuple[str, Path]] = []
     for path in paths:
         for source in _dump_files(path):
             try:
                 documents = _documents(source.read_bytes())
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-                raise DumpError(f"{source}: {err}") from None
+                raise DumpError(unreadable(source, err)) from None
             for document in documents:
-                if isinstance(document, dict) and isinstance(document.get(SERVER_VERSION), str):
-                    server_version = document[SERVER_VERSION]
+                version = document.get(SERVER_VERSION) if isinstance(document, dict) else None
+                if version is not None and not isinstance(version, str):
+                    raise DumpError(f"{source}: {SERVER_VERSION} {version} is not a version "
+                                    f'string: quote it ({SERVER_VERSION}: "v1.36.3")')
+                if version:
+                    recorded.append((version, source))
                 for obj in _objects(document, source):
                     if obj["kind"] in DUMP_KINDS:
                         found[_identity(obj)] = obj
-    objects = ClusterObjects(server_version=server_version)
+    objects = ClusterObjects(server_version=recorded[-1][0] if recorded else "",
+                             recorded_versions=recorded)
     lists = objects.by_kind()
     for obj in found.values():
         lists[obj["kind"]].append(obj)

@@ -38,6 +38,7 @@ both on one v1.37.2 control plane with the gate on and asserts exactly that.
 The JSON form (``-o json``) is stable within ``apiVersion: kubedra.io/v1alpha1``::
 
     {"apiVersion": "kubedra.io/v1alpha1", "kind": "FleetStatus",
+     "kubeVersion": "1.37",    # the minor whose scheduler the pending claims are judged as
      "nodes": {"total", "withDevices"},
      "devices": [Row],                          # per driver and model, fleet-wide
      "unusablePools": [{"driver", "pool", "node", "reason", "devices"}],
@@ -200,6 +201,8 @@ class FleetStatus:
     pools: list[PoolStatus]
     pools_on_no_node: list[PoolStatus]
     pending: list[PendingGroup]
+    kube_version: str = ""
+    """The Kubernetes minor whose scheduler the pending claims are explained as (``1.37``)."""
 
     def totals(self) -> Rows:
         """Per driver and model, over every usable pool."""
@@ -224,7 +227,7 @@ class FleetStatus:
     def to_json(self, by: str = "model") -> dict[str, Any]:
         """The JSON form documented in this module (``by``: also ``byNode`` or ``byPool``)."""
         found: dict[str, Any] = {
-            "apiVersion": API_VERSION, "kind": KIND,
+            "apiVersion": API_VERSION, "kind": KIND, "kubeVersion": self.kube_version,
             "nodes": {"total": self.nodes, "withDevices": self.nodes_with_devices},
             "devices": _rows_json(self.totals()),
             "unusablePools": [{"driver": p.driver, "pool": p.pool, "node": p.node,
@@ -371,7 +374,8 @@ def fleet_devices(snapshot: ClusterSnapshot) -> FleetStatus:
     return FleetStatus(
         nodes=len(snapshot.nodes), nodes_with_devices=with_devices,
         pools=sorted(seen.values(), key=lambda p: (p.driver, p.pool)),
-        pools_on_no_node=on_no_node, pending=[])
+        pools_on_no_node=on_no_node, pending=[],
+        kube_version=str(snapshot.resources.features.version))
 
 
 def fleet_status(snapshot: ClusterSnapshot, pods: Iterable[Mapping[str, Any]] = ()

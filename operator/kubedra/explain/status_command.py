@@ -14,9 +14,11 @@ import click
 from kubedra.explain.command import (
     _cluster,
     _from_option,
+    _kube_version_option,
     _output_option,
     _print,
     _read,
+    _snapshot,
     done,
     one_shot,
 )
@@ -31,17 +33,19 @@ from kubedra.options import kubeconfig_option
               help="With --by node or pool: each on its own [default: those that read the "
                    "same but for their names are grouped]")
 @_from_option
+@_kube_version_option
 @kubeconfig_option
 @one_shot
 def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ...],
-                   kubeconfig: Path | None) -> None:
+                   kube_version: str | None, kubeconfig: Path | None) -> None:
     """The fleet at a glance, as kube-scheduler's allocator sees it.
 
     Per driver and device model (or MIG profile): devices published, allocated (and by how
     many claims), free, unhealthy (taint kubedra.io/unhealthy), draining (kubedra.io/draining)
     and held for a withdrawn pool; then the pending claims, explained and grouped by verdict
-    and the check they failed. A device is free when a claim that tolerates no taint could
-    get it now (a MIG partition whose GPU is allocated is not).
+    and the check they failed, as the cluster's Kubernetes minor decides (or --kube-version's).
+    A device is free when a claim that tolerates no taint could get it now (a MIG partition
+    whose GPU is allocated is not).
 
     \b
     Examples:
@@ -54,7 +58,7 @@ def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ..
     from kubedra.explain.status import fleet_status
     from kubedra.explain.status_render import render_status
 
-    status = fleet_status(objects.snapshot(), objects.pods)
+    status = fleet_status(_snapshot(objects, kube_version), objects.pods)
     _print(status.to_json(by) if output == "json" else None,
            render_status(status, by=by, every=every_node))
     done()

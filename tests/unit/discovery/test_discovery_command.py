@@ -71,3 +71,26 @@ def test_nvml_backend_without_nvml_fails_cleanly() -> None:
     result = CliRunner().invoke(main, ["discover", "--backend", "nvml"])
     assert result.exit_code == 1
     assert "NVML cannot be initialised: NVML Shared Library Not Found" in result.output
+
+
+@pytest.mark.parametrize(("flag", "value", "field"), [
+    ("--pci-class", "zz", "classes[0]"), ("--pci-class", "0x0302ab12", "classes[0]"),
+    ("--pci-vendor", "nvidia", "vendors[0]")])
+def test_a_pci_filter_that_is_not_hex_is_refused_in_one_line(flag: str, value: str,
+                                                              field: str) -> None:
+    """``--pci-class zz`` matched nothing and printed no devices, as if there were none."""
+    result = CliRunner().invoke(main, ["discover", "--backend", "pci", flag, value])
+    digits = 6 if flag == "--pci-class" else 4
+    assert (result.exit_code, result.output) == (1, (
+        f"Error: {flag} {value!r}: pci.{field}: String should match pattern "
+        f"'^(0[xX])?[0-9a-fA-F]{{1,{digits}}}$'\n"))
+
+
+def test_the_inventory_schema_has_the_pci_filters_patterns() -> None:
+    from kubedra.api.crd import inventory_crd
+
+    schema = inventory_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    pci = schema["properties"]["spec"]["properties"]["discovery"]["properties"]["pci"]
+    assert {name: pci["properties"][name]["items"].get("pattern") for name in (
+        "vendors", "classes")} == {"vendors": "^(0[xX])?[0-9a-fA-F]{1,4}$",
+                                   "classes": "^(0[xX])?[0-9a-fA-F]{1,6}$"}

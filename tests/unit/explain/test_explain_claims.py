@@ -50,7 +50,7 @@ def test_demo_claim_asking_more_memory_than_the_h200_has() -> None:
     assert explanation.to_json() == {
         "apiVersion": "kubedra.io/v1alpha1", "kind": "ResourceClaimExplanation",
         "claim": {"namespace": "demo", "name": "too-big", "uid": "uid-too-big"},
-        "pods": ["demo/too-big"], "verdict": "Unschedulable",
+        "kubeVersion": "1.37", "pods": ["demo/too-big"], "verdict": "Unschedulable",
         "message": f"cannot be allocated: {message}",
         "nodes": {"total": 2, "evaluated": 1, "withoutDevices": 1, "excludedByPods": 0},
         "candidates": [{

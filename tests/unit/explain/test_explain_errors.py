@@ -115,3 +115,44 @@ def test_more_than_32_devices_is_an_error() -> None:
         "Error", "kube-scheduler reports an error, not unschedulable, on node a: "
         f"{FILTER}claim default/c, request r: adding 33 devices exceeds the claim limit of 32, "
         "with 0 already accounted for")
+
+
+def test_a_device_class_that_does_not_exist_is_unschedulable_as_the_schedulers_prefilter_says(
+        ) -> None:
+    """kube-scheduler checks every request's DeviceClass in its PreFilter, before any node:
+    a missing one makes the pod unschedulable (``UnschedulableAndUnresolvable``, "request
+    req-1: device class x does not exist"; it waits for a DeviceClass event), not an error
+    retried with back-off, though the allocator itself would return one (``validateDeviceClass``
+    in pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go, and its test case
+    "missing-class"). A firstAvailable subrequest is named ``request/subrequest``."""
+    missing = gpu_claim("missing", device_class="nosuch.kubedra.io")
+    alternatives = {**gpu_claim("alternatives"), "spec": {"devices": {"requests": [
+        {"name": "r", "firstAvailable": [
+            {"name": "whole", "deviceClassName": "gpu.kubedra.io"},
+            {"name": "half", "deviceClassName": "half.kubedra.io"}]}]}}}
+    outcomes = {}
+    for wanted in (missing, alternatives):
+        explanation = explain_claim(demo(wanted), ResourceClaim.from_api(wanted))
+        outcomes[wanted["metadata"]["name"]] = (explanation.verdict, explanation.message,
+                                                len(explanation.candidates))
+    assert outcomes == {
+        "missing": ("Unschedulable", "cannot be allocated: request gpu: device class "
+                    "nosuch.kubedra.io does not exist (kube-scheduler checks it before any "
+                    "node; the pod waits until the DeviceClass is created)", 0),
+        "alternatives": ("Unschedulable", "cannot be allocated: request r/half: device class "
+                         "half.kubedra.io does not exist (kube-scheduler checks it before any "
+                         "node; the pod waits until the DeviceClass is created)", 0)}
+
+
+def test_a_pod_whose_claim_names_a_missing_class_is_unschedulable_naming_the_claim() -> None:
+    from kubedra.explain.pods import explain_pod
+    from kubedra.explain.snapshot import PodPlacement
+
+    fine, missing = gpu_claim("fine"), gpu_claim("missing", device_class="nosuch.kubedra.io")
+    pod = PodPlacement("demo", "p", claims=("fine", "missing"))
+    explanation = explain_pod(demo(fine, missing), pod,
+                              [ResourceClaim.from_api(c) for c in (fine, missing)])
+    assert (explanation.verdict, explanation.message, explanation.nodes) == (
+        "Unschedulable", "cannot be allocated: claim demo/missing, request gpu: device class "
+        "nosuch.kubedra.io does not exist (kube-scheduler checks it before any node; the pod "
+        "waits until the DeviceClass is created)", [])

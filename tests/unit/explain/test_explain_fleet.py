@@ -18,7 +18,7 @@ def _simulate(tmp_path: pathlib.Path, nodes: int, claim: str, *extra: str) -> st
     result = CliRunner().invoke(main, ["simulate", "-f", str(tmp_path / f"claim-{claim}.yaml"),
                                        "--from", str(dump), *extra])
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 def test_nodes_held_by_different_claims_are_one_group_per_count(tmp_path: pathlib.Path) -> None:

@@ -87,6 +87,9 @@ def test_the_count_stops_at_the_limit() -> None:
                                     "(mig-h200: 3)")
     exact = simulate_claim(cluster(), mig("1g.18gb"), max_copies=7)
     assert (len(exact.copies), exact.limit_reached) == (7, False)
+    none = simulate_claim(cluster(), mig("1g.18gb"), max_copies=0)  # it said "0 copies fit"
+    assert (none.limit_reached, none.message()) == (
+        True, "0 copies fit in the cluster now (the limit; more fit)")
 
 
 def test_only_the_named_nodes() -> None:
@@ -172,3 +175,17 @@ def test_a_selector_that_does_not_compile_is_refused_once_as_the_api_server_refu
         "'nosuch'\n | device.nosuch == 1\n | ......^; spec.spec.devices.requests[1]."
         "firstAvailable[0].selectors[0].cel.expression: must evaluate to bool or the unknown "
         "type, not int")
+
+
+def test_a_claim_of_the_wrong_types_is_refused_in_one_line_naming_each_field() -> None:
+    """pydantic's own message (three lines per error, with links) is not what a user reads:
+    each field the models refuse, with why, in the words the API server's refusal uses."""
+    template = {"kind": "ResourceClaimTemplate", "metadata": {"name": "t"}, "spec": {"spec": {
+        "devices": {"requests": [{"name": 5, "exactly": {"count": "abc"}}]}}}}
+    with pytest.raises(ClaimFileError) as refused:
+        claim_from_documents([template], None)
+    assert str(refused.value) == (
+        "the API server would refuse this claim: spec.spec.devices.requests[0].name: Input "
+        "should be a valid string; spec.spec.devices.requests[0].exactly.deviceClassName: "
+        "Field required; spec.spec.devices.requests[0].exactly.count: Input should be a valid "
+        "integer, unable to parse string as an integer")

@@ -134,7 +134,8 @@ def test_yaml_that_starts_like_json_is_read_as_yaml(tmp_path: Path) -> None:
                                         "metadata": {"name": "a"}}]
     broken = tmp_path / "broken.json"
     broken.write_text('{"kind": "Node", "metadata": {"name": ')
-    with pytest.raises(DumpError, match=r"^.*broken.json: "):
+    with pytest.raises(DumpError, match=r"^.*broken.json:2:1: did not find expected node "
+                                        r"content \(while parsing a flow node\)$"):
         read_dump([broken])
 
 
@@ -246,8 +247,9 @@ def test_a_node_that_does_not_exist_is_named(args: list[str], tmp_path: Path) ->
 
 
 def test_a_dump_records_the_server_version_and_explain_decides_by_it(tmp_path: Path) -> None:
-    """``kubedra dump`` records the API server's version; ``--from`` a dump without one (as
-    kubectl writes it, or an old kubedra dump) decides as 1.37 and says so on standard error;
+    """``kubedra dump`` records the API server's version, and ``--from`` says it decides as
+    it; a dump without one (as kubectl writes it, or an old kubedra dump) decides as 1.37 and
+    says so on standard error;
     ``--kube-version`` chooses (1.35's note: its scheduler's pool order varies)."""
     objects = read_dump([_cluster(tmp_path)])
     objects.server_version = "v1.36.3"
@@ -261,7 +263,8 @@ def test_a_dump_records_the_server_version_and_explain_decides_by_it(tmp_path: P
         ("1.35", _cluster(tmp_path), ["--kube-version", "1.35"]),
         ("1.33", _cluster(tmp_path), ["--kube-version", "v1.33.1"]))}
     assert {name: (r.exit_code, r.stderr.splitlines()[-1:]) for name, r in runs.items()} == {
-        "recorded": (0, []),
+        "recorded": (0, ["note: deciding as Kubernetes 1.36's scheduler, the version the dump "
+                         f"records: v1.36.3 ({dumped}) (choose with --kube-version)"]),
         "old": (0, ["note: the Kubernetes version is not known; deciding as 1.37's scheduler "
                     "(choose with --kube-version)"]),
         "1.35": (0, ["note: Kubernetes 1.35's scheduler tries resource pools in an order that "
@@ -270,3 +273,112 @@ def test_a_dump_records_the_server_version_and_explain_decides_by_it(tmp_path: P
         "1.33": (2, ["Error: Invalid value for '--kube-version': Kubernetes 1.33 is not one "
                      "kubedra decides as (1.34 to 1.37)"])}
     assert runs["recorded"].stdout == runs["old"].stdout
+
+
+def _recorded(tmp_path: Path, name: str, version: str) -> Path:
+    """The demo cluster's dump as ``kubedra dump`` writes it, recording ``version``."""
+    objects = read_dump([_cluster(tmp_path)])
+    objects.server_version = version
+    path = tmp_path / name
+    path.write_text(dump_text(objects))
+    return path
+
+
+def test_dumps_of_different_kubernetes_minors_are_refused_unless_one_is_chosen(
+        tmp_path: Path) -> None:
+    """Dumps that record different minors are not merged as whichever was read last: the
+    command names each file's version and asks for --kube-version; patches of one minor
+    decide alike, and a dump that records none (kubectl's) takes the other's."""
+    old, new = _recorded(tmp_path, "a.json", "v1.35.4"), _recorded(tmp_path, "b.json", "v1.37.2")
+    patch = _recorded(tmp_path, "c.json", "v1.37.1")
+    args = ["explain", "resourceclaim", "too-big", "-n", "demo"]
+    mixed = CliRunner().invoke(main, [*args, "--from", str(old), "--from", str(new)])
+    assert (mixed.exit_code, mixed.output) == (1, (
+        f"Error: --from: the dumps are of different Kubernetes versions: v1.35.4 ({old}), "
+        f"v1.37.2 ({new}); choose the one to decide as with --kube-version\n"))
+    chosen = CliRunner().invoke(main, [*args, "--from", str(old), "--from", str(new),
+                                       "--kube-version", "1.36"])
+    assert (chosen.exit_code, chosen.stderr) == (0, "")
+    alike = CliRunner().invoke(main, [*args, "--from", str(patch), "--from", str(new),
+                                      "--from", str(_cluster(tmp_path))])
+    assert (alike.exit_code, alike.stderr) == (0, (
+        f"note: deciding as Kubernetes 1.37's scheduler, the version the dumps record: "
+        f"v1.37.1 ({patch}), v1.37.2 ({new}) (choose with --kube-version)\n"))
+
+
+def test_simulate_from_a_dump_says_which_version_it_decides_as(tmp_path: Path) -> None:
+    dump = _recorded(tmp_path, "cluster.json", "v1.36.3")
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                     **gpu_claim("any")}))
+    result = CliRunner().invoke(main, ["simulate", "-f", str(claim), "--from", str(dump)])
+    assert (result.exit_code, result.stderr) == (0, (
+        f"note: deciding as Kubernetes 1.36's scheduler, the version the dump records: "
+        f"v1.36.3 ({dump}) (choose with --kube-version)\n"))
+
+
+def test_yaml_that_does_not_parse_is_one_line_with_file_line_and_column(tmp_path: Path) -> None:
+    """PyYAML's message is four lines (the context and the problem, each with its mark, of
+    ``<unicode string>`` for a dump): one line, ``file:line:column: problem``, for a dump and
+    for simulate's claim file; a file that is not UTF-8 says so (it was a traceback for -f)."""
+    dump, claim = tmp_path / "dump.yaml", tmp_path / "claim.yaml"
+    dump.write_text("kind: List\nitems:\n  - kind: Node\n   metadata: {}\n")
+    claim.write_text("kind: ResourceClaim\nmetadata: {name: x\nspec: 1\n")
+    binary = tmp_path / "claim.bin"
+    binary.write_bytes(b"kind: \xff\n")
+    runs = {
+        "dump": ["explain", "resourceclaim", "x", "--from", str(dump)],
+        "claim": ["simulate", "-f", str(claim), "--from", str(_cluster(tmp_path))],
+        "binary dump": ["explain", "resourceclaim", "x", "--from", str(binary)],
+        "binary claim": ["simulate", "-f", str(binary), "--from", str(_cluster(tmp_path))]}
+    outputs = {name: (r.exit_code, r.output) for name, r in (
+        (name, CliRunner().invoke(main, args)) for name, args in runs.items())}
+    assert outputs == {
+        "dump": (1, f"Error: {dump}:4:4: did not find expected '-' indicator (while parsing a "
+                    "block collection that starts at 3:3)\n"),
+        "claim": (1, f"Error: {claim}:3:5: expected ',' or '}}', but got ':' (while parsing a "
+                     "flow mapping that starts at 2:11)\n"),
+        "binary dump": (1, f"Error: {binary}: not UTF-8 text (byte 0xff at offset 6)\n"),
+        "binary claim": (1, f"Error: {binary}: not UTF-8 text (byte 0xff at offset 6)\n")}
+
+
+def test_a_directory_without_dump_files_is_named(tmp_path: Path) -> None:
+    """``--from`` a directory with no ``.yaml``/``.yml``/``.json`` file read nothing, and the
+    claim was then "not found", as if the cluster had none."""
+    (tmp_path / "notes.txt").write_text("a dump elsewhere")
+    with pytest.raises(DumpError) as refused:
+        read_dump([tmp_path])
+    assert str(refused.value) == (f"{tmp_path}: a directory without .yaml, .yml or .json "
+                                  "files (a dump is one of those, or a directory of them)")
+
+
+def test_a_server_version_that_is_not_a_string_is_named(tmp_path: Path) -> None:
+    """``serverVersion: 1.36`` (a YAML number) was skipped, and the dump then decided as 1.37
+    with a note that the version was not known."""
+    dump = tmp_path / "dump.yaml"
+    dump.write_text("kind: List\nserverVersion: 1.36\nitems: []\n")
+    with pytest.raises(DumpError) as refused:
+        read_dump([dump])
+    assert str(refused.value) == (f"{dump}: serverVersion 1.36 is not a version string: quote "
+                                  "it (serverVersion: \"v1.36.3\")")
+
+
+def test_the_json_forms_say_which_version_they_decide_as(tmp_path: Path) -> None:
+    """``kubeVersion`` in ResourceClaimExplanation, PodExplanation and (in its explanation)
+    ResourceClaimSimulation: the minor whose scheduler the answer is of, live or from a dump."""
+    dump = str(_recorded(tmp_path, "cluster.json", "v1.36.3"))
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump(gpu_claim("any")))
+    runs = {
+        "claim": ["explain", "resourceclaim", "too-big", "-n", "demo"],
+        "pod": ["explain", "pod", "too-big", "-n", "demo"],
+        "simulate": ["simulate", "-f", str(claim)]}
+    found = {}
+    for name, args in runs.items():
+        for extra in ([], ["--kube-version", "1.35"]):
+            result = CliRunner().invoke(main, [*args, "--from", dump, "-o", "json", *extra])
+            assert result.exit_code == 0, result.output
+            answer = json.loads(result.stdout)
+            found[name, bool(extra)] = answer.get("explanation", answer).get("kubeVersion")
+    assert found == {(name, chosen): "1.35" if chosen else "1.36" for name in runs
+                     for chosen in (False, True)}

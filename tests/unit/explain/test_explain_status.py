@@ -155,4 +155,43 @@ def test_the_command_reads_a_dump(tmp_path: Any) -> None:
     assert result.exit_code == 0, result.output
     import json
 
-    assert json.loads(result.output)["devices"] == [_row(H200, None, 2, 0, 0, 2, 0, 0, 0)]
+    assert json.loads(result.stdout)["devices"] == [_row(H200, None, 2, 0, 0, 2, 0, 0, 0)]
+
+
+def _tainted_dump(tmp_path: Any, name: str, version: str) -> Any:
+    """A dump recording ``version``: node a1's two GPUs tainted NoSchedule, a claim pending."""
+    import json
+
+    items = [{"kind": "Node", **node("a1")}, {"kind": "DeviceClass", **shipped_classes()[0]},
+             _gpus("a1", {f"gpu-{i}": _taint("kubedra.io/unhealthy", "XID-79")
+                          for i in range(2)}, count=2),
+             {"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1", **gpu_claim("one")}]
+    dump = tmp_path / name
+    dump.write_text(json.dumps({"kind": "List", "serverVersion": version, "items": items}))
+    return dump
+
+
+def test_status_decides_as_the_dumps_kubernetes_version(tmp_path: Any) -> None:
+    """status explains pending claims as the cluster's scheduler, as explain does (it decided
+    as 1.37 whatever the dump recorded): on 1.35, whose scheduler has device taints off, the
+    claim that 1.37 keeps off the tainted GPUs fits; dumps of two minors need --kube-version."""
+    import json
+
+    old, new = _tainted_dump(tmp_path, "a.json", "v1.35.4"), _tainted_dump(tmp_path, "b.json",
+                                                                          "v1.37.2")
+    runs = {name: CliRunner().invoke(kubectl_dra, ["status", "-o", "json", *args]) for name, args
+            in (("1.35", ["--from", str(old)]), ("1.37", ["--from", str(new)]),
+                ("chosen", ["--from", str(old), "--from", str(new), "--kube-version", "1.35"]),
+                ("mixed", ["--from", str(old), "--from", str(new)]))}
+    pending = {name: [(g["verdict"], g["failedAt"]) for g in json.loads(r.stdout)["pending"]]
+               for name, r in runs.items() if name != "mixed"}
+    assert pending == {"1.35": [("Fits", None)], "1.37": [("Unschedulable", "untainted")],
+                       "chosen": [("Fits", None)]}
+    assert {name: json.loads(r.stdout)["kubeVersion"] for name, r in runs.items()
+            if name != "mixed"} == {"1.35": "1.35", "1.37": "1.37", "chosen": "1.35"}
+    assert runs["1.35"].stderr.splitlines()[0] == (
+        f"note: deciding as Kubernetes 1.35's scheduler, the version the dump records: "
+        f"v1.35.4 ({old}) (choose with --kube-version)")
+    assert (runs["mixed"].exit_code, runs["mixed"].stderr) == (1, (
+        f"Error: --from: the dumps are of different Kubernetes versions: v1.35.4 ({old}), "
+        f"v1.37.2 ({new}); choose the one to decide as with --kube-version\n"))
