@@ -152,11 +152,12 @@ class _Undo:
     """What one device pick changed, to take it back when backtracking."""
 
     __slots__ = ("capacity", "capacity_existed", "constraints", "counters", "device", "marked",
-                 "pick", "pool")
+                 "pick", "pool", "request")
 
-    def __init__(self, device: DeviceEntry, pool: Pool) -> None:
+    def __init__(self, device: DeviceEntry, pool: Pool, request: str) -> None:
         self.device = device
         self.pool = pool
+        self.request = request
         self.counters = False
         self.constraints: list[Constraint] = []
         self.marked = False
@@ -375,7 +376,7 @@ class _Search(SearchState):
         if device.consumes_counters and not features.partitionable_devices:
             return None
 
-        undo = _Undo(device, pool)
+        undo = _Undo(device, pool, data.base_name)
         skip_counters = shared and (
             self.allocated.has_shares(device_id, without_capacity=self.shares_without_capacity)
             or device_id in self.allocating_capacity)
@@ -389,7 +390,8 @@ class _Search(SearchState):
         for constraint in self.constraints[ci]:
             if not constraint.applies_to(data.base_name, data.name if data.parent else None):
                 continue
-            if not constraint.add(lookup_attribute(device, constraint.attribute)):
+            if not constraint.add(lookup_attribute(device, constraint.attribute),
+                                  data.base_name, device_id):
                 self._rollback(ci, undo)
                 if must:
                     raise AllocationError(f"claim {data.claim_label}, request {data.name}: cannot "
@@ -441,7 +443,7 @@ class _Search(SearchState):
         if undo.marked:
             self.allocating[device_id].discard(ci)
         for constraint in reversed(undo.constraints):
-            constraint.remove()
+            constraint.remove(undo.request)
         if undo.counters:
             self.release_counters(undo.device, undo.pool)
 
@@ -611,7 +613,6 @@ class _Search(SearchState):
                     group.append(key)
                 elif key != fixed:
                     return None
-            elif isinstance(constraint, DistinctAttribute) and (
-                    key in constraint.seen or (key is None and constraint.stack)):
+            elif isinstance(constraint, DistinctAttribute) and constraint.rejects(key):
                 return None
         return tuple(group)

@@ -123,7 +123,26 @@ DERIVED_ATTRIBUTES_REFUSED = VersionRule(
     "a request with derivedAttributes is an error for the incubating variant; before, the "
     "field was not known and ignored")
 
-RULES = (CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
+DISTINCT_ATTRIBUTE_VALUES_COMPARED = VersionRule(
+    "distinct-attribute-values-compared", KubeVersion(1, 35),
+    "k8s.io/dynamic-resource-allocation structured/internal/experimental/constraint.go "
+    "(matchesAttribute: v0.34.4 compares 'attribute.StringValue == attr.StringValue', the "
+    "pointers; v0.35.4 their values)",
+    "distinctAttribute compares the attribute values of devices; before (1.34's experimental "
+    "variant, which its default gates select), it compared Go pointers, so two devices never "
+    "had the same value and the constraint only required the attribute")
+
+DISTINCT_ATTRIBUTE_EVERY_DEVICE = VersionRule(
+    "distinct-attribute-every-device", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/constraint.go "
+    "(v0.37.2: 'attributes []*resourceapi.DeviceAttribute'; up to v0.36.3 "
+    "'attributes map[string]resourceapi.DeviceAttribute', by request name)",
+    "distinctAttribute compares a device with every device already picked; before, with one "
+    "value per request (the latest device's, forgotten when that device is taken back), so a "
+    "third device could repeat the first's value")
+
+RULES = (DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
+         CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
          SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
          COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,
          TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE)
