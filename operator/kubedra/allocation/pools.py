@@ -95,7 +95,8 @@ class DeviceEntry:
         if self._conversion is None:
             from kubedra.cel.reads import conversion_error
 
-            self._conversion = (conversion_error(self.driver, self.attributes),)
+            self._conversion = (conversion_error(self.driver, self.attributes,
+                                                 self.slice.list_attributes),)
         return self._conversion[0]
 
     def blocking_taints(self) -> Iterable[DeviceTaint]:
@@ -110,7 +111,8 @@ class DeviceEntry:
             self._cel = CELDevice(
                 self.driver, self.attributes,
                 {name: cap.value for name, cap in (self.capacity or {}).items()},
-                allow_multiple_allocations=self.allow_multiple)
+                allow_multiple_allocations=self.allow_multiple,
+                list_attributes=self.slice.list_attributes)
         return self._cel
 
     def __repr__(self) -> str:
@@ -120,15 +122,28 @@ class DeviceEntry:
 class SliceEntry:
     """One ResourceSlice with its devices as :class:`DeviceEntry`;
     ``uses_compatibility_groups``: whether a device declares compatibility groups (then the
-    allocator ignores the slice)."""
+    allocator ignores the slice); ``list_attributes``: whether CEL sees list-typed attributes
+    (:data:`~kubedra.allocation.versions.LIST_ATTRIBUTES_SEEN_BY_CEL`)."""
 
-    __slots__ = ("counter_sets", "devices", "driver", "generation", "name", "node_selection",
-                 "per_device", "per_device_set", "pool_name", "slice_count",
-                 "uses_compatibility_groups")
+    __slots__ = (
+        "counter_sets",
+        "devices",
+        "driver",
+        "generation",
+        "list_attributes",
+        "name",
+        "node_selection",
+        "per_device",
+        "per_device_set",
+        "pool_name",
+        "slice_count",
+        "uses_compatibility_groups",
+    )
 
     def __init__(self, resource_slice: ResourceSlice, first_uid: int,
-                 extra_taints: dict[str, list[DeviceTaint]]) -> None:
+                 extra_taints: dict[str, list[DeviceTaint]], *, list_attributes: bool) -> None:
         spec = resource_slice.spec
+        self.list_attributes = list_attributes
         self.name = resource_slice.metadata.name or ""
         self.driver = spec.driver
         self.pool_name = spec.pool.name

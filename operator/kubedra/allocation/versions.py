@@ -141,7 +141,27 @@ DISTINCT_ATTRIBUTE_EVERY_DEVICE = VersionRule(
     "value per request (the latest device's, forgotten when that device is taken back), so a "
     "third device could repeat the first's value")
 
+CAPACITY_AMOUNTS_CHECKED = VersionRule(
+    "capacity-amounts-checked", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/consumable_capacity.go "
+    "(v0.37.2: errCapacityRequestNotRepresentable, errNegativeCapacity; v0.36.3 roundUpRange "
+    "and violateValidRange compute with requestedVal.Value())",
+    "a capacity request beyond int64 (or rounding up past it) and a negative consumed amount "
+    "are errors; before, the amount was computed with Go's Quantity.Value(), 0 or wrapped "
+    "beyond int64 (a request of 10E on a 1Gi..40Gi step-4Gi range consumes 5Gi), and a "
+    "negative amount was taken as it is")
+
+LIST_ATTRIBUTES_SEEN_BY_CEL = VersionRule(
+    "list-attributes-seen-by-cel", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation cel/compile.go (getAttributeValue: v0.36.3 returns a "
+    "list value only 'if c.features.EnableListTypeAttributes'; v0.37.2 always)",
+    "a device with a list-typed attribute is given to CEL selectors with its lists; before, "
+    "with DRAListTypeAttributes off (alpha, the default), such a device fails every selector "
+    "with 'unsupported attribute value', which ends the attempt with an error (1.34 and 1.35 "
+    "do not know list fields at all: the attribute has no value, with the same error)")
+
 RULES = (DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
+         CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
          CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
          SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
          COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,

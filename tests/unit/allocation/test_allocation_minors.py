@@ -27,11 +27,8 @@ from tests.support.reference_allocator import reference_binary, run_reference
 
 SCENARIOS = corpus_scenarios()
 
-KNOWN_DIFFERENCES = {
-    "1.36": {
-        # 1.36 takes a capacity request beyond int64 without an error.
-        "capacity-request-beyond-int64",
-    },
+KNOWN_DIFFERENCES: dict[str, set[str]] = {
+    "1.36": set(),
     "1.35": {
         # the stable variant (1.35's default gates): slices in the order listed, not by name;
         # no node selector for a bindsToNode device; another subrequest picked.
@@ -112,9 +109,9 @@ def test_a_feature_newer_than_the_minor_is_refused() -> None:
 
 
 def test_1_36s_own_upstream_table() -> None:
-    """Upstream's allocator table of 1.36's module: every incubating case agrees (outcome,
-    devices and search steps) but two whose list-typed attributes 1.36's CEL refuses with
-    the gate off (cel/compile.go getAttributeValue); experimental ones are refused."""
+    """Upstream's allocator table of 1.36's module: every incubating case agrees (outcome and
+    devices; list-typed attributes fail 1.36's CEL with the gate off,
+    LIST_ATTRIBUTES_SEEN_BY_CEL); experimental ones are refused."""
     table = [s for s in upstream_table("1.36") if "notRepresentable" not in s]
     by_variant = collections.Counter(s["allocator"] for s in table)
     assert by_variant == {"incubating": 205, "experimental": 21}
@@ -123,8 +120,7 @@ def test_1_36s_own_upstream_table() -> None:
         ours = run_scenario({**scenario, "kubeVersion": "1.36"})
         if comparable(ours) != comparable(scenario["upstream"]):
             differ.append(scenario["name"])
-    assert differ == ["table/list-attributes-disabled-distinct-constraint-with-lists",
-                      "table/list-attributes-disabled-match-constraint-with-lists"]
+    assert differ == []
 
 
 @pytest.mark.parametrize("minor", MINORS)
@@ -172,6 +168,24 @@ def _distinct_index(name: str, indexes: list[int], requests: dict[str, int],
     return scenario
 
 
+def _with_list_attribute(scenario: dict[str, Any]) -> dict[str, Any]:
+    scenario["slices"][0]["spec"]["devices"][0]["attributes"] = {"models": {"strings": ["a"]}}
+    return scenario
+
+
+def _shared_gpu(name: str, request: str) -> dict[str, Any]:
+    """One shareable GPU of 40Gi (requests 1Gi to 40Gi in steps of 4Gi), a claim for
+    ``request`` of it."""
+    scenario = _one_gpu(name)
+    scenario["slices"][0]["spec"]["devices"] = [{
+        "name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"memory": {
+            "value": "40Gi", "requestPolicy": {"default": "4Gi", "validRange": {
+                "min": "1Gi", "max": "40Gi", "step": "4Gi"}}}}}]
+    scenario["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
+        "requests": {"memory": request}}
+    return scenario
+
+
 RULE_SCENARIOS = {
     # CONFIG_FOR_ALL_REQUESTS_NAMES_NONE: the class config of the claim's only request
     "config-for-all-requests": (_one_gpu("config-for-all-requests"),
@@ -191,12 +205,21 @@ RULE_SCENARIOS = {
     "distinct-same-value": (_distinct_index(
         "distinct-same-value", [0, 0], {"a": 1, "b": 1}, features={"ConsumableCapacity": True}),
         {"1.34": "allocated", "1.35": "unschedulable"}),
+    # LIST_ATTRIBUTES_SEEN_BY_CEL: the GPU has a list attribute, the selector does not read it
+    "list-attribute": (_with_list_attribute(_one_gpu("list-attribute")),
+                       {"1.36": "error", "1.37": "allocated"}),
+    # CAPACITY_AMOUNTS_CHECKED: 10E is beyond int64; 1.36's Quantity.Value() of it is 0,
+    # rounded up to min + step
+    "capacity-beyond-int64": (_shared_gpu("capacity-beyond-int64", "10E"),
+                              {"1.36": "5Gi", "1.37": "error"}),
 }
 
 
 def _rule_outcome(name: str, outcome: dict[str, Any]) -> Any:
     if name == "config-for-all-requests":
         return outcome["allocations"][0]["devices"]["config"][0].get("requests")
+    if outcome["outcome"] == "allocated" and name == "capacity-beyond-int64":
+        return outcome["allocations"][0]["devices"]["results"][0]["consumedCapacity"]["memory"]
     return outcome["outcome"]
 
 

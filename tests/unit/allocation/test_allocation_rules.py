@@ -25,6 +25,7 @@ from kubedra.allocation.constraints import (
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.features import features_for
 from kubedra.allocation.node_selection import NodeInfo, NodeSelection, compile_node_selector
+from kubedra.allocation.quantities import go_value
 from kubedra.allocation.scenario import load_snapshot, node_info, run_scenario
 from kubedra.allocation.taints import tolerated, tolerates
 from kubedra.allocation.versions import DEFAULT_VERSION, KubeVersion, UnknownKubeVersionError
@@ -355,3 +356,14 @@ def test_allocated_state_from_claims() -> None:
     legacy = AllocatedState.from_claims([claim], consumable_capacity=False)
     assert legacy.devices == {("d", "p", "x"), ("d", "p", "s")}
     assert legacy.consumed_capacity == {}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("5Gi", 5 * 2**30), ("1500m", 2), ("-1500m", -2),
+    ("10E", 0),  # int64Amount: AsScaledInt64 overflows to 0
+    ("10Ei", 10 * 2**60 - 2**64),  # inf.Dec: the low 64 bits
+    ("9223372036854775808", -(2**63)),  # 19 digits: inf.Dec
+])
+def test_go_value(text: str, expected: int) -> None:
+    """Go's Quantity.Value(), overflow included (the arithmetic of 1.36 and older)."""
+    assert go_value(Quantity(text)) == expected
