@@ -274,7 +274,8 @@ class _Search(SearchState):
             raise self._failure()
         binding = self.features.device_binding_and_status
         return [build_allocation(claim, self.requests[ci], self.picks[ci], self.node.name,
-                                 binding=binding, version=self.features.version)
+                                 binding=binding, binds_to_node=self.features.binds_to_node,
+                                 version=self.features.version)
                 for ci, claim in enumerate(self.claims)]
 
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,

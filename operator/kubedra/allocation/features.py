@@ -54,11 +54,24 @@ class AllocatorFeatures:
 
     @property
     def pools_in_random_order(self) -> bool:
-        """Whether upstream tries pools in Go's map order, which differs run by run: the stable
-        variant (``GatherPools`` in ``structured/internal/stable/pools_stable.go``) and 1.34's
-        one allocator, whose code it is. kubedra tries them by name, so where several pools
-        could serve a request its devices may differ from those of any one run."""
-        return self.runs_stable or self.version.minor < 35
+        """Whether upstream tries pools in Go's map order, which differs run by run, and a
+        pool's slices in the order listed: the stable variant of every minor (``GatherPools``
+        in ``structured/internal/stable/pools_stable.go``) and every variant before 1.36,
+        whose ``pools_*.go`` has neither ``sortPoolsByID`` nor ``sortSlicesByName``. kubedra
+        then tries pools by name (where several pools could serve a request its devices may
+        differ from those of any one run) and slices as listed, those with binding conditions
+        last where the variant is experimental (1.34 and 1.35 without :attr:`runs_stable`,
+        ``slicesWithBindingConditions`` in ``pools_experimental.go``)."""
+        return self.runs_stable or self.version.minor < 36
+
+    @property
+    def binds_to_node(self) -> bool:
+        """Whether a ``bindsToNode`` device restricts the allocation to the node
+        (``allocator_*.go``: ``if nodeName != nil || result[i].BindsToNode``): not where
+        :attr:`runs_stable` (the stable variant of every minor does not read the field, nor
+        does 1.35's incubating one); 1.34's default gates select its experimental variant,
+        which reads it (DRAResourceClaimDeviceStatus is beta there)."""
+        return not self.runs_stable
 
     @property
     def runs_stable(self) -> bool:

@@ -161,6 +161,11 @@ class SliceEntry:
             c.compatibility_groups for d in spec.devices or () for c in d.consumes_counters or ())
 
     @property
+    def has_binding_conditions(self) -> bool:
+        """Whether a device of the slice has binding conditions (``hasBindingConditions``)."""
+        return any(d.binding_conditions is not None for d in self.devices)
+
+    @property
     def has_counters(self) -> bool:
         """Whether the slice publishes shared counters (``len(sharedCounters) > 0``)."""
         return bool(self.counter_sets)
@@ -288,7 +293,11 @@ def _is_relevant(entry: SliceEntry, node: NodeInfo) -> bool | None:
 def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: AllocatorFeatures,
                 all_slices: list[SliceEntry] | None) -> Pool:
     pool = Pool(*key)
-    slices = sorted(slices, key=lambda s: s.name)
+    if features.pools_in_random_order:  # as listed; experimental: binding conditions last
+        if not features.runs_stable:
+            slices = sorted(slices, key=lambda s: s.has_binding_conditions)
+    else:
+        slices = sorted(slices, key=lambda s: s.name)
     partitionable = features.partitionable_devices
     device_slices = [s for s in slices if not (partitionable and s.has_counters)]
     counter_slices = [s for s in slices if partitionable and s.has_counters]

@@ -109,14 +109,15 @@ def _requirements_add(into: list[NodeSelectorRequirement],
             into.append(req)
 
 
-def _node_selector(picks: list[Pick], node_name: str) -> NodeSelector | None:
+def _node_selector(picks: list[Pick], node_name: str,
+                   binds_to_node: bool) -> NodeSelector | None:
     fields: list[NodeSelectorRequirement] = []
     expressions: list[NodeSelectorRequirement] = []
     for pick in picks:
         device = pick.device
         selection = device.node_selection if device.slice.per_device else \
             device.slice.node_selection
-        if selection.node_name is not None or device.binds_to_node:
+        if selection.node_name is not None or (binds_to_node and device.binds_to_node):
             return NodeSelector(node_selector_terms=[NodeSelectorTerm(match_fields=[
                 NodeSelectorRequirement(key="metadata.name", operator="In", values=[node_name])])])
         selector = selection.node_selector
@@ -135,11 +136,13 @@ def _node_selector(picks: list[Pick], node_name: str) -> NodeSelector | None:
 
 
 def build_allocation(claim: ResourceClaim, requests: list[list[RequestData]], picks: list[Pick],
-                     node_name: str, *, binding: bool,
+                     node_name: str, *, binding: bool, binds_to_node: bool = True,
                      version: KubeVersion = DEFAULT_VERSION) -> AllocationResult:
     """The allocation result of ``claim`` after a successful search on node ``node_name``:
     ``requests`` are the claim's requests (each with its subrequests, the chosen one marked),
     ``picks`` the devices chosen; ``binding``: the ``DRADeviceBindingConditions`` feature;
+    ``binds_to_node``: whether the variant reads ``bindsToNode``
+    (:attr:`~kubedra.allocation.features.AllocatorFeatures.binds_to_node`);
     ``version``: the minor whose configuration rules apply (:mod:`kubedra.allocation.versions`).
 
     Raises:
@@ -148,7 +151,7 @@ def build_allocation(claim: ResourceClaim, requests: list[list[RequestData]], pi
     results = [_device_result(pick, binding) for pick in picks]
     configs = _configs(claim.spec.devices, _chosen(requests), version)
     try:
-        node_selector = _node_selector(picks, node_name)
+        node_selector = _node_selector(picks, node_name, binds_to_node)
     except AllocationError as err:
         raise AllocationError(f"create NodeSelector for claim {claim.metadata.name}: {err}") \
             from None
