@@ -50,7 +50,7 @@ from kubedra.allocation.requests import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, 
 from kubedra.allocation.results import Pick, build_allocation
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
-from kubedra.allocation.versions import ALL_KEEPS_DEVICES_WITHOUT_ROOM
+from kubedra.allocation.versions import ALL_KEEPS_DEVICES_WITHOUT_ROOM, INVALID_POOL_SKIPPED
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
 
@@ -329,6 +329,9 @@ class _Search(SearchState):
                 self._rollback(ci, undo)
             return outcome
 
+        if self.pools.has_invalid and not self.features.version.follows(INVALID_POOL_SKIPPED):
+            invalid = next(pool for pool in self.pools.pools if pool.invalid)
+            raise AllocationError(f"pool {invalid.name} is invalid: {invalid.invalid_reason}")
         if data.count - di > 1 and self._cannot_complete(ci, data, di, start):
             self._note_failure(ci, ri, si, di)
             return _FAIL

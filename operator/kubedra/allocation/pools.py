@@ -33,7 +33,10 @@ from kubedra.allocation.features import AllocatorFeatures
 from kubedra.allocation.node_selection import NodeInfo, NodeSelection
 from kubedra.allocation.quantities import Number, number
 from kubedra.allocation.state import DeviceID
-from kubedra.allocation.versions import COMPATIBILITY_GROUPS_IGNORE_SLICE
+from kubedra.allocation.versions import (
+    COMPATIBILITY_GROUPS_IGNORE_SLICE,
+    INCOMPLETE_POOL_SKIPPED,
+)
 from kubedra.api.resource import (
     Device,
     DeviceAttribute,
@@ -381,9 +384,11 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         AllocationError: a slice's or device's node selector does not parse.
     """
     groups_ignored = features.version.follows(COMPATIBILITY_GROUPS_IGNORE_SLICE)
+    skips_incomplete = features.version.follows(INCOMPLETE_POOL_SKIPPED)
     relevant = [
         entry for entry in (*index.on_node.get(node.name, ()), *index.shared)
-        if (features.partitionable_devices or not (entry.per_device_set or entry.has_counters))
+        if (features.partitionable_devices
+            or not (entry.per_device_set or (skips_incomplete and entry.has_counters)))
         and not (groups_ignored and entry.uses_compatibility_groups) and _is_relevant(entry, node)]
     candidates = newest_slices(relevant)
 
@@ -393,6 +398,11 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
     for key, slices in candidates.items():
         generation, wanted = slices[0].generation, slices[0].slice_count
         all_slices = None
+        if len(slices) != wanted and not skips_incomplete:  # 1.34: searched all the same
+            pool = _build_pool(key, slices, features, None)
+            pool.incomplete, pool.published_slices, pool.slice_count = True, len(slices), wanted
+            pools.append(pool)
+            continue
         if len(slices) != wanted:
             all_slices = _slices_of_generation(index, key, generation)
             if all_slices is None:  # obsolete: a newer generation is being published
@@ -417,7 +427,7 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
     devices: list[DeviceEntry] = []
     device_pools: list[Pool] = []
     for pool in pools:
-        if pool.incomplete or pool.invalid:
+        if (pool.incomplete and skips_incomplete) or pool.invalid:
             continue
         for entry in pool.slices:
             devices.extend(entry.devices)

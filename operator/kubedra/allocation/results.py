@@ -26,6 +26,7 @@ from kubedra.allocation.versions import (
     CLAIM_CONFIG_ONCE,
     CONFIG_FOR_ALL_REQUESTS_NAMES_NONE,
     DEFAULT_VERSION,
+    TOLERATIONS_IN_RESULTS,
     KubeVersion,
 )
 from kubedra.api.quantity import Quantity
@@ -51,12 +52,14 @@ class Pick(NamedTuple):
     consumed: dict[str, Quantity] | None
 
 
-def _device_result(pick: Pick, binding: bool) -> DeviceRequestAllocationResult:
+def _device_result(pick: Pick, binding: bool,
+                   version: KubeVersion) -> DeviceRequestAllocationResult:
     device = pick.device
+    tolerations = pick.request.tolerations if version.follows(TOLERATIONS_IN_RESULTS) else None
     return DeviceRequestAllocationResult(
         request=pick.request.full_name, driver=device.driver, pool=device.id[1],
         device=device.name, admin_access=True if pick.request.admin_access else None,
-        tolerations=pick.request.tolerations,
+        tolerations=tolerations,
         binding_conditions=device.binding_conditions if binding else None,
         binding_failure_conditions=device.binding_failure_conditions if binding else None,
         share_id=pick.share_id, consumed_capacity=pick.consumed)
@@ -148,7 +151,7 @@ def build_allocation(claim: ResourceClaim, requests: list[list[RequestData]], pi
     Raises:
         AllocationError: a device's node selector has more than one term.
     """
-    results = [_device_result(pick, binding) for pick in picks]
+    results = [_device_result(pick, binding, version) for pick in picks]
     configs = _configs(claim.spec.devices, _chosen(requests), version)
     try:
         node_selector = _node_selector(picks, node_name, binds_to_node)

@@ -160,7 +160,36 @@ LIST_ATTRIBUTES_SEEN_BY_CEL = VersionRule(
     "with 'unsupported attribute value', which ends the attempt with an error (1.34 and 1.35 "
     "do not know list fields at all: the attribute has no value, with the same error)")
 
-RULES = (DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
+TOLERATIONS_IN_RESULTS = VersionRule(
+    "tolerations-in-results", KubeVersion(1, 35),
+    "k8s.io/dynamic-resource-allocation structured/internal/experimental/allocator_experimental.go "
+    "(Allocate: v0.35.4 sets 'Tolerations: internal.lookupRequest(claim).tolerations()' in "
+    "each DeviceRequestAllocationResult; v0.34.4 does not)",
+    "a device's allocation result carries its request's tolerations; before, none")
+
+INVALID_POOL_SKIPPED = VersionRule(
+    "invalid-pool-skipped", KubeVersion(1, 35),
+    "k8s.io/dynamic-resource-allocation structured/internal/experimental/allocator_experimental.go "
+    "(allocateOne, v0.34.4: 'If the pool is not valid, then fail now': return fmt.Errorf(\"pool "
+    "%s is invalid: %s\"); v0.35.4: 'if pool.IsIncomplete || pool.IsInvalid { continue }')",
+    "a pool found invalid is passed over when searching devices for an ExactCount request; "
+    "before, reaching it was an error (in 1.34's map order of pools: kubedra reaches it first)")
+
+INCOMPLETE_POOL_SKIPPED = VersionRule(
+    "incomplete-pool-skipped", KubeVersion(1, 35),
+    "k8s.io/dynamic-resource-allocation structured/internal/*/pools_*.go (GatherPools, v0.35.4: "
+    "checkSlicesInPool; v0.34.4: 'pool.IsIncomplete = int64(len(pool.Slices)) != "
+    "...ResourceSliceCount' over the node's slices only) and allocator_experimental.go "
+    "(allocateOne, v0.34.4 skips no incomplete pool)",
+    "an ExactCount request takes no device from an incomplete pool, and a pool's completeness "
+    "counts its slices on every node (a newer generation elsewhere makes the node's slices "
+    "obsolete); before, completeness counted only the node's slices, shared-counter slices "
+    "among them with PartitionableDevices off (v0.35.4 leaves those out of the node's slices "
+    "and counts them again in checkSlicesInPool), and only allocationMode All refused an "
+    "incomplete pool")
+
+RULES = (TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
+         DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
          CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
          CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
          SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
