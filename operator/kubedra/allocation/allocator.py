@@ -329,16 +329,18 @@ class _Search(SearchState):
                 self._rollback(ci, undo)
             return outcome
 
-        if self.pools.has_invalid and not self.features.version.follows(INVALID_POOL_SKIPPED):
-            invalid = next(pool for pool in self.pools.pools if pool.invalid)
-            raise AllocationError(f"pool {invalid.name} is invalid: {invalid.invalid_reason}")
+        # 1.34 (INVALID_POOL_SKIPPED): its search reaches the first invalid pool, an error,
+        # unless a device of the pools before it completes the claims
+        invalid = None if self.features.version.follows(INVALID_POOL_SKIPPED) \
+            else self.pools.first_invalid
+        end = len(devices) if invalid is None else invalid[0]
         if data.count - di > 1 and self._cannot_complete(ci, data, di, start):
             self._note_failure(ci, ri, si, di)
-            return _FAIL
+            return self._fail_at(invalid)
         consumable = self.features.consumable_capacity
         admin = data.admin_access
         taken, allocating = self.allocated.devices, self.allocating
-        for position in range(start, len(devices)):
+        for position in range(start, end):
             device = devices[position]
             device_id = device.id
             if admin:  # the in_use test, inlined: this loop is the hot path
@@ -361,8 +363,17 @@ class _Search(SearchState):
             if outcome == _TOO_MANY:
                 return _TOO_MANY
             if self.hopeless:
-                return _FAIL
+                return self._fail_at(invalid)
         self._note_failure(ci, ri, si, di)
+        return self._fail_at(invalid)
+
+    @staticmethod
+    def _fail_at(invalid: tuple[int, Pool] | None) -> Outcome:
+        """A device search that found nothing: a failure, or where 1.34's search would go on
+        into an invalid pool, its error."""
+        if invalid is not None:
+            raise AllocationError(f"pool {invalid[1].name} is invalid: "
+                                  f"{invalid[1].invalid_reason}")
         return _FAIL
 
     def _allocate_device(self, ci: int, data: RequestData, position: int,

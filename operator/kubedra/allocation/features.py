@@ -51,6 +51,10 @@ class AllocatorFeatures:
     fractional_capacity_range: bool = False
     version: KubeVersion = DEFAULT_VERSION
     variant: str = ""
+    pool_order: tuple[tuple[str, str], ...] = ()
+    """Where upstream tries pools in Go's map order (:attr:`pools_in_random_order`), the
+    order of one of its runs: these ``(driver, pool)`` first, in this order, then the others
+    by name (the default: all by name). Where upstream sorts pools, kubedra does too."""
 
     @property
     def pools_in_random_order(self) -> bool:
@@ -75,14 +79,18 @@ class AllocatorFeatures:
 
     @property
     def runs_stable(self) -> bool:
-        """Whether upstream runs its stable variant on these features (from 1.35, which split
-        the allocator): ``variant`` says so, or, when empty, ``NewAllocator`` picks it because
-        ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange are all off
-        (``SupportedFeatures`` in ``allocator_stable.go``). kubedra then follows the stable
+        """Whether upstream runs a variant that knows neither ConsumableCapacity nor
+        DeviceBindingAndStatus: ``variant`` says so, or, when empty, ``NewAllocator`` picks it
+        because ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange are all
+        off (``SupportedFeatures`` in ``allocator_*.go``; that variant is *stable* from 1.36,
+        and *incubating* in 1.34 and 1.35, whose stable one supports no feature at all). On
+        1.34 only DeviceBindingAndStatus named off (which turns DRAResourceClaimDeviceStatus,
+        beta there, off too: :func:`from_gate_names`) selects it. kubedra then follows that
         variant's rules for what it does not know: capacity requests are ignored
         (``structured/internal/stable/allocator_stable.go`` reads none) and a
         ``distinctAttribute`` constraint is an "empty constraint" error."""
-        if self.version.minor < 35 or self.variant == "incubating":
+        if self.variant == "incubating" or (self.version.minor < 35
+                                            and self.variant != "stable"):
             return False
         return self.variant == "stable" or not (
             self.consumable_capacity or self.device_binding_and_status
@@ -121,7 +129,11 @@ class AllocatorFeatures:
                     f"feature {name!r} is not in Kubernetes {version} (from 1.{since})")
             else:
                 raise UnsupportedFeaturesError(f"feature {name!r} is not supported by kubedra")
-        gates: dict[str, Any] = {**changes, "variant": allocator or ""}
+        variant = allocator or ""
+        if version.minor < 35 and not variant and overrides.get("DeviceBindingAndStatus") is False \
+                and not changes.get("consumable_capacity"):
+            variant = "stable"  # DeviceStatus off too: 1.34's incubating variant, stable-like
+        gates: dict[str, Any] = {**changes, "variant": variant}
         return replace(features_for(version), **gates)
 
     def gate_names(self) -> dict[str, bool]:
@@ -131,7 +143,8 @@ class AllocatorFeatures:
                 if self.version.minor >= _ADDED_IN.get(name, 0)}
 
 
-_GATES = tuple(f.name for f in fields(AllocatorFeatures) if f.name not in ("version", "variant"))
+_GATES = tuple(f.name for f in fields(AllocatorFeatures)
+               if f.name not in ("version", "variant", "pool_order"))
 
 _ADDED_IN = {"fractional_capacity_range": 37}
 """Features that older minors' allocators do not have, with the minor that added them."""

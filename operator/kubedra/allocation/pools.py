@@ -258,6 +258,17 @@ class NodePools:
         """Whether any pool is invalid."""
         return any(pool.invalid for pool in self.pools)
 
+    @property
+    def first_invalid(self) -> tuple[int, Pool] | None:
+        """The first invalid pool in search order, with the position in :attr:`devices` where
+        its devices would be (how many devices of the pools before it are listed)."""
+        position = 0
+        for pool in self.pools:
+            if pool.invalid:
+                return position, pool
+            position += sum(1 for p in self.device_pools if p is pool)
+        return None
+
 
 @dataclass(slots=True)
 class SliceIndex:
@@ -420,8 +431,9 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         pool = _build_pool(key, slices, features, all_slices)
         has_binding = any(d.binding_conditions is not None for s in pool.slices for d in s.devices)
         (pools_with_binding if has_binding else pools).append(pool)
-    pools.sort(key=lambda p: p.key)
-    pools_with_binding.sort(key=lambda p: p.key)
+    order = {key: i for i, key in enumerate(features.pool_order)}
+    pools.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
+    pools_with_binding.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
     pools.extend(pools_with_binding)
 
     devices: list[DeviceEntry] = []

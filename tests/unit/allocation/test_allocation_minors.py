@@ -7,15 +7,17 @@ Go binary; where a minor's binary is built (``hack/build-reference-allocators.sh
 recording is checked to be current. kubedra runs each scenario as that minor
 (``kubeVersion``): its default features and rules (:mod:`kubedra.allocation.versions`).
 
-Where upstream tries pools in Go's map order (1.34, and the stable variant that 1.35's default
-gates select) a scenario with several pools is not compared: that order differs run by run,
-and with it the devices and even the kind of outcome (``deterministic``,
-``AllocatorFeatures.pools_in_random_order``).
+Where upstream tries pools in Go's map order (every variant before 1.36, the stable one of
+every minor: ``AllocatorFeatures.pools_in_random_order``) that order differs run by run, and
+with it the devices and even the kind of outcome (an invalid pool reached first is an error on
+1.34, one reached after a fit is not): there upstream's outcome must be one of kubedra's
+outcomes over every order of the scenario's pools (``possible_outcomes``).
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 from typing import Any
 
 import pytest
@@ -33,16 +35,28 @@ KNOWN_DIFFERENCES: dict[str, set[str]] = {
     # beta there, and only experimental supports DeviceStatus)
     "1.34": set(),
     "1.35": {
-        # 1.35's default variant picks subrequest sub-1 (All of class gpu) with dev-0 alone,
-        # kubedra sub-2; not explained yet
-        "generated-411",
+        # not explained yet: 1.35's default variant picks subrequest sub-1 (All of class gpu)
+        # with dev-0 alone where kubedra picks sub-2 (generated-411); the others have several
+        # pools, and no order of them gives upstream's outcome
+        "generated-116", "generated-16", "generated-162", "generated-166", "generated-209",
+        "generated-218", "generated-250", "generated-252", "generated-265", "generated-293",
+        "generated-411", "generated-421", "generated-427", "generated-435", "generated-50",
+        "generated-503", "generated-534", "generated-541", "generated-550", "generated-554",
+        "generated-578", "generated-61", "generated-65", "generated-94",
     },
 }
 """Per minor, the scenarios on which kubedra is known to decide otherwise than that minor."""
 
 
+ORDERS_MODELLED = {"1.34"}
+"""The minors trying pools in map order whose every order kubedra decides as upstream does, as
+far as fresh runs of the reference allocator show. Not 1.35: besides its known differences, a
+fresh run of a several-pool scenario now and then gives an outcome no order gives kubedra
+(3 of 404 scenarios on one run, 2026-12-02), so there the recorded run is what is compared."""
+
 COMPARED = {"1.34": 295, "1.35": 295, "1.36": 699}
-"""Per minor, the corpus scenarios (of 699) that its upstream decides the same on every run."""
+"""Per minor, the corpus scenarios (of 699) that its upstream decides the same on every run
+(the others are compared with every outcome a pool order gives)."""
 
 
 def deterministic(scenario: dict[str, Any], minor: str) -> bool:
@@ -65,15 +79,31 @@ def _kubedra(scenario: dict[str, Any], minor: str) -> dict[str, Any]:
         return {"outcome": "invalid", "message": str(err)}
 
 
+def possible_outcomes(scenario: dict[str, Any], minor: str) -> list[dict[str, Any]]:
+    """kubedra's comparable outcomes of a scenario as ``minor``: one, or where upstream tries
+    pools in Go's map order, one per order of the scenario's pools (``poolOrder``)."""
+    if deterministic(scenario, minor):
+        return [comparable(_kubedra(scenario, minor))]
+    pools = sorted({(s["spec"]["driver"], s["spec"]["pool"]["name"])
+                    for s in scenario["slices"]})
+    found: list[dict[str, Any]] = []
+    for order in itertools.permutations(pools):
+        outcome = comparable(_kubedra({**scenario, "poolOrder": order}, minor))
+        if outcome not in found:
+            found.append(outcome)
+    return found
+
+
 def differences(minor: str) -> dict[str, tuple[str, str]]:
-    """Per scenario where kubedra and ``minor``'s recording differ, both kinds of outcome."""
+    """Per scenario where ``minor``'s recording is none of kubedra's possible outcomes, both
+    kinds of outcome (kubedra's first)."""
     upstream = recorded(minor)
     found = {}
-    for scenario in (s for s in SCENARIOS if deterministic(s, minor)):
+    for scenario in SCENARIOS:
         theirs = comparable(upstream[scenario["name"]])
-        ours = comparable(_kubedra(scenario, minor))
-        if ours != theirs:
-            found[scenario["name"]] = (theirs["outcome"], ours["outcome"])
+        ours = possible_outcomes(scenario, minor)
+        if theirs not in ours:
+            found[scenario["name"]] = (theirs["outcome"], ours[0]["outcome"])
     return found
 
 
@@ -117,15 +147,19 @@ def test_1_36s_own_upstream_table() -> None:
 
 @pytest.mark.parametrize("minor", MINORS)
 def test_the_recording_is_current(minor: str) -> None:
-    """Where the minor's reference allocator is built, it still decides as recorded."""
+    """Where the minor's reference allocator is built, it still decides as recorded, and where
+    it tries pools in map order, as one of the orders kubedra tries (a fresh run's order; a
+    known difference may come out otherwise; on 1.35 not checked, see ORDERS_MODELLED)."""
     if not reference_binary(minor).exists():
         pytest.skip(f"dra-reference-allocator-{minor} not built "
                     "(hack/build-reference-allocators.sh)")
     upstream = recorded(minor)
-    scenarios = [s for s in SCENARIOS if deterministic(s, minor)]
-    outcomes = run_reference(scenarios, minor=minor)
-    stale = [s["name"] for s, o in zip(scenarios, outcomes, strict=True)
-             if comparable(o) != comparable(upstream[s["name"]])]
+    outcomes = run_reference(SCENARIOS, minor=minor)
+    stale = [s["name"] for s, o in zip(SCENARIOS, outcomes, strict=True)
+             if comparable(o) != comparable(upstream[s["name"]])
+             and (deterministic(s, minor) or not (
+                 s["name"] in KNOWN_DIFFERENCES[minor] or minor not in ORDERS_MODELLED
+                 or comparable(o) in possible_outcomes(s, minor)))]
     assert stale == []
 
 
