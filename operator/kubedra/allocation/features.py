@@ -10,12 +10,13 @@ ConsumableCapacity are on, FractionalCapacityRange is off (its on-by-default spe
 ``--min-compatibility-version=1.37``) and all alpha features are off, which selects the
 *incubating* variant (``internal/incubating``). kubedra implements that variant only.
 
-With the default gates of 1.34 and 1.35 (ConsumableCapacity, DeviceBindingAndStatus,
-DeviceTaints and PartitionableDevices off) upstream runs its *stable* variant instead. kubedra
-decides those feature sets as incubating does: the two agree on whether claims fit (the
-differential corpus of each minor shows it); they may pick other devices where several pools
-could serve a request, since stable tries pools in the order Go ranges over a map of them
-(``GatherPools`` in ``structured/internal/stable/pools_stable.go``), which differs run by run.
+Other minors' default gates select other variants: 1.34's the *experimental* one
+(DRAResourceClaimDeviceStatus is beta there, and only experimental supports DeviceStatus),
+1.35's the *incubating* one, which there knows neither consumable capacity nor
+``distinctAttribute`` nor ``bindsToNode`` (:attr:`AllocatorFeatures.runs_stable`). kubedra
+decides them with incubating's search and the rules of :mod:`kubedra.allocation.versions`;
+every variant before 1.36 tries pools in the order Go ranges over a map of them, which
+differs run by run (:attr:`AllocatorFeatures.pools_in_random_order`, ``pool_order``).
 """
 
 from __future__ import annotations
