@@ -79,6 +79,14 @@ class AllocatorFeatures:
         return not self.runs_stable
 
     @property
+    def cel_sees_allow_multiple_allocations(self) -> bool:
+        """Whether CEL's ``device.allowMultipleAllocations`` is the device's field (else always
+        false): where the variant fills ``cel.Device.AllowMultipleAllocations``, i.e. not where
+        :attr:`runs_stable` (``allocator_*.go``: experimental of every minor, incubating from
+        1.36)."""
+        return not self.runs_stable
+
+    @property
     def runs_stable(self) -> bool:
         """Whether upstream runs a variant that knows neither ConsumableCapacity nor
         DeviceBindingAndStatus: ``variant`` says so, or, when empty, ``NewAllocator`` picks it

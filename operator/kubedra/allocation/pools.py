@@ -114,7 +114,7 @@ class DeviceEntry:
             self._cel = CELDevice(
                 self.driver, self.attributes,
                 {name: cap.value for name, cap in (self.capacity or {}).items()},
-                allow_multiple_allocations=self.allow_multiple,
+                allow_multiple_allocations=self.allow_multiple and self.slice.cel_multiple,
                 list_attributes=self.slice.list_attributes)
         return self._cel
 
@@ -126,9 +126,12 @@ class SliceEntry:
     """One ResourceSlice with its devices as :class:`DeviceEntry`;
     ``uses_compatibility_groups``: whether a device declares compatibility groups (then the
     allocator ignores the slice); ``list_attributes``: whether CEL sees list-typed attributes
-    (:data:`~kubedra.allocation.versions.LIST_ATTRIBUTES_SEEN_BY_CEL`)."""
+    (:data:`~kubedra.allocation.versions.LIST_ATTRIBUTES_SEEN_BY_CEL`); ``cel_multiple``:
+    whether CEL sees ``allowMultipleAllocations`` (``AllocatorFeatures.
+    cel_sees_allow_multiple_allocations``)."""
 
     __slots__ = (
+        "cel_multiple",
         "counter_sets",
         "devices",
         "driver",
@@ -144,9 +147,11 @@ class SliceEntry:
     )
 
     def __init__(self, resource_slice: ResourceSlice, first_uid: int,
-                 extra_taints: dict[str, list[DeviceTaint]], *, list_attributes: bool) -> None:
+                 extra_taints: dict[str, list[DeviceTaint]], *, list_attributes: bool,
+                 cel_multiple: bool) -> None:
         spec = resource_slice.spec
         self.list_attributes = list_attributes
+        self.cel_multiple = cel_multiple
         self.name = resource_slice.metadata.name or ""
         self.driver = spec.driver
         self.pool_name = spec.pool.name

@@ -79,7 +79,8 @@ class ResourceSnapshot:
             entry = SliceEntry(resource_slice, uid,
                                _rule_taints(resource_slice, rules, features.version),
                                list_attributes=features.version.follows(
-                                   LIST_ATTRIBUTES_SEEN_BY_CEL))
+                                   LIST_ATTRIBUTES_SEEN_BY_CEL),
+                               cel_multiple=features.cel_sees_allow_multiple_allocations)
             uid += len(entry.devices)
             entries.append(entry)
         self.slices = SliceIndex.build(entries)

@@ -38,11 +38,11 @@ KNOWN_DIFFERENCES: dict[str, set[str]] = {
         # not explained yet: 1.35's default variant picks subrequest sub-1 (All of class gpu)
         # with dev-0 alone where kubedra picks sub-2 (generated-411); the others have several
         # pools, and no order of them gives upstream's outcome
-        "generated-116", "generated-16", "generated-162", "generated-166", "generated-209",
-        "generated-218", "generated-250", "generated-252", "generated-265", "generated-293",
-        "generated-411", "generated-421", "generated-427", "generated-435", "generated-50",
-        "generated-503", "generated-534", "generated-541", "generated-550", "generated-554",
-        "generated-578", "generated-61", "generated-65", "generated-94",
+        "generated-116", "generated-162", "generated-166", "generated-209", "generated-218",
+        "generated-250", "generated-252", "generated-265", "generated-293", "generated-411",
+        "generated-421", "generated-427", "generated-435", "generated-503", "generated-534",
+        "generated-541", "generated-550", "generated-578", "generated-61", "generated-65",
+        "generated-94",
     },
 }
 """Per minor, the scenarios on which kubedra is known to decide otherwise than that minor."""
@@ -194,6 +194,13 @@ def _distinct_index(name: str, indexes: list[int], requests: dict[str, int],
     return scenario
 
 
+def _shareable(scenario: dict[str, Any]) -> dict[str, Any]:
+    scenario["slices"][0]["spec"]["devices"][0]["allowMultipleAllocations"] = True
+    scenario["classes"][0]["spec"]["selectors"] = [
+        {"cel": {"expression": "device.allowMultipleAllocations"}}]
+    return scenario
+
+
 def _tolerating(scenario: dict[str, Any]) -> dict[str, Any]:
     scenario["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
         {"key": "example.com/hot", "operator": "Exists"}]
@@ -287,6 +294,9 @@ RULE_SCENARIOS = {
     # INCOMPLETE_POOL_SKIPPED: one of the pool's two slices is published
     "incomplete-pool": (_pool_of(_one_gpu("incomplete-pool"), [["gpu-0"]], count=2),
                         {"1.34": "allocated", "1.35": "unschedulable"}),
+    # AllocatorFeatures.cel_sees_allow_multiple_allocations: a class selecting shareable devices
+    "cel-allow-multiple": (_shareable(_one_gpu("cel-allow-multiple")),
+                           {"1.35": "unschedulable", "1.36": "allocated"}),
     # LIST_ATTRIBUTES_SEEN_BY_CEL: the GPU has a list attribute, the selector does not read it
     "list-attribute": (_with_list_attribute(_one_gpu("list-attribute")),
                        {"1.36": "error", "1.37": "allocated"}),
