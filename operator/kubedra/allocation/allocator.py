@@ -181,6 +181,10 @@ class _Search(SearchState):
         self.hopeless = False
         self.impossible: _Search | None = None  # a later claim that does not fit even alone
         self.reached_all = False  # whether a device of an All request was tried
+        # 1.34 (INVALID_POOL_SKIPPED): its device search reaches the first invalid pool, an
+        # error, unless a device of the pools before it completes the claims
+        self.invalid = None if self.features.version.follows(INVALID_POOL_SKIPPED) \
+            else self.pools.first_invalid
 
     # --- setup (validation of requests and constraints) ------------------------------------
 
@@ -329,10 +333,7 @@ class _Search(SearchState):
                 self._rollback(ci, undo)
             return outcome
 
-        # 1.34 (INVALID_POOL_SKIPPED): its search reaches the first invalid pool, an error,
-        # unless a device of the pools before it completes the claims
-        invalid = None if self.features.version.follows(INVALID_POOL_SKIPPED) \
-            else self.pools.first_invalid
+        invalid = self.invalid
         end = len(devices) if invalid is None else invalid[0]
         if data.count - di > 1 and self._cannot_complete(ci, data, di, start):
             self._note_failure(ci, ri, si, di)
