@@ -69,9 +69,15 @@ from kubedra.allocation.search_steps import (
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
-from kubedra.allocation.versions import KubeVersion, UnknownKubeVersionError, VersionRule
+from kubedra.allocation.versions import (
+    CAPACITY_AMOUNTS_CHECKED,
+    KubeVersion,
+    UnknownKubeVersionError,
+    VersionRule,
+)
 
 __all__ = [
+    "CAPACITY_AMOUNTS_CHECKED",
     "DEFAULT_FEATURES",
     "FILTER_TIMEOUT_SECONDS",
     "FINISHES_WITHIN",

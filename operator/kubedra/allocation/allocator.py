@@ -50,7 +50,7 @@ from kubedra.allocation.requests import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, 
 from kubedra.allocation.results import Pick, build_allocation
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
-from kubedra.allocation.versions import ALL_KEEPS_DEVICES_WITHOUT_ROOM
+from kubedra.allocation.versions import ALL_KEEPS_DEVICES_WITHOUT_ROOM, INVALID_POOL_SKIPPED
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
 
@@ -152,11 +152,12 @@ class _Undo:
     """What one device pick changed, to take it back when backtracking."""
 
     __slots__ = ("capacity", "capacity_existed", "constraints", "counters", "device", "marked",
-                 "pick", "pool")
+                 "pick", "pool", "request")
 
-    def __init__(self, device: DeviceEntry, pool: Pool) -> None:
+    def __init__(self, device: DeviceEntry, pool: Pool, request: str) -> None:
         self.device = device
         self.pool = pool
+        self.request = request
         self.counters = False
         self.constraints: list[Constraint] = []
         self.marked = False
@@ -180,6 +181,10 @@ class _Search(SearchState):
         self.hopeless = False
         self.impossible: _Search | None = None  # a later claim that does not fit even alone
         self.reached_all = False  # whether a device of an All request was tried
+        # 1.34 (INVALID_POOL_SKIPPED): its device search reaches the first invalid pool, an
+        # error, unless a device of the pools before it completes the claims
+        self.invalid = None if self.features.version.follows(INVALID_POOL_SKIPPED) \
+            else self.pools.first_invalid
 
     # --- setup (validation of requests and constraints) ------------------------------------
 
@@ -273,7 +278,8 @@ class _Search(SearchState):
             raise self._failure()
         binding = self.features.device_binding_and_status
         return [build_allocation(claim, self.requests[ci], self.picks[ci], self.node.name,
-                                 binding=binding, version=self.features.version)
+                                 binding=binding, binds_to_node=self.features.binds_to_node,
+                                 version=self.features.version)
                 for ci, claim in enumerate(self.claims)]
 
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
@@ -327,13 +333,15 @@ class _Search(SearchState):
                 self._rollback(ci, undo)
             return outcome
 
+        invalid = self.invalid
+        end = len(devices) if invalid is None else invalid[0]
         if data.count - di > 1 and self._cannot_complete(ci, data, di, start):
             self._note_failure(ci, ri, si, di)
-            return _FAIL
+            return self._fail_at(invalid)
         consumable = self.features.consumable_capacity
         admin = data.admin_access
         taken, allocating = self.allocated.devices, self.allocating
-        for position in range(start, len(devices)):
+        for position in range(start, end):
             device = devices[position]
             device_id = device.id
             if admin:  # the in_use test, inlined: this loop is the hot path
@@ -356,8 +364,17 @@ class _Search(SearchState):
             if outcome == _TOO_MANY:
                 return _TOO_MANY
             if self.hopeless:
-                return _FAIL
+                return self._fail_at(invalid)
         self._note_failure(ci, ri, si, di)
+        return self._fail_at(invalid)
+
+    @staticmethod
+    def _fail_at(invalid: tuple[int, Pool] | None) -> Outcome:
+        """A device search that found nothing: a failure, or where 1.34's search would go on
+        into an invalid pool, its error."""
+        if invalid is not None:
+            raise AllocationError(f"pool {invalid[1].name} is invalid: "
+                                  f"{invalid[1].invalid_reason}")
         return _FAIL
 
     def _allocate_device(self, ci: int, data: RequestData, position: int,
@@ -375,7 +392,7 @@ class _Search(SearchState):
         if device.consumes_counters and not features.partitionable_devices:
             return None
 
-        undo = _Undo(device, pool)
+        undo = _Undo(device, pool, data.base_name)
         skip_counters = shared and (
             self.allocated.has_shares(device_id, without_capacity=self.shares_without_capacity)
             or device_id in self.allocating_capacity)
@@ -389,7 +406,8 @@ class _Search(SearchState):
         for constraint in self.constraints[ci]:
             if not constraint.applies_to(data.base_name, data.name if data.parent else None):
                 continue
-            if not constraint.add(lookup_attribute(device, constraint.attribute)):
+            if not constraint.add(lookup_attribute(device, constraint.attribute),
+                                  data.base_name, device_id):
                 self._rollback(ci, undo)
                 if must:
                     raise AllocationError(f"claim {data.claim_label}, request {data.name}: cannot "
@@ -441,7 +459,7 @@ class _Search(SearchState):
         if undo.marked:
             self.allocating[device_id].discard(ci)
         for constraint in reversed(undo.constraints):
-            constraint.remove()
+            constraint.remove(undo.request)
         if undo.counters:
             self.release_counters(undo.device, undo.pool)
 
@@ -611,7 +629,6 @@ class _Search(SearchState):
                     group.append(key)
                 elif key != fixed:
                     return None
-            elif isinstance(constraint, DistinctAttribute) and (
-                    key in constraint.seen or (key is None and constraint.stack)):
+            elif isinstance(constraint, DistinctAttribute) and constraint.rejects(key):
                 return None
         return tuple(group)

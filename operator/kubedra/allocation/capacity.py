@@ -11,7 +11,10 @@ Rules from ``structured/internal/incubating/consumable_capacity.go`` (v0.37.2):
   not a listed value) or when already allocated + being allocated + this amount exceeds the
   capacity;
 - an amount that cannot be represented (above int64, or not a whole number of milli-units on
-  the fractional path) or a negative amount is a fatal error, not a mismatch.
+  the fractional path) or a negative amount is a fatal error, not a mismatch. Up to 1.36
+  (``checked`` false, :data:`~kubedra.allocation.versions.CAPACITY_AMOUNTS_CHECKED`) neither
+  is checked: the integer path computes with Go's ``Quantity.Value()``, which is 0 or wrapped
+  beyond int64 (:func:`~kubedra.allocation.quantities.go_value`).
 
 The static part (which amounts, policy) depends only on the request and the device and is
 computed once per pair; :func:`fits` adds what is in use.
@@ -23,8 +26,17 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from kubedra.allocation.errors import AllocationError
-from kubedra.allocation.quantities import INT64_MAX, Number, ceil_int, milli_value, number
-from kubedra.api.quantity import Quantity
+from kubedra.allocation.quantities import (
+    INT64_MAX,
+    Number,
+    ceil_int,
+    go_quotient,
+    go_value,
+    milli_value,
+    number,
+    wrap_int64,
+)
+from kubedra.api.quantity import BINARY_SI, Quantity
 from kubedra.api.resource import CapacityRequestPolicy, CapacityRequestPolicyRange, DeviceCapacity
 
 
@@ -47,7 +59,7 @@ def _use_milli(valid_range: CapacityRequestPolicyRange, fractional: bool) -> boo
 
 
 def _round_up_range(requested: Quantity, valid_range: CapacityRequestPolicyRange,
-                    fractional: bool) -> Quantity:
+                    fractional: bool, checked: bool) -> Quantity:
     minimum = valid_range.min
     if minimum is None:  # the API requires it (validation of CapacityRequestPolicyRange)
         raise CapacityError("requestPolicy.validRange has no min")
@@ -66,6 +78,12 @@ def _round_up_range(requested: Quantity, valid_range: CapacityRequestPolicyRange
             raise CapacityError(f"rounding request {requested} up to the next step passes the "
                                 "milli-value range")
         return Quantity.from_value(Fraction(min_m + step_m * steps, 1000), step.format)
+    if not checked:  # up to 1.36: int64 arithmetic, wrapping, in BinarySI
+        step_i, min_i = go_value(step), go_value(minimum)
+        added = wrap_int64(go_value(requested) - min_i)
+        steps = go_quotient(added, step_i)
+        steps += added != steps * step_i
+        return Quantity.from_value(wrap_int64(min_i + step_i * steps), BINARY_SI)
     if requested.value > INT64_MAX:
         raise CapacityError(f"request {requested} exceeds MaxInt64")
     wanted, step_i, min_i = ceil_int(requested), ceil_int(step), ceil_int(minimum)
@@ -76,7 +94,7 @@ def _round_up_range(requested: Quantity, valid_range: CapacityRequestPolicyRange
 
 
 def consumed_amount(requested: Quantity | None, capacity: DeviceCapacity,
-                    fractional: bool) -> Quantity:
+                    fractional: bool, checked: bool = True) -> Quantity:
     """What one capacity of a device gives to a request (``calculateConsumedCapacity``).
 
     Raises:
@@ -90,14 +108,14 @@ def consumed_amount(requested: Quantity | None, capacity: DeviceCapacity,
     if policy is None:
         return requested
     if policy.valid_range is not None and policy.valid_range.min is not None:
-        return _round_up_range(requested, policy.valid_range, fractional)
+        return _round_up_range(requested, policy.valid_range, fractional, checked)
     if policy.valid_values is not None:
         return next((v for v in policy.valid_values if requested <= v), requested)
     return requested
 
 
 def _violates_range(amount: Quantity, valid_range: CapacityRequestPolicyRange,
-                    fractional: bool) -> bool:
+                    fractional: bool, checked: bool) -> bool:
     if valid_range.max is not None and amount > valid_range.max:
         return True
     step, minimum = valid_range.step, valid_range.min
@@ -108,19 +126,21 @@ def _violates_range(amount: Quantity, valid_range: CapacityRequestPolicyRange,
         if value is None:
             return True
         offset, step_v = value - (milli_value(minimum) or 0), milli_value(step) or 1
-    else:
+    elif checked:
         offset, step_v = ceil_int(amount) - ceil_int(minimum), ceil_int(step)
+    else:
+        offset, step_v = wrap_int64(go_value(amount) - go_value(minimum)), go_value(step)
     return abs(offset) % abs(step_v) != 0
 
 
 def violates_policy(amount: Quantity, policy: CapacityRequestPolicy | None,
-                    fractional: bool) -> bool:
+                    fractional: bool, checked: bool = True) -> bool:
     """Whether an amount breaks a request policy (``violatesPolicy``; the minimum is not
     checked there, rounding has applied it already)."""
     if policy is None or (policy.default is not None and amount == policy.default):
         return False
     if policy.valid_range is not None:
-        return _violates_range(amount, policy.valid_range, fractional)
+        return _violates_range(amount, policy.valid_range, fractional, checked)
     if policy.valid_values:
         return amount not in policy.valid_values
     return False
@@ -128,9 +148,12 @@ def violates_policy(amount: Quantity, policy: CapacityRequestPolicy | None,
 
 def static_consumption(requests: Mapping[str, Quantity] | None,
                        capacity: Mapping[str, DeviceCapacity] | None,
-                       fractional: bool) -> Consumption | None:
+                       fractional: bool, checked: bool = True) -> Consumption | None:
     """What a request would consume from each capacity of a device, or ``None`` when the device
     cannot serve it at all (a requested capacity is missing, or a policy is broken).
+
+    ``checked`` is whether that minor refuses unrepresentable and negative amounts (from 1.37,
+    :data:`~kubedra.allocation.versions.CAPACITY_AMOUNTS_CHECKED`).
 
     Raises:
         CapacityError: an amount is unrepresentable or negative (checked for every capacity
@@ -142,14 +165,15 @@ def static_consumption(requests: Mapping[str, Quantity] | None,
     amounts = []
     for name, cap in capacity.items():
         try:
-            amount = consumed_amount(requests.get(name) if requests else None, cap, fractional)
+            amount = consumed_amount(requests.get(name) if requests else None, cap, fractional,
+                                     checked)
         except CapacityError as err:
             raise CapacityError(f"capacity {name!r}: {err}") from None
         value = number(amount)
-        if value < 0:
+        if value < 0 and checked:
             raise CapacityError(f"capacity {name!r}: capacity value is negative")
         amounts.append((name, amount, value, number(cap.value)))
-    if any(violates_policy(amount, capacity[name].request_policy, fractional)
+    if any(violates_policy(amount, capacity[name].request_policy, fractional, checked)
            for name, amount, _, _ in amounts):
         return None
     return tuple(amounts)

@@ -27,7 +27,7 @@ from kubedra.allocation.selectors import SelectorError, SelectorSet
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
-from kubedra.allocation.versions import SHARE_WITHOUT_CAPACITY_IS_IN_USE
+from kubedra.allocation.versions import CAPACITY_AMOUNTS_CHECKED, SHARE_WITHOUT_CAPACITY_IS_IN_USE
 from kubedra.api.resource import ResourceClaim
 
 CounterSets = dict[str, dict[str, Number]]
@@ -97,8 +97,9 @@ class SearchState:
         except KeyError:
             pass
         try:
-            found = static_consumption(data.capacity, device.capacity,
-                                       self.features.fractional_capacity_range)
+            found = static_consumption(
+                data.capacity, device.capacity, self.features.fractional_capacity_range,
+                checked=self.features.version.follows(CAPACITY_AMOUNTS_CHECKED))
         except CapacityError as err:
             raise data.capacity_error(device, err) from None
         data.consumption[device.uid] = found

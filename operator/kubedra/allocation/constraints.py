@@ -14,8 +14,9 @@ Semantics of ``matchAttributeConstraint`` (``allocator_incubating.go``) and
 
 Both keep a stack of what was added, and ``remove`` undoes the latest ``add`` (the search
 backtracks in reverse order). v0.37.2 keeps the distinct values in a list, so values of *all*
-devices are compared: the older upstream defect of remembering one value per request (wrong
-for three or more devices) is gone, see ``tests/unit/allocation``.
+devices are compared. Older minors decide otherwise (:class:`DistinctAttributePerRequest`,
+:data:`~kubedra.allocation.versions.DISTINCT_ATTRIBUTE_EVERY_DEVICE` and
+:data:`~kubedra.allocation.versions.DISTINCT_ATTRIBUTE_VALUES_COMPARED`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ import enum
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kubedra.allocation.versions import (
+    DISTINCT_ATTRIBUTE_EVERY_DEVICE,
+    DISTINCT_ATTRIBUTE_VALUES_COMPARED,
+    KubeVersion,
+)
 from kubedra.api.resource import DeviceAttribute
 
 if TYPE_CHECKING:
@@ -85,13 +91,14 @@ class Constraint:
             return True
         return subrequest is not None and f"{request}/{subrequest}" in self.requests
 
-    def add(self, key: Lookup) -> bool:
-        """Record a device's attribute key (``MISSING`` when it lacks the attribute); return
-        False (and record nothing) when the constraint rejects it."""
+    def add(self, key: Lookup, request: str, device: object) -> bool:
+        """Record a device's attribute key (``MISSING`` when it lacks the attribute) for a
+        device of ``request`` (its base name), ``device`` being the device's ID; return False
+        (and record nothing) when the constraint rejects it."""
         raise NotImplementedError
 
-    def remove(self) -> None:
-        """Undo the latest successful :meth:`add`."""
+    def remove(self, request: str) -> None:
+        """Undo the latest successful :meth:`add` (of a device of ``request``)."""
         raise NotImplementedError
 
 
@@ -105,7 +112,7 @@ class MatchAttribute(Constraint):
         self.value: AttributeKey = None
         self.count = 0
 
-    def add(self, key: Lookup) -> bool:
+    def add(self, key: Lookup, request: str, device: object) -> bool:
         if key is MISSING:
             return False
         if self.count == 0:
@@ -115,7 +122,7 @@ class MatchAttribute(Constraint):
         self.count += 1
         return True
 
-    def remove(self) -> None:
+    def remove(self, request: str) -> None:
         self.count -= 1
 
     def fixed_value(self) -> Lookup:
@@ -133,7 +140,7 @@ class DistinctAttribute(Constraint):
         self.stack: list[AttributeKey] = []
         self.seen: dict[AttributeKey, int] = {}
 
-    def add(self, key: Lookup) -> bool:
+    def add(self, key: Lookup, request: str, device: object) -> bool:
         if key is MISSING:
             return False
         if key is None:
@@ -147,7 +154,7 @@ class DistinctAttribute(Constraint):
             self.seen[key] = self.seen.get(key, 0) + 1
         return True
 
-    def remove(self) -> None:
+    def remove(self, request: str) -> None:
         key = self.stack.pop()
         if key is not None:
             left = self.seen[key] - 1
@@ -156,3 +163,65 @@ class DistinctAttribute(Constraint):
             else:
                 del self.seen[key]
 
+
+    def rejects(self, key: Lookup) -> bool:
+        """Whether a device with this key would be rejected now and on every deeper branch
+        (the search's shortcut; ``MISSING`` is the caller's to check)."""
+        return key in self.seen or (key is None and bool(self.stack))
+
+
+class DistinctAttributePerRequest(DistinctAttribute):
+    """``distinctAttribute`` as 1.34 to 1.36 decide it: one value remembered per request, the
+    latest device's (``attributes map[string]DeviceAttribute`` in ``constraint.go``), so a
+    device repeating the value of an earlier device of the same request that a later one
+    overwrote passes; ``remove`` forgets the request's value (even while earlier devices of
+    it stay). With ``by_identity`` (1.34) values are compared as Go pointers, so only the same
+    device repeats a value.
+
+    Source: ``structured/internal/experimental/constraint.go`` of v0.34.4 and v0.35.4,
+    ``structured/internal/incubating/constraint.go`` of v0.36.3 (kubedra's rules
+    :data:`~kubedra.allocation.versions.DISTINCT_ATTRIBUTE_EVERY_DEVICE`,
+    :data:`~kubedra.allocation.versions.DISTINCT_ATTRIBUTE_VALUES_COMPARED`).
+    """
+
+    __slots__ = ("by_identity", "count", "values")
+
+    def __init__(self, attribute: str, requests: Iterable[str] | None, *,
+                 by_identity: bool) -> None:
+        super().__init__(attribute, requests)
+        self.by_identity = by_identity
+        self.values: dict[str, tuple[AttributeKey, object]] = {}
+        self.count = 0
+
+    def add(self, key: Lookup, request: str, device: object) -> bool:
+        if key is MISSING:
+            return False
+        if self.count and any(self._repeats(key, device, *kept) for kept in self.values.values()):
+            return False
+        self.values[request] = (key, device)
+        self.count += 1
+        return True
+
+    def _repeats(self, key: AttributeKey, device: object, kept: AttributeKey,
+                 kept_device: object) -> bool:
+        if key is None:  # no comparable value: upstream's "type unknown" is a duplicate
+            return True
+        return key == kept and (not self.by_identity or device == kept_device)
+
+    def remove(self, request: str) -> None:
+        self.values.pop(request, None)
+        self.count -= 1
+
+    def rejects(self, key: Lookup) -> bool:
+        # not monotonic: a later device of a request overwrites its value, so a value rejected
+        # now may pass deeper in the branch
+        return False
+
+
+def distinct_attribute(version: KubeVersion, attribute: str,
+                       requests: Iterable[str] | None) -> DistinctAttribute:
+    """The ``distinctAttribute`` constraint as ``version``'s scheduler decides it."""
+    if version.follows(DISTINCT_ATTRIBUTE_EVERY_DEVICE):
+        return DistinctAttribute(attribute, requests)
+    return DistinctAttributePerRequest(
+        attribute, requests, by_identity=not version.follows(DISTINCT_ATTRIBUTE_VALUES_COMPARED))

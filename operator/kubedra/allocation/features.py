@@ -10,12 +10,13 @@ ConsumableCapacity are on, FractionalCapacityRange is off (its on-by-default spe
 ``--min-compatibility-version=1.37``) and all alpha features are off, which selects the
 *incubating* variant (``internal/incubating``). kubedra implements that variant only.
 
-With the default gates of 1.34 and 1.35 (ConsumableCapacity, DeviceBindingAndStatus,
-DeviceTaints and PartitionableDevices off) upstream runs its *stable* variant instead. kubedra
-decides those feature sets as incubating does: the two agree on whether claims fit (the
-differential corpus of each minor shows it); they may pick other devices where several pools
-could serve a request, since stable tries pools in the order Go ranges over a map of them
-(``GatherPools`` in ``structured/internal/stable/pools_stable.go``), which differs run by run.
+Other minors' default gates select other variants: 1.34's the *experimental* one
+(DRAResourceClaimDeviceStatus is beta there, and only experimental supports DeviceStatus),
+1.35's the *incubating* one, which there knows neither consumable capacity nor
+``distinctAttribute`` nor ``bindsToNode`` (:attr:`AllocatorFeatures.runs_stable`). kubedra
+decides them with incubating's search and the rules of :mod:`kubedra.allocation.versions`;
+every variant before 1.36 tries pools in the order Go ranges over a map of them, which
+differs run by run (:attr:`AllocatorFeatures.pools_in_random_order`, ``pool_order``).
 """
 
 from __future__ import annotations
@@ -51,25 +52,54 @@ class AllocatorFeatures:
     fractional_capacity_range: bool = False
     version: KubeVersion = DEFAULT_VERSION
     variant: str = ""
+    pool_order: tuple[tuple[str, str], ...] = ()
+    """Where upstream tries pools in Go's map order (:attr:`pools_in_random_order`), the
+    order of one of its runs: these ``(driver, pool)`` first, in this order, then the others
+    by name (the default: all by name). Where upstream sorts pools, kubedra does too."""
 
     @property
     def pools_in_random_order(self) -> bool:
-        """Whether upstream tries pools in Go's map order, which differs run by run: the stable
-        variant (``GatherPools`` in ``structured/internal/stable/pools_stable.go``) and 1.34's
-        one allocator, whose code it is. kubedra tries them by name, so where several pools
-        could serve a request its devices may differ from those of any one run."""
-        return self.runs_stable or self.version.minor < 35
+        """Whether upstream tries pools in Go's map order, which differs run by run, and a
+        pool's slices in the order listed: the stable variant of every minor (``GatherPools``
+        in ``structured/internal/stable/pools_stable.go``) and every variant before 1.36,
+        whose ``pools_*.go`` has neither ``sortPoolsByID`` nor ``sortSlicesByName``. kubedra
+        then tries pools by name (where several pools could serve a request its devices may
+        differ from those of any one run) and slices as listed, those with binding conditions
+        last where the variant is experimental (1.34 and 1.35 without :attr:`runs_stable`,
+        ``slicesWithBindingConditions`` in ``pools_experimental.go``)."""
+        return self.runs_stable or self.version.minor < 36
+
+    @property
+    def binds_to_node(self) -> bool:
+        """Whether a ``bindsToNode`` device restricts the allocation to the node
+        (``allocator_*.go``: ``if nodeName != nil || result[i].BindsToNode``): not where
+        :attr:`runs_stable` (the stable variant of every minor does not read the field, nor
+        does 1.35's incubating one); 1.34's default gates select its experimental variant,
+        which reads it (DRAResourceClaimDeviceStatus is beta there)."""
+        return not self.runs_stable
+
+    @property
+    def cel_sees_allow_multiple_allocations(self) -> bool:
+        """Whether CEL's ``device.allowMultipleAllocations`` is the device's field (else always
+        false): where the variant fills ``cel.Device.AllowMultipleAllocations``, i.e. not where
+        :attr:`runs_stable` (``allocator_*.go``: experimental of every minor, incubating from
+        1.36)."""
+        return not self.runs_stable
 
     @property
     def runs_stable(self) -> bool:
-        """Whether upstream runs its stable variant on these features (from 1.35, which split
-        the allocator): ``variant`` says so, or, when empty, ``NewAllocator`` picks it because
-        ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange are all off
-        (``SupportedFeatures`` in ``allocator_stable.go``). kubedra then follows the stable
+        """Whether upstream runs a variant that knows neither ConsumableCapacity nor
+        DeviceBindingAndStatus: ``variant`` says so, or, when empty, ``NewAllocator`` picks it
+        because ConsumableCapacity, DeviceBindingAndStatus and FractionalCapacityRange are all
+        off (``SupportedFeatures`` in ``allocator_*.go``; that variant is *stable* from 1.36,
+        and *incubating* in 1.34 and 1.35, whose stable one supports no feature at all). On
+        1.34 only DeviceBindingAndStatus named off (which turns DRAResourceClaimDeviceStatus,
+        beta there, off too: :func:`from_gate_names`) selects it. kubedra then follows that
         variant's rules for what it does not know: capacity requests are ignored
         (``structured/internal/stable/allocator_stable.go`` reads none) and a
         ``distinctAttribute`` constraint is an "empty constraint" error."""
-        if self.version.minor < 35 or self.variant == "incubating":
+        if self.variant == "incubating" or (self.version.minor < 35
+                                            and self.variant != "stable"):
             return False
         return self.variant == "stable" or not (
             self.consumable_capacity or self.device_binding_and_status
@@ -108,7 +138,11 @@ class AllocatorFeatures:
                     f"feature {name!r} is not in Kubernetes {version} (from 1.{since})")
             else:
                 raise UnsupportedFeaturesError(f"feature {name!r} is not supported by kubedra")
-        gates: dict[str, Any] = {**changes, "variant": allocator or ""}
+        variant = allocator or ""
+        if version.minor < 35 and not variant and overrides.get("DeviceBindingAndStatus") is False \
+                and not changes.get("consumable_capacity"):
+            variant = "stable"  # DeviceStatus off too: 1.34's incubating variant, stable-like
+        gates: dict[str, Any] = {**changes, "variant": variant}
         return replace(features_for(version), **gates)
 
     def gate_names(self) -> dict[str, bool]:
@@ -118,7 +152,8 @@ class AllocatorFeatures:
                 if self.version.minor >= _ADDED_IN.get(name, 0)}
 
 
-_GATES = tuple(f.name for f in fields(AllocatorFeatures) if f.name not in ("version", "variant"))
+_GATES = tuple(f.name for f in fields(AllocatorFeatures)
+               if f.name not in ("version", "variant", "pool_order"))
 
 _ADDED_IN = {"fractional_capacity_range": 37}
 """Features that older minors' allocators do not have, with the minor that added them."""

@@ -33,7 +33,10 @@ from kubedra.allocation.features import AllocatorFeatures
 from kubedra.allocation.node_selection import NodeInfo, NodeSelection
 from kubedra.allocation.quantities import Number, number
 from kubedra.allocation.state import DeviceID
-from kubedra.allocation.versions import COMPATIBILITY_GROUPS_IGNORE_SLICE
+from kubedra.allocation.versions import (
+    COMPATIBILITY_GROUPS_IGNORE_SLICE,
+    INCOMPLETE_POOL_SKIPPED,
+)
 from kubedra.api.resource import (
     Device,
     DeviceAttribute,
@@ -95,7 +98,8 @@ class DeviceEntry:
         if self._conversion is None:
             from kubedra.cel.reads import conversion_error
 
-            self._conversion = (conversion_error(self.driver, self.attributes),)
+            self._conversion = (conversion_error(self.driver, self.attributes,
+                                                 self.slice.list_attributes),)
         return self._conversion[0]
 
     def blocking_taints(self) -> Iterable[DeviceTaint]:
@@ -110,7 +114,8 @@ class DeviceEntry:
             self._cel = CELDevice(
                 self.driver, self.attributes,
                 {name: cap.value for name, cap in (self.capacity or {}).items()},
-                allow_multiple_allocations=self.allow_multiple)
+                allow_multiple_allocations=self.allow_multiple and self.slice.cel_multiple,
+                list_attributes=self.slice.list_attributes)
         return self._cel
 
     def __repr__(self) -> str:
@@ -120,15 +125,33 @@ class DeviceEntry:
 class SliceEntry:
     """One ResourceSlice with its devices as :class:`DeviceEntry`;
     ``uses_compatibility_groups``: whether a device declares compatibility groups (then the
-    allocator ignores the slice)."""
+    allocator ignores the slice); ``list_attributes``: whether CEL sees list-typed attributes
+    (:data:`~kubedra.allocation.versions.LIST_ATTRIBUTES_SEEN_BY_CEL`); ``cel_multiple``:
+    whether CEL sees ``allowMultipleAllocations`` (``AllocatorFeatures.
+    cel_sees_allow_multiple_allocations``)."""
 
-    __slots__ = ("counter_sets", "devices", "driver", "generation", "name", "node_selection",
-                 "per_device", "per_device_set", "pool_name", "slice_count",
-                 "uses_compatibility_groups")
+    __slots__ = (
+        "cel_multiple",
+        "counter_sets",
+        "devices",
+        "driver",
+        "generation",
+        "list_attributes",
+        "name",
+        "node_selection",
+        "per_device",
+        "per_device_set",
+        "pool_name",
+        "slice_count",
+        "uses_compatibility_groups",
+    )
 
     def __init__(self, resource_slice: ResourceSlice, first_uid: int,
-                 extra_taints: dict[str, list[DeviceTaint]]) -> None:
+                 extra_taints: dict[str, list[DeviceTaint]], *, list_attributes: bool,
+                 cel_multiple: bool) -> None:
         spec = resource_slice.spec
+        self.list_attributes = list_attributes
+        self.cel_multiple = cel_multiple
         self.name = resource_slice.metadata.name or ""
         self.driver = spec.driver
         self.pool_name = spec.pool.name
@@ -144,6 +167,11 @@ class SliceEntry:
                         for i, d in enumerate(spec.devices or ())]
         self.uses_compatibility_groups = any(
             c.compatibility_groups for d in spec.devices or () for c in d.consumes_counters or ())
+
+    @property
+    def has_binding_conditions(self) -> bool:
+        """Whether a device of the slice has binding conditions (``hasBindingConditions``)."""
+        return any(d.binding_conditions is not None for d in self.devices)
 
     @property
     def has_counters(self) -> bool:
@@ -235,6 +263,17 @@ class NodePools:
         """Whether any pool is invalid."""
         return any(pool.invalid for pool in self.pools)
 
+    @property
+    def first_invalid(self) -> tuple[int, Pool] | None:
+        """The first invalid pool in search order, with the position in :attr:`devices` where
+        its devices would be (how many devices of the pools before it are listed)."""
+        position = 0
+        for pool in self.pools:
+            if pool.invalid:
+                return position, pool
+            position += sum(1 for p in self.device_pools if p is pool)
+        return None
+
 
 @dataclass(slots=True)
 class SliceIndex:
@@ -273,7 +312,11 @@ def _is_relevant(entry: SliceEntry, node: NodeInfo) -> bool | None:
 def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: AllocatorFeatures,
                 all_slices: list[SliceEntry] | None) -> Pool:
     pool = Pool(*key)
-    slices = sorted(slices, key=lambda s: s.name)
+    if features.pools_in_random_order:  # as listed; experimental: binding conditions last
+        if not features.runs_stable:
+            slices = sorted(slices, key=lambda s: s.has_binding_conditions)
+    else:
+        slices = sorted(slices, key=lambda s: s.name)
     partitionable = features.partitionable_devices
     device_slices = [s for s in slices if not (partitionable and s.has_counters)]
     counter_slices = [s for s in slices if partitionable and s.has_counters]
@@ -357,9 +400,11 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         AllocationError: a slice's or device's node selector does not parse.
     """
     groups_ignored = features.version.follows(COMPATIBILITY_GROUPS_IGNORE_SLICE)
+    skips_incomplete = features.version.follows(INCOMPLETE_POOL_SKIPPED)
     relevant = [
         entry for entry in (*index.on_node.get(node.name, ()), *index.shared)
-        if (features.partitionable_devices or not (entry.per_device_set or entry.has_counters))
+        if (features.partitionable_devices
+            or not (entry.per_device_set or (skips_incomplete and entry.has_counters)))
         and not (groups_ignored and entry.uses_compatibility_groups) and _is_relevant(entry, node)]
     candidates = newest_slices(relevant)
 
@@ -369,6 +414,11 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
     for key, slices in candidates.items():
         generation, wanted = slices[0].generation, slices[0].slice_count
         all_slices = None
+        if len(slices) != wanted and not skips_incomplete:  # 1.34: searched all the same
+            pool = _build_pool(key, slices, features, None)
+            pool.incomplete, pool.published_slices, pool.slice_count = True, len(slices), wanted
+            pools.append(pool)
+            continue
         if len(slices) != wanted:
             all_slices = _slices_of_generation(index, key, generation)
             if all_slices is None:  # obsolete: a newer generation is being published
@@ -386,14 +436,15 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         pool = _build_pool(key, slices, features, all_slices)
         has_binding = any(d.binding_conditions is not None for s in pool.slices for d in s.devices)
         (pools_with_binding if has_binding else pools).append(pool)
-    pools.sort(key=lambda p: p.key)
-    pools_with_binding.sort(key=lambda p: p.key)
+    order = {key: i for i, key in enumerate(features.pool_order)}
+    pools.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
+    pools_with_binding.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
     pools.extend(pools_with_binding)
 
     devices: list[DeviceEntry] = []
     device_pools: list[Pool] = []
     for pool in pools:
-        if pool.incomplete or pool.invalid:
+        if (pool.incomplete and skips_incomplete) or pool.invalid:
             continue
         for entry in pool.slices:
             devices.extend(entry.devices)

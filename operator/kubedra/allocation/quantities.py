@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from kubedra.api.quantity import Quantity
+from kubedra.api.quantity import BINARY_SI, Quantity
 
 Number = int | Fraction
 """An exact value: an ``int`` when whole, else a ``Fraction``."""
@@ -36,3 +36,32 @@ def milli_value(quantity: Quantity) -> int | None:
     if milli.denominator != 1 or not -(2**63) <= milli.numerator <= INT64_MAX:
         return None
     return milli.numerator
+
+
+def go_value(quantity: Quantity) -> int:
+    """``Quantity.Value()`` as Go computes it, overflow included: within int64 the value
+    rounded up (:func:`ceil_int`); beyond it, 0 for a decimal quantity of at most 18 digits
+    (kept as ``int64Amount``, whose ``AsScaledInt64`` gives 0 on overflow) and the low 64 bits
+    (two's complement) for one kept as ``inf.Dec`` (binary suffixes, longer mantissas;
+    ``scaledValue`` in ``apimachinery/pkg/api/resource/scale_int.go``). The digits are those
+    of the value without trailing zeros, as it is usually written."""
+    value = ceil_int(quantity)
+    if -(2**63) <= value <= INT64_MAX:
+        return value
+    if quantity.format != BINARY_SI and quantity.value.denominator == 1:
+        digits = str(abs(value)).rstrip("0")
+        if len(digits) <= 18:
+            return 0
+    return wrap_int64(value)
+
+
+def wrap_int64(value: int) -> int:
+    """``value`` as Go's int64 arithmetic leaves it: its low 64 bits, two's complement."""
+    low = value & (2**64 - 1)
+    return low - 2**64 if low > INT64_MAX else low
+
+
+def go_quotient(dividend: int, divisor: int) -> int:
+    """Go's integer ``/``: the quotient truncated toward zero."""
+    quotient = abs(dividend) // abs(divisor)
+    return quotient if (dividend < 0) == (divisor < 0) else -quotient

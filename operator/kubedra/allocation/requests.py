@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubedra.allocation.capacity import CapacityError, Consumption
-from kubedra.allocation.constraints import Constraint, DistinctAttribute, MatchAttribute
+from kubedra.allocation.constraints import Constraint, MatchAttribute, distinct_attribute
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.features import AllocatorFeatures
 from kubedra.allocation.selectors import SelectorSet
 from kubedra.allocation.snapshot import ResourceSnapshot
-from kubedra.allocation.versions import DERIVED_ATTRIBUTES_REFUSED
+from kubedra.allocation.versions import DERIVED_ATTRIBUTES_REFUSED, KubeVersion
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
     DeviceClass,
@@ -201,11 +201,13 @@ class ConstraintSpec:
     match: bool
     attribute: str
     requests: list[str] | None
+    version: KubeVersion
 
     def new(self) -> Constraint:
-        """A fresh constraint with no devices recorded."""
-        kind = MatchAttribute if self.match else DistinctAttribute
-        return kind(self.attribute, self.requests)
+        """A fresh constraint with no devices recorded, as ``version`` decides it."""
+        if self.match:
+            return MatchAttribute(self.attribute, self.requests)
+        return distinct_attribute(self.version, self.attribute, self.requests)
 
 
 @dataclass(slots=True)
@@ -231,10 +233,10 @@ class ClaimPlan:
         for i, constraint in enumerate(claim.spec.devices.constraints or ()):
             if constraint.match_attribute is not None:
                 specs.append(ConstraintSpec(True, constraint.match_attribute,
-                                            constraint.requests))
+                                            constraint.requests, snapshot.features.version))
             elif constraint.distinct_attribute is not None and not snapshot.features.runs_stable:
                 specs.append(ConstraintSpec(False, constraint.distinct_attribute,
-                                            constraint.requests))
+                                            constraint.requests, snapshot.features.version))
             else:
                 return cls(claim, label, requests, AllocationError(
                     f"claim {label}, constraint #{i}: empty constraint (unsupported constraint "

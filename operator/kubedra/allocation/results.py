@@ -26,6 +26,7 @@ from kubedra.allocation.versions import (
     CLAIM_CONFIG_ONCE,
     CONFIG_FOR_ALL_REQUESTS_NAMES_NONE,
     DEFAULT_VERSION,
+    TOLERATIONS_IN_RESULTS,
     KubeVersion,
 )
 from kubedra.api.quantity import Quantity
@@ -51,12 +52,14 @@ class Pick(NamedTuple):
     consumed: dict[str, Quantity] | None
 
 
-def _device_result(pick: Pick, binding: bool) -> DeviceRequestAllocationResult:
+def _device_result(pick: Pick, binding: bool,
+                   version: KubeVersion) -> DeviceRequestAllocationResult:
     device = pick.device
+    tolerations = pick.request.tolerations if version.follows(TOLERATIONS_IN_RESULTS) else None
     return DeviceRequestAllocationResult(
         request=pick.request.full_name, driver=device.driver, pool=device.id[1],
         device=device.name, admin_access=True if pick.request.admin_access else None,
-        tolerations=pick.request.tolerations,
+        tolerations=tolerations,
         binding_conditions=device.binding_conditions if binding else None,
         binding_failure_conditions=device.binding_failure_conditions if binding else None,
         share_id=pick.share_id, consumed_capacity=pick.consumed)
@@ -109,14 +112,15 @@ def _requirements_add(into: list[NodeSelectorRequirement],
             into.append(req)
 
 
-def _node_selector(picks: list[Pick], node_name: str) -> NodeSelector | None:
+def _node_selector(picks: list[Pick], node_name: str,
+                   binds_to_node: bool) -> NodeSelector | None:
     fields: list[NodeSelectorRequirement] = []
     expressions: list[NodeSelectorRequirement] = []
     for pick in picks:
         device = pick.device
         selection = device.node_selection if device.slice.per_device else \
             device.slice.node_selection
-        if selection.node_name is not None or device.binds_to_node:
+        if selection.node_name is not None or (binds_to_node and device.binds_to_node):
             return NodeSelector(node_selector_terms=[NodeSelectorTerm(match_fields=[
                 NodeSelectorRequirement(key="metadata.name", operator="In", values=[node_name])])])
         selector = selection.node_selector
@@ -135,20 +139,22 @@ def _node_selector(picks: list[Pick], node_name: str) -> NodeSelector | None:
 
 
 def build_allocation(claim: ResourceClaim, requests: list[list[RequestData]], picks: list[Pick],
-                     node_name: str, *, binding: bool,
+                     node_name: str, *, binding: bool, binds_to_node: bool = True,
                      version: KubeVersion = DEFAULT_VERSION) -> AllocationResult:
     """The allocation result of ``claim`` after a successful search on node ``node_name``:
     ``requests`` are the claim's requests (each with its subrequests, the chosen one marked),
     ``picks`` the devices chosen; ``binding``: the ``DRADeviceBindingConditions`` feature;
+    ``binds_to_node``: whether the variant reads ``bindsToNode``
+    (:attr:`~kubedra.allocation.features.AllocatorFeatures.binds_to_node`);
     ``version``: the minor whose configuration rules apply (:mod:`kubedra.allocation.versions`).
 
     Raises:
         AllocationError: a device's node selector has more than one term.
     """
-    results = [_device_result(pick, binding) for pick in picks]
+    results = [_device_result(pick, binding, version) for pick in picks]
     configs = _configs(claim.spec.devices, _chosen(requests), version)
     try:
-        node_selector = _node_selector(picks, node_name)
+        node_selector = _node_selector(picks, node_name, binds_to_node)
     except AllocationError as err:
         raise AllocationError(f"create NodeSelector for claim {claim.metadata.name}: {err}") \
             from None

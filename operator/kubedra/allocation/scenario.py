@@ -5,6 +5,9 @@ A scenario is one allocation attempt with everything it depends on::
     {"name": "...", "features": {"DeviceTaints": false},       # overrides of the defaults
      "allocator": "incubating",     # optional: the variant upstream ran (else NewAllocator's)
      "kubeVersion": "1.36",         # optional: the minor whose defaults and rules apply
+     "poolOrder": [["gpu.example.com", "node-1"], ...],  # optional: for kubedra only, the
+                                    # order of one upstream run that ranges over a Go map
+                                    # (AllocatorFeatures.pool_order)
      "node": {"name": "node-1", "labels": {...}},
      "slices": [ResourceSlice...], "classes": [DeviceClass...],
      "allocatedClaims": [ResourceClaim...], "taintRules": [DeviceTaintRule...],
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kubedra.allocation.allocator import Allocator
@@ -63,6 +67,8 @@ def load_snapshot(scenario: Mapping[str, Any]) -> tuple[ResourceSnapshot, Alloca
     features = AllocatorFeatures.from_gate_names(scenario.get("features") or {},
                                                  allocator=scenario.get("allocator"),
                                                  version=scenario_version(scenario))
+    if order := scenario.get("poolOrder"):
+        features = replace(features, pool_order=tuple((driver, pool) for driver, pool in order))
     decoder = SliceDecoder()
     snapshot = ResourceSnapshot(
         [decoder.decode(s) for s in scenario.get("slices") or ()],

@@ -19,7 +19,11 @@ from kubedra.allocation.features import DEFAULT_FEATURES, AllocatorFeatures
 from kubedra.allocation.node_selection import NodeInfo
 from kubedra.allocation.pools import NodePools, SliceEntry, SliceIndex, gather_pools
 from kubedra.allocation.selectors import SelectorSet
-from kubedra.allocation.versions import TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE, KubeVersion
+from kubedra.allocation.versions import (
+    LIST_ATTRIBUTES_SEEN_BY_CEL,
+    TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE,
+    KubeVersion,
+)
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import (
     DeviceClass,
@@ -73,7 +77,10 @@ class ResourceSnapshot:
         uid = 0
         for resource_slice in slices:
             entry = SliceEntry(resource_slice, uid,
-                               _rule_taints(resource_slice, rules, features.version))
+                               _rule_taints(resource_slice, rules, features.version),
+                               list_attributes=features.version.follows(
+                                   LIST_ATTRIBUTES_SEEN_BY_CEL),
+                               cel_multiple=features.cel_sees_allow_multiple_allocations)
             uid += len(entry.devices)
             entries.append(entry)
         self.slices = SliceIndex.build(entries)

@@ -123,7 +123,75 @@ DERIVED_ATTRIBUTES_REFUSED = VersionRule(
     "a request with derivedAttributes is an error for the incubating variant; before, the "
     "field was not known and ignored")
 
-RULES = (CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
+DISTINCT_ATTRIBUTE_VALUES_COMPARED = VersionRule(
+    "distinct-attribute-values-compared", KubeVersion(1, 35),
+    "k8s.io/dynamic-resource-allocation structured/internal/experimental/constraint.go "
+    "(matchesAttribute: v0.34.4 compares 'attribute.StringValue == attr.StringValue', the "
+    "pointers; v0.35.4 their values)",
+    "distinctAttribute compares the attribute values of devices; before (1.34's experimental "
+    "variant, which its default gates select), it compared Go pointers, so two devices never "
+    "had the same value and the constraint only required the attribute")
+
+DISTINCT_ATTRIBUTE_EVERY_DEVICE = VersionRule(
+    "distinct-attribute-every-device", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/constraint.go "
+    "(v0.37.2: 'attributes []*resourceapi.DeviceAttribute'; up to v0.36.3 "
+    "'attributes map[string]resourceapi.DeviceAttribute', by request name)",
+    "distinctAttribute compares a device with every device already picked; before, with one "
+    "value per request (the latest device's, forgotten when that device is taken back), so a "
+    "third device could repeat the first's value")
+
+CAPACITY_AMOUNTS_CHECKED = VersionRule(
+    "capacity-amounts-checked", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/consumable_capacity.go "
+    "(v0.37.2: errCapacityRequestNotRepresentable, errNegativeCapacity; v0.36.3 roundUpRange "
+    "and violateValidRange compute with requestedVal.Value())",
+    "a capacity request beyond int64 (or rounding up past it) and a negative consumed amount "
+    "are errors; before, the amount was computed with Go's Quantity.Value(), 0 or wrapped "
+    "beyond int64 (a request of 10E on a 1Gi..40Gi step-4Gi range consumes 5Gi), and a "
+    "negative amount was taken as it is")
+
+LIST_ATTRIBUTES_SEEN_BY_CEL = VersionRule(
+    "list-attributes-seen-by-cel", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation cel/compile.go (getAttributeValue: v0.36.3 returns a "
+    "list value only 'if c.features.EnableListTypeAttributes'; v0.37.2 always)",
+    "a device with a list-typed attribute is given to CEL selectors with its lists; before, "
+    "with DRAListTypeAttributes off (alpha, the default), such a device fails every selector "
+    "with 'unsupported attribute value', which ends the attempt with an error (1.34 and 1.35 "
+    "do not know list fields at all: the attribute has no value, with the same error)")
+
+TOLERATIONS_IN_RESULTS = VersionRule(
+    "tolerations-in-results", KubeVersion(1, 35),
+    "k8s.io/dynamic-resource-allocation structured/internal/experimental/allocator_experimental.go "
+    "(Allocate: v0.35.4 sets 'Tolerations: internal.lookupRequest(claim).tolerations()' in "
+    "each DeviceRequestAllocationResult; v0.34.4 does not)",
+    "a device's allocation result carries its request's tolerations; before, none")
+
+INVALID_POOL_SKIPPED = VersionRule(
+    "invalid-pool-skipped", KubeVersion(1, 35),
+    "k8s.io/dynamic-resource-allocation structured/internal/experimental/allocator_experimental.go "
+    "(allocateOne, v0.34.4: 'If the pool is not valid, then fail now': return fmt.Errorf(\"pool "
+    "%s is invalid: %s\"); v0.35.4: 'if pool.IsIncomplete || pool.IsInvalid { continue }')",
+    "a pool found invalid is passed over when searching devices for an ExactCount request; "
+    "before, reaching it was an error (in 1.34's map order of pools: kubedra reaches it first)")
+
+INCOMPLETE_POOL_SKIPPED = VersionRule(
+    "incomplete-pool-skipped", KubeVersion(1, 35),
+    "k8s.io/dynamic-resource-allocation structured/internal/*/pools_*.go (GatherPools, v0.35.4: "
+    "checkSlicesInPool; v0.34.4: 'pool.IsIncomplete = int64(len(pool.Slices)) != "
+    "...ResourceSliceCount' over the node's slices only) and allocator_experimental.go "
+    "(allocateOne, v0.34.4 skips no incomplete pool)",
+    "an ExactCount request takes no device from an incomplete pool, and a pool's completeness "
+    "counts its slices on every node (a newer generation elsewhere makes the node's slices "
+    "obsolete); before, completeness counted only the node's slices, shared-counter slices "
+    "among them with PartitionableDevices off (v0.35.4 leaves those out of the node's slices "
+    "and counts them again in checkSlicesInPool), and only allocationMode All refused an "
+    "incomplete pool")
+
+RULES = (TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
+         DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
+         CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
+         CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
          SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
          COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,
          TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE)

@@ -34,6 +34,9 @@ class CELDevice:
     attributes: Mapping[str, DeviceAttribute]
     capacity: Mapping[str, Quantity]
     allow_multiple_allocations: bool = False
+    list_attributes: bool = True
+    """Whether list-typed attributes are values (from Kubernetes 1.37); when not, such an
+    attribute fails the evaluation as one without a value does."""
 
     @cached_property
     def prepared(self) -> PreparedDevice:
@@ -47,16 +50,17 @@ def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-def _attribute_value(attr: DeviceAttribute) -> Any:
-    """The CEL value of one attribute, in ``getAttributeValue``'s order of fields.
+def _attribute_value(attr: DeviceAttribute, lists: bool) -> Any:
+    """The CEL value of one attribute, in ``getAttributeValue``'s order of fields; list values
+    only with ``lists``.
 
     Raises:
         ValueError: no value is set, or a version does not parse (upstream's message).
     """
     for values in (attr.int_values, attr.bool_values, attr.string_values):
-        if values is not None:
+        if values is not None and lists:
             return list(values)
-    if attr.version_values is not None:
+    if attr.version_values is not None and lists:
         return [_version(v) for v in attr.version_values]
     for value in (attr.int_value, attr.bool_value, attr.string_value):
         if value is not None:
@@ -94,7 +98,7 @@ class PreparedDevice:
         error = None
         for name, attr in device.attributes.items():
             try:
-                value = _attribute_value(attr)
+                value = _attribute_value(attr, device.list_attributes)
             except ValueError as err:
                 error = error or f"attribute {name}: {err}"
                 continue

@@ -93,13 +93,18 @@ def _value(attr: DeviceAttribute | None) -> Any:
                 attr.int_values, attr.bool_values, attr.string_values, attr.version_values)))
 
 
-def conversion_error(driver: str, attributes: Mapping[str, DeviceAttribute]) -> str | None:
+def conversion_error(driver: str, attributes: Mapping[str, DeviceAttribute],
+                     list_attributes: bool = True) -> str | None:
     """Whether :class:`~kubedra.cel.device.PreparedDevice` would fail on these attributes
-    (a marker naming the first failing attribute), without converting them."""
+    (a marker naming the first failing attribute), without converting them;
+    ``list_attributes`` as :attr:`~kubedra.cel.device.CELDevice.list_attributes`."""
     for name, attr in attributes.items():
         if attr.version_value is not None:
             if not _version_parses(attr.version_value):
                 return name
+        elif not list_attributes and (attr.string_value is None and attr.int_value is None
+                                      and attr.bool_value is None):
+            return name
         elif attr.version_values is not None:
             if not all(_version_parses(v) for v in attr.version_values):
                 return name

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubedra.allocation import (
+    CAPACITY_AMOUNTS_CHECKED,
     Allocator,
     CapacityError,
     DeviceEntry,
@@ -183,8 +184,9 @@ def _capacity_reason(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry
     if missing:
         return f"{ctx.label(device)} has no capacity {', '.join(missing)}", []
     try:
-        consumption = static_consumption(spec.capacity, capacity,
-                                         features.fractional_capacity_range)
+        consumption = static_consumption(
+            spec.capacity, capacity, features.fractional_capacity_range,
+            checked=features.version.follows(CAPACITY_AMOUNTS_CHECKED))
     except CapacityError as err:
         return f"{ctx.label(device)}: {err}", []
     if consumption is None:

@@ -16,10 +16,16 @@ from kubedra.allocation.capacity import (
     static_consumption,
     violates_policy,
 )
-from kubedra.allocation.constraints import DistinctAttribute, MatchAttribute, attribute_key
+from kubedra.allocation.constraints import (
+    MISSING,
+    MatchAttribute,
+    attribute_key,
+    distinct_attribute,
+)
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.features import features_for
 from kubedra.allocation.node_selection import NodeInfo, NodeSelection, compile_node_selector
+from kubedra.allocation.quantities import go_value
 from kubedra.allocation.scenario import load_snapshot, node_info, run_scenario
 from kubedra.allocation.taints import tolerated, tolerates
 from kubedra.allocation.versions import DEFAULT_VERSION, KubeVersion, UnknownKubeVersionError
@@ -195,26 +201,51 @@ def test_attribute_keys_compare_type_and_value() -> None:
 
 def test_match_attribute() -> None:
     match = MatchAttribute("d/a", None)
-    assert match.add(key(int=1))
-    assert not match.add(key(int=2))
-    assert not match.add(key(string="1"))
-    assert match.add(key(int=1))
-    match.remove()
-    match.remove()
-    assert match.add(key(int=2))  # empty again: any value starts a new set
+    assert match.add(key(int=1), "r", "d0")
+    assert not match.add(key(int=2), "r", "d1")
+    assert not match.add(key(string="1"), "r", "d1")
+    assert match.add(key(int=1), "r", "d1")
+    match.remove("r")
+    match.remove("r")
+    assert match.add(key(int=2), "r", "d2")  # empty again: any value starts a new set
 
 
 def test_distinct_attribute_compares_with_all_devices() -> None:
-    distinct = DistinctAttribute("d/a", ["r"])
-    assert distinct.add(key(int=0))
-    assert distinct.add(key(int=1))
-    assert not distinct.add(key(int=0))  # one value per request accepted it
-    distinct.remove()  # takes back the latest successful add: int=1
-    assert not distinct.add(key(int=0))
-    assert distinct.add(key(int=1))
+    distinct = distinct_attribute(KubeVersion(1, 37), "d/a", ["r"])
+    assert distinct.add(key(int=0), "r", "d0")
+    assert distinct.add(key(int=1), "r", "d1")
+    assert not distinct.add(key(int=0), "r", "d2")  # one value per request accepted it
+    distinct.remove("r")  # takes back the latest successful add: int=1
+    assert not distinct.add(key(int=0), "r", "d2")
+    assert distinct.add(key(int=1), "r", "d2")
     assert distinct.applies_to("r", None)
     assert distinct.applies_to("r", "sub")
     assert not distinct.applies_to("q", None)
+
+
+def test_distinct_attribute_of_1_35_and_1_36_keeps_one_value_per_request() -> None:
+    """Up to 1.36 the latest device of a request overwrites its value, and taking it back
+    forgets the request's value (DISTINCT_ATTRIBUTE_EVERY_DEVICE)."""
+    for minor in (35, 36):
+        distinct = distinct_attribute(KubeVersion(1, minor), "d/a", None)
+        assert distinct.add(key(int=0), "r", "d0")
+        assert not distinct.add(key(int=0), "q", "d1")  # q differs from r's value
+        assert distinct.add(key(int=1), "r", "d1")  # r's value is now 1
+        assert distinct.add(key(int=0), "q", "d2")  # 0 was forgotten
+        distinct.remove("q")
+        distinct.remove("r")  # r's value forgotten, d0 still in
+        assert distinct.add(key(int=0), "q", "d3")
+        assert distinct.add(key(strings=["x"]), "r", "d4") is False  # no value: a duplicate
+
+
+def test_distinct_attribute_of_1_34_compares_pointers() -> None:
+    """1.34 compares Go pointers: only the same device repeats a value
+    (DISTINCT_ATTRIBUTE_VALUES_COMPARED)."""
+    distinct = distinct_attribute(KubeVersion(1, 34), "d/a", None)
+    assert distinct.add(key(int=0), "r", "d0")
+    assert distinct.add(key(int=0), "q", "d1")
+    assert not distinct.add(key(int=0), "p", "d0")
+    assert not distinct.add(MISSING, "p", "d2")
 
 
 @pytest.mark.parametrize(("toleration", "expected"), [
@@ -325,3 +356,14 @@ def test_allocated_state_from_claims() -> None:
     legacy = AllocatedState.from_claims([claim], consumable_capacity=False)
     assert legacy.devices == {("d", "p", "x"), ("d", "p", "s")}
     assert legacy.consumed_capacity == {}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("5Gi", 5 * 2**30), ("1500m", 2), ("-1500m", -2),
+    ("10E", 0),  # int64Amount: AsScaledInt64 overflows to 0
+    ("10Ei", 10 * 2**60 - 2**64),  # inf.Dec: the low 64 bits
+    ("9223372036854775808", -(2**63)),  # 19 digits: inf.Dec
+])
+def test_go_value(text: str, expected: int) -> None:
+    """Go's Quantity.Value(), overflow included (the arithmetic of 1.36 and older)."""
+    assert go_value(Quantity(text)) == expected
