@@ -50,7 +50,8 @@ from kubedra.allocation.requests import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, 
 from kubedra.allocation.results import Pick, build_allocation
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
-from kubedra.allocation.versions import ALL_KEEPS_DEVICES_WITHOUT_ROOM, INVALID_POOL_SKIPPED
+from kubedra.allocation.versions import (ALL_KEEPS_DEVICES_WITHOUT_ROOM,
+                                        ALL_SUBREQUEST_KEEPS_ITS_INDEX, INVALID_POOL_SKIPPED)
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
 
@@ -185,6 +186,7 @@ class _Search(SearchState):
         # error, unless a device of the pools before it completes the claims
         self.invalid = None if self.features.version.follows(INVALID_POOL_SKIPPED) \
             else self.pools.first_invalid
+        self.all_keeps_sub = self.features.version.follows(ALL_SUBREQUEST_KEEPS_ITS_INDEX)
 
     # --- setup (validation of requests and constraints) ------------------------------------
 
@@ -328,7 +330,8 @@ class _Search(SearchState):
             if undo is None:
                 self._note_failure(ci, ri, si, di)
                 return _FAIL
-            outcome = self._allocate_one(ci, ri, si, di + 1, in_sub, 0)
+            # before 1.36 the next device is the first subrequest's (ALL_SUBREQUEST_KEEPS_ITS_INDEX)
+            outcome = self._allocate_one(ci, ri, si if self.all_keeps_sub else 0, di + 1, in_sub, 0)
             if outcome != _DONE:
                 self._rollback(ci, undo)
             return outcome

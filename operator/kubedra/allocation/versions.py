@@ -188,13 +188,25 @@ INCOMPLETE_POOL_SKIPPED = VersionRule(
     "and counts them again in checkSlicesInPool), and only allocationMode All refused an "
     "incomplete pool")
 
+ALL_SUBREQUEST_KEEPS_ITS_INDEX = VersionRule(
+    "all-subrequest-keeps-its-index", KubeVersion(1, 36),
+    "k8s.io/dynamic-resource-allocation structured/internal/*/allocator_*.go (allocateOne, "
+    "the 'For \"all\" devices' branch: v0.34.4 and v0.35.4 go on with 'deviceIndices{claimIndex: "
+    "r.claimIndex, requestIndex: r.requestIndex, deviceIndex: r.deviceIndex + 1}', without "
+    "r.subRequestIndex; v0.36.3 keeps it)",
+    "after each device of an allocationMode All subrequest the search goes on with the same "
+    "subrequest; before, with the request's first subrequest at the next device index, so an "
+    "All subrequest other than the first took one device and the rest of the request was "
+    "the first subrequest's (done once its count is reached, its devices otherwise, a failure "
+    "if it is an All without devices)")
+
 RULES = (TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
          DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
          CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
          CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
          SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
          COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,
-         TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE)
+         TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE, ALL_SUBREQUEST_KEEPS_ITS_INDEX)
 """Every version-dependent rule kubedra follows, oldest first."""
 
 

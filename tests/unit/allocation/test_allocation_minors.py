@@ -35,15 +35,10 @@ KNOWN_DIFFERENCES: dict[str, set[str]] = {
     # beta there, and only experimental supports DeviceStatus)
     "1.34": set(),
     "1.35": {
-        # not modelled yet: 1.35's default variant names subrequest sub-1 (All of class gpu)
-        # with dev-0 alone where kubedra picks sub-2 (generated-411; without sub-0 upstream
-        # picks sub-2 too). Likely cause: v0.35.4 incubating Allocate validates subrequest i
-        # with requestKey.subRequestIndex still i-1 (set after validateDeviceRequest; v0.36.3
-        # sets it before), so an All subrequest's selector results are cached under the one
-        # before it. The others have several pools, and no order of them gives upstream's
-        # outcome
+        # several pools, and no order of them gives upstream's outcome (generated-411 was
+        # ALL_SUBREQUEST_KEEPS_ITS_INDEX)
         "generated-116", "generated-162", "generated-166", "generated-209", "generated-218",
-        "generated-250", "generated-252", "generated-265", "generated-293", "generated-411",
+        "generated-250", "generated-252", "generated-265", "generated-293",
         "generated-421", "generated-427", "generated-435", "generated-503", "generated-534",
         "generated-541", "generated-550", "generated-578", "generated-61", "generated-65",
         "generated-94",
@@ -263,6 +258,18 @@ def _shared_gpu(name: str, request: str) -> dict[str, Any]:
     return scenario
 
 
+def _all_after_exact(name: str) -> dict[str, Any]:
+    """Three GPUs; a request whose first alternative (one GPU of another driver) fails and
+    whose second is All."""
+    scenario = _one_gpu(name)
+    scenario["slices"][0]["spec"]["devices"] = [{"name": f"gpu-{i}"} for i in range(3)]
+    scenario["claims"][0]["spec"]["devices"]["requests"] = [{"name": "r", "firstAvailable": [
+        {"name": "one", "deviceClassName": "gpu",
+         "selectors": [{"cel": {"expression": 'device.driver == "other.example.com"'}}]},
+        {"name": "all", "deviceClassName": "gpu", "allocationMode": "All"}]}]
+    return scenario
+
+
 RULE_SCENARIOS = {
     # CONFIG_FOR_ALL_REQUESTS_NAMES_NONE: the class config of the claim's only request
     "config-for-all-requests": (_one_gpu("config-for-all-requests"),
@@ -308,6 +315,8 @@ RULE_SCENARIOS = {
     # rounded up to min + step
     "capacity-beyond-int64": (_shared_gpu("capacity-beyond-int64", "10E"),
                               {"1.36": "5Gi", "1.37": "error"}),
+    # ALL_SUBREQUEST_KEEPS_ITS_INDEX: 1.35 goes on with subrequest "one" after All's first GPU
+    "all-after-exact": (_all_after_exact("all-after-exact"), {"1.35": 1, "1.36": 3}),
 }
 
 
@@ -320,6 +329,8 @@ def _rule_outcome(name: str, outcome: dict[str, Any]) -> Any:
         return outcome["allocations"][0]["devices"]["results"][0]["device"]
     if name == "binds-to-node":
         return outcome["allocations"][0].get("nodeSelector") is not None
+    if name == "all-after-exact":
+        return len(outcome["allocations"][0]["devices"]["results"])
     if outcome["outcome"] == "allocated" and name == "capacity-beyond-int64":
         return outcome["allocations"][0]["devices"]["results"][0]["consumedCapacity"]["memory"]
     return outcome["outcome"]
