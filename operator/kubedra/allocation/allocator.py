@@ -50,8 +50,11 @@ from kubedra.allocation.requests import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, 
 from kubedra.allocation.results import Pick, build_allocation
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState
-from kubedra.allocation.versions import (ALL_KEEPS_DEVICES_WITHOUT_ROOM,
-                                        ALL_SUBREQUEST_KEEPS_ITS_INDEX, INVALID_POOL_SKIPPED)
+from kubedra.allocation.versions import (
+    ALL_KEEPS_DEVICES_WITHOUT_ROOM,
+    ALL_SUBREQUEST_KEEPS_ITS_INDEX,
+    INVALID_POOL_SKIPPED,
+)
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
 
