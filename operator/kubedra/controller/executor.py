@@ -117,8 +117,9 @@ async def _verify_unchanged(state: OperatorState, raw: dict[str, Any]) -> bool:
         written = {k: v for k, v in status.items() if k != "discovered"}
         written["allocations"] = [a.to_api() for a in found.allocations]
         written["allocatedCount"] = len({a.device for a in found.allocations})
-        state.inventory_overlay.record(name, await kube.apply_inventory_status(
-            state.api, name, written, OPERATOR_FIELD_MANAGER))
+        stored = await kube.apply_inventory_status(state.api, name, written,
+                                                   OPERATOR_FIELD_MANAGER)
+        state.inventory_overlay.record(name, stored, quiet=fingerprint.same_inputs(raw, stored))
     state.pools[name] = PublishedPool(driver=driver, name=pool, devices=found.devices,
                                       health=found.health)
     state.wake_ups.pop(name, None)

@@ -96,6 +96,27 @@ def _slice_versions(slices: Sequence[Mapping[str, Any]]) -> dict[str, str]:
             for s in slices}
 
 
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def same_inputs(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether inventory ``after`` (the object an allocations-only status write returned)
+    holds what inventory ``before`` (the cached object the reconcile decided from) held of
+    everything but the operator's own status fields: metadata but its resourceVersion and
+    managedFields, ``spec``, ``status.discovered`` and ``status.retained``. Then the watch
+    event of ``after`` has nothing a decision reads that ``before`` had not (nothing another
+    writer changed came in between), and its reconcile can be skipped."""
+    def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in (obj.get("metadata") or {}).items()
+                if k not in _VOLATILE_METADATA}
+
+    def status(obj: Mapping[str, Any]) -> tuple[Any, Any]:
+        found = obj.get("status") or {}
+        return found.get("discovered"), found.get("retained")
+    return (meta(before) == meta(after) and before.get("spec") == after.get("spec")
+            and status(before) == status(after))
+
+
 @dataclass(frozen=True)
 class Unchanged:
     """A pool found as published: what the operator remembers of it, and the status

@@ -236,10 +236,34 @@ class StatusOverlay(Generic[K]):
     watched object is at least as new, is another object (UID), or is gone."""
 
     written: dict[K, dict[str, Any]] = field(default_factory=dict)
+    quiet: dict[K, str] = field(default_factory=dict)
+    """Key → resourceVersion of a write whose watch event needs no reconcile
+    (:meth:`is_quiet_echo`)."""
 
-    def record(self, key: K, obj: dict[str, Any]) -> None:
-        """Remember the object the status write returned."""
+    def record(self, key: K, obj: dict[str, Any], *, quiet: bool = False) -> None:
+        """Remember the object the status write returned; ``quiet``: the object differs from
+        what the reconcile that wrote it decided from only in what it wrote, so the watch
+        event of this very version has nothing to reconcile."""
         self.written[key] = obj
+        if quiet:
+            self.quiet[key] = str(obj["metadata"].get("resourceVersion") or "")
+        else:
+            self.quiet.pop(key, None)
+
+    def is_quiet_echo(self, key: K, watched: Mapping[str, Any]) -> bool:
+        """Whether ``watched`` (a watch event's object) is exactly the version of a quiet
+        write (:meth:`record`): the same resourceVersion. Asked once per write: the entry is
+        dropped either way when a version is seen at or past it."""
+        version = self.quiet.get(key)
+        if version is None:
+            return False
+        seen = str((watched.get("metadata") or {}).get("resourceVersion") or "")
+        if seen == version:
+            del self.quiet[key]
+            return True
+        if seen and _rv(watched) >= _rv({"metadata": {"resourceVersion": version}}):
+            del self.quiet[key]
+        return False
 
     def merge(self, key: K, watched: dict[str, Any] | None) -> dict[str, Any] | None:
         """The watched object, or the one last written if that is newer."""

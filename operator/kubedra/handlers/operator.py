@@ -153,8 +153,12 @@ def _state(memo: Any, indexes: dict[str, Any]) -> OperatorState:
 @kopf.on.event(*resources.INVENTORIES, registry=resources.registry)
 async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     """An inventory changed: reconcile it, and the others naming the same pool (one of them
-    may now own it)."""
+    may now own it) — unless the event is the operator's own allocations-only status write
+    and nothing else changed (:meth:`~kubedra.controller.state.StatusOverlay.is_quiet_echo`:
+    one reconcile per claim saved, ``bench/RESULTS.md``, claims at 1,000 nodes)."""
     state = _state(memo, kwargs)
+    if state.inventory_overlay.is_quiet_echo(name, body):
+        return
     state.inventory_queue.add(name)
     for other in state.view.inventories_of_pool(*pool_key(body)):
         state.inventory_queue.add(other)

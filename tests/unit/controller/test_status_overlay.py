@@ -64,3 +64,31 @@ def test_an_inventory_reads_its_own_status_write_until_the_watch_shows_it() -> N
     assert overlay.merge("other", reported) is reported
     assert overlay.merge("n-gpu", None) is None  # deleted: nothing kept
     assert overlay.written == {}
+
+
+def inventory(rv: int, allocations: int = 0, discovered: int = 1) -> dict[str, Any]:
+    return {"metadata": {"name": "n-gpu", "uid": "i1", "resourceVersion": str(rv),
+                         "managedFields": [{"manager": "kubedra-operator"}] if rv > 10 else []},
+            "spec": {"nodeName": "n"},
+            "status": {"discovered": {"devices": [{"name": f"gpu-{i}"}
+                                                  for i in range(discovered)]},
+                       "allocations": [{"device": f"gpu-{i}"} for i in range(allocations)]}}
+
+
+def test_the_watch_event_of_a_quiet_write_is_its_echo_once() -> None:
+    overlay: StatusOverlay[str] = StatusOverlay()
+    overlay.record("n-gpu", inventory(11, allocations=1), quiet=True)
+    assert not overlay.is_quiet_echo("n-gpu", inventory(10))  # an older event: reconcile
+    assert overlay.is_quiet_echo("n-gpu", inventory(11, allocations=1))
+    assert not overlay.is_quiet_echo("n-gpu", inventory(11, allocations=1))  # once only
+    assert overlay.written["n-gpu"]["metadata"]["resourceVersion"] == "11"  # merge unchanged
+
+
+def test_a_newer_version_or_a_loud_write_is_no_echo() -> None:
+    overlay: StatusOverlay[str] = StatusOverlay()
+    overlay.record("n-gpu", inventory(11, allocations=1), quiet=True)
+    assert not overlay.is_quiet_echo("n-gpu", inventory(12, allocations=1))  # someone wrote
+    assert not overlay.is_quiet_echo("n-gpu", inventory(11, allocations=1))  # entry gone
+    overlay.record("n-gpu", inventory(13, allocations=1), quiet=True)
+    overlay.record("n-gpu", inventory(14, allocations=2))  # a full reconcile's write
+    assert not overlay.is_quiet_echo("n-gpu", inventory(14, allocations=2))
