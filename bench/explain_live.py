@@ -21,13 +21,14 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from bench import fleet_dump
+from bench import explain_profile, fleet_dump
 from bench.scale import (
     Agents,
     AuditLog,
@@ -41,7 +42,7 @@ from e2e.harness.wait import eventually
 from kubedra.kube import make_api_client
 
 
-async def _run(bench: ScaleBench, nodes: int) -> dict[str, Any]:
+async def _run(bench: ScaleBench, nodes: int, profile: Path | None) -> dict[str, Any]:
     bench.kubedra.install()
     api = await make_api_client(bench.plane.admin_kubeconfig)
     async with api:
@@ -61,6 +62,13 @@ async def _run(bench: ScaleBench, nodes: int) -> dict[str, Any]:
             bench.start_operator()
             await bench.settle()
             figures = await bench.explain(api, agents, watcher)
+            if profile is not None:
+                figures["profile"] = await asyncio.to_thread(
+                    explain_profile.profile, bench.plane.admin_kubeconfig, "scale-explain",
+                    "too-big", "too-big", profile)
+                operator = bench.kubedra.operator
+                assert operator is not None
+                shutil.copy(operator.log, profile / "operator.log")
         finally:
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
@@ -75,13 +83,16 @@ def main() -> None:
     """Parse the options, run, print the figures as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="then profile the CLI's and the operator's explanation "
+                             "(bench/explain_profile.py); pstats files into DIR")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kubedra-explain-live-") as tmp:
         workdir = Path(tmp)
         audit = AuditLog(workdir / "audit")
         with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args()) as plane:
             bench = ScaleBench(plane, audit, Options(nodes=args.nodes, phases=("explain",)))
-            print(json.dumps(asyncio.run(_run(bench, args.nodes))))
+            print(json.dumps(asyncio.run(_run(bench, args.nodes, args.profile))))
 
 
 if __name__ == "__main__":

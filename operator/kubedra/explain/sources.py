@@ -24,7 +24,7 @@ import yaml
 
 from kubedra.allocation import DEFAULT_FEATURES, AllocatorFeatures
 from kubedra.api.resource import ResourceClaim
-from kubedra.explain.kubectl import KubectlProxy
+from kubedra.explain.kubectl import METADATA_LIST, KubectlProxy
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8s.io/v1",
@@ -35,10 +35,14 @@ DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8
 _LIST_PATHS = {"ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
                "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
                "DeviceTaintRule": "/apis/resource.k8s.io/v1/devicetaintrules",
-               "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
-               "Node": "/api/v1/nodes"}
-"""Where the API server lists each kind but Pod, of all namespaces, in the field order of
-:class:`ClusterObjects`."""
+               "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims"}
+"""Where the API server lists each kind but Node and Pod, of all namespaces, in the field
+order of :class:`ClusterObjects`."""
+
+_NODES_PATH = "/api/v1/nodes"
+"""Nodes, listed as metadata only (:data:`~kubedra.explain.kubectl.METADATA_LIST`): explain
+reads a Node's name and labels, nothing of its status (2 KB of a kwok Node's 2.5; the
+bulk of a real one's: images, conditions, addresses)."""
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader when PyYAML has it: three times faster than PyYAML's own on a large
@@ -121,6 +125,10 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
     A kind the API server does not serve (DeviceTaintRule before 1.37) has no objects. The
     server's version (``/version``) is read too.
 
+    Nodes are listed as metadata only (their name and labels are what explain reads); a Node
+    of :attr:`ClusterObjects.nodes` then has ``kind`` ``PartialObjectMetadata`` and no spec
+    or status.
+
     Needs ``list`` on resourceslices, deviceclasses, devicetaintrules, resourceclaims (all
     namespaces), nodes and pods.
 
@@ -132,9 +140,13 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
         paths.append(f"/api/v1/namespaces/{pods_namespace}/pods" if pods_namespace
                      else "/api/v1/pods")
     *found, version = proxy.get([*paths, "/version"])
+    (nodes,) = proxy.get([_NODES_PATH], accept=METADATA_LIST)
     objects = ClusterObjects(server_version=(version or {}).get("gitVersion") or "")
-    for items, listed in zip(objects.by_kind().values(), found, strict=False):
-        items.extend((listed or {}).get("items") or [])
+    lists = objects.by_kind()
+    for kind, listed in zip(["ResourceSlice", "DeviceClass", "DeviceTaintRule", "ResourceClaim",
+                             "Pod"], found, strict=False):
+        lists[kind].extend((listed or {}).get("items") or [])
+    objects.nodes.extend((nodes or {}).get("items") or [])
     return objects
 
 
