@@ -8,8 +8,9 @@ Two profiles, each in this process under :mod:`cProfile` (``DIR/cli.pstats``,
   runner, so the command returns instead of ending the process), plus the bytes and seconds of
   each list it reads through kubectl's proxy;
 - ``operator``: the operator's evaluation of the pod (:func:`kubedra.controller.explanations.
-  explain_messages` on an :class:`~kubedra.controller.explain_state.ExplainState`), the first
-  question (snapshot built) and a second one (snapshot kept), on what the operator's caches
+  explain_messages` on an :class:`~kubedra.controller.explain_state.ExplainState`, collector
+  paused, as its explainer thread runs it): preparing the snapshot (as at the operator's
+  start), the first question, and one after a slice changed, on what the operator's caches
   hold (the lists of the same kinds).
 """
 
@@ -37,11 +38,11 @@ def profile(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path) -
     lists: list[dict[str, Any]] = []
     real_get = kubectl_reader.KubectlProxy.get
 
-    def timed_get(self: Any, paths: Any) -> list[Any]:
+    def timed_get(self: Any, paths: Any, **options: Any) -> list[Any]:
         results = []
         for path in paths:
             start = time.perf_counter()
-            results += real_get(self, [path])
+            results += real_get(self, [path], **options)
             lists.append({"path": path, "s": round(time.perf_counter() - start, 3)})
         return results
     kubectl_reader.KubectlProxy.get = timed_get  # type: ignore[method-assign]
@@ -62,7 +63,7 @@ def profile(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path) -
 
 def _operator(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path
               ) -> dict[str, Any]:
-    from kubedra.controller.explain_state import ExplainState, Inputs
+    from kubedra.controller.explain_state import ExplainState, Inputs, collector_paused
     from kubedra.controller.explanations import explain_messages
     from kubedra.explain import PodPlacement
     from kubedra.explain.kubectl import Kubectl
@@ -79,12 +80,18 @@ def _operator(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path
                                .get("allocation")],
                     nodes=objects.nodes, inventory_version=1, claims_version=1)
     state = ExplainState()
-    figures = {}
-    for question in ("first", "second"):
+    start = time.perf_counter()
+    collector_paused(state.prepare)(inputs)
+    figures = {"prepare_s": round(time.perf_counter() - start, 2)}
+    changed = dict(inputs.slices[0], metadata={**inputs.slices[0]["metadata"],
+                                               "resourceVersion": "changed"})
+    for question in ("first", "after_a_slice_changed"):
+        if question != "first":
+            inputs.slices, inputs.inventory_version = [changed, *inputs.slices[1:]], 2
         profiler = cProfile.Profile()
         start = time.perf_counter()
         profiler.enable()
-        explain_messages(state, inputs, claims, placement)
+        collector_paused(explain_messages)(state, inputs, claims, placement)
         profiler.disable()
         figures[f"{question}_question_s"] = round(time.perf_counter() - start, 2)
         profiler.dump_stats(out / f"operator-{question}.pstats")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kubedra.controller.explain_state import ExplainState, Inputs
+from kubedra.controller.explain_state import ExplainState, Inputs, collector_paused
 from kubedra.controller.explanations import read_inputs
 from kubedra.controller.state import OperatorState
 from kubedra.explain.status import Rows, fleet_devices
@@ -45,8 +45,9 @@ async def count_fleet(state: OperatorState) -> None:
         versions = (explain.inventory_version, explain.claims_version, explain.nodes_version)
         if versions != counted:
             try:
-                state.fleet = await loop.run_in_executor(explain.executor, count_devices,
-                                                         explain, read_inputs(state))
+                state.fleet = await loop.run_in_executor(
+                    explain.executor, collector_paused(count_devices), explain,
+                    read_inputs(state))
                 counted = versions
             except Exception as err:  # the gauges keep the last count
                 log.warning("counting the fleet's devices failed", error=repr(err))
