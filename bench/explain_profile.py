@@ -63,9 +63,10 @@ def profile(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path) -
 
 def _operator(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path
               ) -> dict[str, Any]:
-    from kubedra.controller.explain_state import ExplainState, Inputs, collector_paused
+    from kubedra.controller.explain_state import ExplainState, Inputs
     from kubedra.controller.explanations import explain_messages
     from kubedra.explain import PodPlacement
+    from kubedra.explain.command import one_shot
     from kubedra.explain.kubectl import Kubectl
     from kubedra.explain.sources import read_cluster
 
@@ -81,7 +82,7 @@ def _operator(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path
                     nodes=objects.nodes, inventory_version=1, claims_version=1)
     state = ExplainState()
     start = time.perf_counter()
-    collector_paused(state.prepare)(inputs)
+    one_shot(state.prepare)(inputs)
     figures = {"prepare_s": round(time.perf_counter() - start, 2)}
     changed = dict(inputs.slices[0], metadata={**inputs.slices[0]["metadata"],
                                                "resourceVersion": "changed"})
@@ -91,7 +92,7 @@ def _operator(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path
         profiler = cProfile.Profile()
         start = time.perf_counter()
         profiler.enable()
-        collector_paused(explain_messages)(state, inputs, claims, placement)
+        one_shot(explain_messages)(state, inputs, claims, placement)
         profiler.disable()
         figures[f"{question}_question_s"] = round(time.perf_counter() - start, 2)
         profiler.dump_stats(out / f"operator-{question}.pstats")

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import contextlib
-import functools
-import gc
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from kubedra.allocation import (
     DEFAULT_FEATURES,
@@ -30,9 +28,6 @@ EVENT_INTERVAL = 60.0
 EVALUATION_INTERVAL = 5.0
 """Seconds between two evaluations of the same pod, at least."""
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
 Key = tuple[str, str]
 """(namespace, name) of a pod or claim."""
 
@@ -49,26 +44,6 @@ class Inputs:
     inventory_version: int
     claims_version: int
     nodes_version: int = 0
-
-
-def collector_paused(work: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``work`` run with Python's cyclic garbage collector off (on again after, unless it was
-    off before): an evaluation makes some hundred thousand objects that live while it runs,
-    and each full collection they set off walks every object the operator holds (its caches
-    and the explainer's snapshot) under the interpreter lock: most of a question's CPU at
-    2,000 nodes (bench/RESULTS.md, "Live explain at 2,000 kwok nodes"). What the evaluation
-    drops is freed by reference counting; the collector finds any cycle at its next run."""
-    @functools.wraps(work)
-    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return work(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
-
-    return run
 
 
 def _explain_thread() -> ThreadPoolExecutor:

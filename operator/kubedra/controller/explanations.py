@@ -35,11 +35,12 @@ from typing import Any
 from kubedra import kube
 from kubedra.api.inventory import OPERATOR_COMPONENT
 from kubedra.api.resource import ResourceClaim
-from kubedra.controller.explain_state import ExplainState, Inputs, collector_paused
+from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.state import OperatorState
 from kubedra.explain import ClaimExplanation, PodPlacement, explain_claim
 from kubedra.explain import pods as pod_explanations
 from kubedra.explain.claims import FILTER_ERROR
+from kubedra.explain.command import one_shot
 from kubedra.logging import get_logger
 
 EVENT_REASON = "CannotAllocate"
@@ -104,7 +105,7 @@ async def prepare_explainer(state: OperatorState) -> None:
     as fast as any later one; a failure is logged (the first question builds it then)."""
     try:
         await asyncio.get_running_loop().run_in_executor(
-            state.explain.executor, collector_paused(state.explain.prepare), read_inputs(state))
+            state.explain.executor, one_shot(state.explain.prepare), read_inputs(state))
     except Exception as err:  # the question that needs it makes it again, and reports
         log.warning("preparing the explainer's snapshot failed", error=repr(err))
 
@@ -134,7 +135,7 @@ async def explain_pod(state: OperatorState, namespace: str, name: str) -> None:
         return
     started = time.monotonic()
     messages = await asyncio.get_running_loop().run_in_executor(
-        explain.executor, collector_paused(explain_messages), explain, read_inputs(state),
+        explain.executor, one_shot(explain_messages), explain, read_inputs(state),
         claims, placement)
     log.debug("pod evaluated", pod=f"{namespace}/{name}",
               seconds=round(time.monotonic() - started, 3))

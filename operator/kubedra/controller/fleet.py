@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 
-from kubedra.controller.explain_state import ExplainState, Inputs, collector_paused
+from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.explanations import read_inputs
 from kubedra.controller.state import OperatorState
+from kubedra.explain.command import one_shot
 from kubedra.explain.status import Rows, fleet_devices
 from kubedra.logging import get_logger
 
@@ -46,7 +47,7 @@ async def count_fleet(state: OperatorState) -> None:
         if versions != counted:
             try:
                 state.fleet = await loop.run_in_executor(
-                    explain.executor, collector_paused(count_devices), explain,
+                    explain.executor, one_shot(count_devices), explain,
                     read_inputs(state))
                 counted = versions
             except Exception as err:  # the gauges keep the last count

@@ -88,6 +88,12 @@ def one_shot(command: Callable[_P, _R]) -> Callable[_P, _R]:
     on the 2,000-node dump that walking was most of the command's CPU (5.7 s of which 3.5 s,
     bench/RESULTS.md, round 6). Reference counting still frees everything that is not a
     cycle, and the process's end frees the rest.
+
+    The operator runs each evaluation of its explainer so too (in its explainer thread; the
+    collector is off for the whole process meanwhile, and finds any cycle at its next run):
+    the full collections an evaluation set off walked every object of the operator's caches
+    and snapshot, most of a question's CPU at 2,000 nodes (bench/RESULTS.md, "Live explain
+    at 2,000 kwok nodes").
     """
     @functools.wraps(command)
     def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
