@@ -17,15 +17,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import yaml
 
-from kubedra.allocation import DEFAULT_FEATURES, AllocatorFeatures
-from kubedra.api.resource import ResourceClaim
 from kubedra.explain.kubectl import METADATA_LIST, KubectlProxy
-from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
+
+if TYPE_CHECKING:  # imported where used: reading starts before the allocator is imported
+    from kubedra.allocation import AllocatorFeatures
+    from kubedra.api.resource import ResourceClaim
+    from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8s.io/v1",
               "DeviceTaintRule": "resource.k8s.io/v1", "ResourceClaim": "resource.k8s.io/v1",
@@ -83,18 +85,25 @@ class ClusterObjects:
                 "DeviceTaintRule": self.taint_rules, "ResourceClaim": self.claims,
                 "Node": self.nodes, "Pod": self.pods}
 
-    def snapshot(self, features: AllocatorFeatures = DEFAULT_FEATURES) -> ClusterSnapshot:
+    def snapshot(self, features: AllocatorFeatures | None = None) -> ClusterSnapshot:
         """The allocator's view of these objects, deciding with ``features`` (those of the
-        cluster's scheduler: :func:`kubedra.allocation.features_of_server`).
+        cluster's scheduler: :func:`kubedra.allocation.features_of_server`; default:
+        :data:`~kubedra.allocation.DEFAULT_FEATURES`).
 
         Raises:
             pydantic.ValidationError: an object does not parse.
         """
+        from kubedra.allocation import DEFAULT_FEATURES
+        from kubedra.explain.snapshot import ClusterSnapshot
+
+        features = DEFAULT_FEATURES if features is None else features
         return ClusterSnapshot.from_api(self.slices, self.classes, self.taint_rules,
                                         self.claims, self.nodes, features)
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         """ResourceClaim ``namespace/name``, or None."""
+        from kubedra.api.resource import ResourceClaim
+
         for claim in self.claims:
             meta = claim.get("metadata") or {}
             if meta.get("namespace") == namespace and meta.get("name") == name:
@@ -105,6 +114,8 @@ class ClusterObjects:
 def pods_using(claim: ResourceClaim, pods: Iterable[Mapping[str, Any]]) -> list[PodPlacement]:
     """The pods of the claim's namespace that use it (in ``reservedFor`` or referencing it),
     by name."""
+    from kubedra.explain.snapshot import PodPlacement
+
     namespace, name = claim.metadata.namespace or "", claim.metadata.name or ""
     reserved = {r.uid for r in claim.status.reserved_for or () if r.resource == "pods"}
     found = []
