@@ -11,23 +11,29 @@ no device satisfies, its pod created → kube-scheduler marks it unschedulable �
 of ``kubectl dra explain`` (median of three, fetching included: ≤ 3 s) and of ``kubectl dra
 simulate --max-copies 1000``.
 
-Usage: ``PYTHONPATH=.:operator .venv/bin/python -m bench.explain_live [--nodes 2000]``; prints
-one JSON object (with the load average).
+Usage: ``PYTHONPATH=.:operator .venv/bin/python -m bench.explain_live [--nodes 2000] [--before
+DIR/operator] [--profile DIR]``; prints one JSON object (with the load average). ``--before``
+runs the same first with another checkout's operator and ``kubectl dra`` on the same cluster
+(its claim in a namespace of its own, deleted before this checkout's operator starts), so the
+two are measured side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from bench import fleet_dump
+from bench import explain_profile, fleet_dump
 from bench.scale import (
     Agents,
     AuditLog,
@@ -41,7 +47,22 @@ from e2e.harness.wait import eventually
 from kubedra.kube import make_api_client
 
 
-async def _run(bench: ScaleBench, nodes: int) -> dict[str, Any]:
+@contextlib.contextmanager
+def _python_path(source: Path) -> Iterator[None]:
+    """``kubectl dra`` (a child of this process) runs the code of ``source`` meanwhile."""
+    kept = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(source)
+    try:
+        yield
+    finally:
+        if kept is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = kept
+
+
+async def _run(bench: ScaleBench, nodes: int, profile: Path | None,
+               before_source: Path | None) -> dict[str, Any]:
     bench.kubedra.install()
     api = await make_api_client(bench.plane.admin_kubeconfig)
     async with api:
@@ -58,9 +79,30 @@ async def _run(bench: ScaleBench, nodes: int) -> dict[str, Any]:
         try:
             await eventually(lambda: _true(watcher.count(fleet_dump.DRIVER) >= nodes),
                              timeout=900, interval=0.5, what="every slice")
+            before = None
+            if before_source is not None:  # the same, first with the other checkout's code
+                bench.start_operator(before_source)
+                await bench.settle()
+                with _python_path(before_source):
+                    before = await bench.explain(api, agents, watcher, "scale-explain-before")
+                core = client.CoreV1Api(api)
+                await core.delete_namespaced_pod("too-big", "scale-explain-before",
+                                                 grace_period_seconds=0)
+                await core.delete_namespace("scale-explain-before")
+                assert bench.kubedra.operator is not None
+                bench.plane.stop_component(bench.kubedra.operator)
             bench.start_operator()
             await bench.settle()
             figures = await bench.explain(api, agents, watcher)
+            if before is not None:
+                figures["before"] = before
+            if profile is not None:
+                figures["profile"] = await asyncio.to_thread(
+                    explain_profile.profile, bench.plane.admin_kubeconfig, "scale-explain",
+                    "too-big", "too-big", profile)
+                operator = bench.kubedra.operator
+                assert operator is not None
+                shutil.copy(operator.log, profile / "operator.log")
         finally:
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
@@ -75,13 +117,20 @@ def main() -> None:
     """Parse the options, run, print the figures as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="then profile the CLI's and the operator's explanation "
+                             "(bench/explain_profile.py); pstats files into DIR")
+    parser.add_argument("--before", type=Path, default=None, metavar="OPERATOR_DIR",
+                        help="first the same with the operator and kubectl dra of another "
+                             "checkout's operator/ (its figures under \"before\")")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kubedra-explain-live-") as tmp:
         workdir = Path(tmp)
         audit = AuditLog(workdir / "audit")
         with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args()) as plane:
             bench = ScaleBench(plane, audit, Options(nodes=args.nodes, phases=("explain",)))
-            print(json.dumps(asyncio.run(_run(bench, args.nodes))))
+            print(json.dumps(asyncio.run(_run(bench, args.nodes, args.profile,
+                                              args.before))))
 
 
 if __name__ == "__main__":

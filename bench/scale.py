@@ -874,10 +874,11 @@ class ScaleBench:
                 "operator_writes_per_claim": round(writes(requests) / opts.claims, 2),
                 "requests": requests}
 
-    async def explain(self, api: ApiClient, agents: Agents, watcher: SliceWatch) -> Json:
-        """One claim no device satisfies: Event latency, explain and simulate wall time."""
+    async def explain(self, api: ApiClient, agents: Agents, watcher: SliceWatch,
+                      namespace: str = "scale-explain") -> Json:
+        """One claim no device satisfies (in ``namespace``, created): Event latency, explain
+        and simulate wall time."""
         core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
-        namespace = "scale-explain"
         await core.create_namespace({"metadata": {"name": namespace}})
         await eventually(lambda: _sa_exists(core, namespace), timeout=60, interval=0.2,
                          what="the default ServiceAccount")

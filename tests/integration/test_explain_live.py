@@ -24,6 +24,7 @@ from e2e.harness.wait import eventually
 from e2e.kube_objects import condition
 from kubedra.explain.command import explain_command
 from kubedra.explain.kubectl import Kubectl
+from kubedra.explain.sources import read_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -164,6 +165,29 @@ async def test_a_missing_device_class_is_unschedulable_for_kube_scheduler_and_ex
     finally:
         with contextlib.suppress(ApiException):
             await core.delete_namespaced_pod("no-class", namespace, grace_period_seconds=0)
+        await core.delete_node(node)
+
+
+async def test_nodes_are_listed_as_their_metadata_only(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str) -> None:
+    """Explain reads a Node's name and labels only, so the API server sends nothing else: each
+    Node comes as ``PartialObjectMetadata`` (no spec, no status), with the labels the Node
+    has (a pod's node selector is judged by them)."""
+    node = f"{namespace}-meta"
+    core = client.CoreV1Api(admin_api)
+    await core.create_node({"metadata": {"name": node, "labels": {"explain-test": namespace}},
+                            "spec": {"podCIDR": "10.9.0.0/24"}})
+    try:
+        with Kubectl(control_plane.admin_kubeconfig).proxy() as proxy:
+            objects = read_cluster(proxy, namespace, with_pods=False)
+        listed = {n.metadata.name: n.metadata.labels or {} for n in (await core.list_node()).items}
+        assert {n["metadata"]["name"]: n["metadata"].get("labels") or {}
+                for n in objects.nodes} == listed
+        mine = next(n for n in objects.nodes if n["metadata"]["name"] == node)
+        assert (mine["kind"], sorted(mine)) == ("PartialObjectMetadata",
+                                                ["apiVersion", "kind", "metadata"])
+        assert mine["metadata"]["labels"] == {"explain-test": namespace}
+    finally:
         await core.delete_node(node)
 
 

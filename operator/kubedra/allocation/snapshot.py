@@ -11,7 +11,8 @@ cluster and reuse it for many :class:`~kubedra.allocation.allocator.Allocator` r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import copy
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from kubedra.allocation.capacity import Consumption
 from kubedra.allocation.errors import AllocationError
@@ -72,21 +73,67 @@ class ResourceSnapshot:
                  features: AllocatorFeatures = DEFAULT_FEATURES) -> None:
         self.features = features
         self.classes = {c.metadata.name or "": c for c in classes}
-        rules = taint_rules if features.device_taint_rules else ()
-        entries = []
-        uid = 0
-        for resource_slice in slices:
-            entry = SliceEntry(resource_slice, uid,
-                               _rule_taints(resource_slice, rules, features.version),
-                               list_attributes=features.version.follows(
-                                   LIST_ATTRIBUTES_SEEN_BY_CEL),
-                               cel_multiple=features.cel_sees_allow_multiple_allocations)
-            uid += len(entry.devices)
-            entries.append(entry)
-        self.slices = SliceIndex.build(entries)
+        self._rules = taint_rules if features.device_taint_rules else ()
+        self._next_uid = 0
+        self.slices = SliceIndex.build([self._entry(s) for s in slices])
         self._node_pools: dict[object, NodePools | AllocationError] = {}
         self._selector_sets: dict[tuple[tuple[str, ...], tuple[str, ...]], SelectorSet] = {}
         self._consumptions: dict[object, dict[int, Consumption | None]] = {}
+
+    def _entry(self, resource_slice: ResourceSlice) -> SliceEntry:
+        """The slice's entry, its devices numbered from the next unused uid."""
+        features = self.features
+        entry = SliceEntry(resource_slice, self._next_uid,
+                           _rule_taints(resource_slice, self._rules, features.version),
+                           list_attributes=features.version.follows(LIST_ATTRIBUTES_SEEN_BY_CEL),
+                           cel_multiple=features.cel_sees_allow_multiple_allocations)
+        self._next_uid += len(entry.devices)
+        return entry
+
+    def with_slices(self, slices: Iterable[ResourceSlice],
+                    changed: Collection[str]) -> ResourceSnapshot:
+        """This snapshot with the cluster's slices now ``slices`` (all of them, in the order
+        a fresh snapshot would be given them), of which only those named in ``changed`` (and
+        those added or gone) differ from this snapshot's: the same classes, taint rules and
+        features. Equal to ``ResourceSnapshot(slices, classes, taint_rules, features)`` in
+        every decision, at the cost of the changed slices: the other slices' entries (their
+        devices' uids and cached selector outcomes) are kept, and so are the pools of every
+        node no changed slice's pool reaches (a pool's slices on other nodes count too: an
+        incomplete pool is judged by all of its slices, ``checkSlicesInPool``; a changed
+        slice without ``nodeName`` may reach any node). This snapshot must not be used
+        afterwards (the two share their caches)."""
+        new = copy.copy(self)
+        old = {e.name: e for e in self.slices.all}
+        entries, made = [], []
+        for resource_slice in slices:
+            name = resource_slice.metadata.name or ""
+            entry = old.get(name)
+            if entry is None or name in changed:
+                entry = new._entry(resource_slice)
+                made.append(entry)
+            entries.append(entry)
+        new.slices = SliceIndex.build(entries)
+        kept = {id(e) for e in entries}
+        dropped = [e for e in self.slices.all if id(e) not in kept]
+        new._node_pools = self._pools_kept(new.slices, [*dropped, *made])
+        gone = [d.uid for e in dropped for d in e.devices]
+        for caches in (*(s.outcomes for s in self._selector_sets.values()),
+                       *self._consumptions.values()):
+            for uid in gone:
+                caches.pop(uid, None)  # type: ignore[attr-defined]
+        return new
+
+    def _pools_kept(self, index: SliceIndex, touched: list[SliceEntry]
+                    ) -> dict[object, NodePools | AllocationError]:
+        """The cached pools of the nodes none of the ``touched`` slices' pools reach."""
+        pools = {(e.driver, e.pool_name) for e in touched}
+        reached = [e for e in (*self.slices.all, *index.all)
+                   if (e.driver, e.pool_name) in pools]
+        if any(not e.node_selection.node_name for e in (*touched, *reached)):
+            return {}
+        nodes = {e.node_selection.node_name for e in reached}
+        return {key: found for key, found in self._node_pools.items()
+                if key[0] not in nodes}  # type: ignore[index]
 
     def node_pools(self, node: NodeInfo) -> NodePools:
         """The pools ``node`` sees, in search order (cached per node name and labels).

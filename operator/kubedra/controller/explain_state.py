@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -10,7 +11,9 @@ from typing import Any
 
 from kubedra.allocation import (
     DEFAULT_FEATURES,
+    AllocationError,
     AllocatorFeatures,
+    NodeInfo,
     ResourceSnapshot,
     features_of_server,
 )
@@ -40,6 +43,7 @@ class Inputs:
     nodes: list[dict[str, Any]]
     inventory_version: int
     claims_version: int
+    nodes_version: int = 0
 
 
 def _explain_thread() -> ThreadPoolExecutor:
@@ -73,7 +77,10 @@ class ExplainState:
     _resources: tuple[int, ResourceSnapshot, list[DeviceTaintRule]] | None = None
     _slices: dict[str, tuple[str, ResourceSlice]] = field(default_factory=dict)
     """Slice name → (resourceVersion, parsed) of the last snapshot, reused while unchanged."""
+    _others: tuple[Any, ...] | None = None
+    """The classes, taint rules and features of the last snapshot (as given)."""
     _allocated: tuple[int, list[ResourceClaim]] | None = None
+    _nodes: tuple[int, list[NodeInfo]] | None = None
     features: AllocatorFeatures = DEFAULT_FEATURES
     """The allocator features of the cluster's scheduler (:meth:`decide_as`)."""
 
@@ -131,38 +138,64 @@ class ExplainState:
         self.posted.pop(claim, None)
 
     def snapshot(self, inputs: Inputs) -> ClusterSnapshot:
-        """The cluster of ``inputs``, reusing the parsed inventory and claims when their
-        version did not change (called from the worker thread only)."""
+        """The cluster of ``inputs``, reusing what did not change since the last call (called
+        from the worker thread only): the parsed inventory while its version is the same;
+        when only slices changed, the allocator's index with those slices replaced
+        (:meth:`ResourceSnapshot.with_slices`), so a question after a slice changed costs
+        that slice, not the fleet; the allocated claims and the nodes while their versions
+        are the same."""
         if self._resources is None or self._resources[0] != inputs.inventory_version:
-            rules = [DeviceTaintRule.from_api(r) for r in inputs.taint_rules]
-            resources = ResourceSnapshot(self._parsed_slices(inputs.slices),
-                                         [DeviceClass.from_api(c) for c in inputs.classes], rules,
-                                         self.features)
-            self._resources = (inputs.inventory_version, resources, rules)
+            others = (inputs.classes, inputs.taint_rules, self.features)
+            models, changed = self._parsed_slices(inputs.slices)
+            if self._resources is not None and self._others == others:
+                _, resources, rules = self._resources
+                resources = resources.with_slices(models, changed)
+            else:
+                rules = [DeviceTaintRule.from_api(r) for r in inputs.taint_rules]
+                resources = ResourceSnapshot(models,
+                                             [DeviceClass.from_api(c) for c in inputs.classes],
+                                             rules, self.features)
+            self._resources, self._others = (inputs.inventory_version, resources, rules), others
         if self._allocated is None or self._allocated[0] != inputs.claims_version:
             self._allocated = (inputs.claims_version,
                                [ResourceClaim.from_api(c) for c in inputs.allocated])
+        if self._nodes is None or self._nodes[0] != inputs.nodes_version:
+            self._nodes = (inputs.nodes_version, sorted((node_info(n) for n in inputs.nodes),
+                                                        key=lambda n: n.name))
         _, resources, rules = self._resources
-        return ClusterSnapshot(resources, rules, self._allocated[1],
-                               sorted((node_info(n) for n in inputs.nodes),
-                                      key=lambda n: n.name))
+        return ClusterSnapshot(resources, rules, self._allocated[1], self._nodes[1])
 
-    def _parsed_slices(self, slices: list[dict[str, Any]]) -> list[ResourceSlice]:
-        """``slices`` parsed: a slice at the resourceVersion it was last parsed at is the same
-        model again (none mutates them), the others go through one :class:`SliceDecoder`, so
-        their equal attribute values and capacities share models. A change of one slice in a
-        fleet costs one slice's parse, not the fleet's; the memory the snapshot holds is that
-        of the distinct values, not of every device's copy."""
+    def prepare(self, inputs: Inputs) -> None:
+        """Make the snapshot of ``inputs`` and the pools of each of its nodes now, before a
+        question needs them (at start, once the caches are read: the first question then
+        costs what any later one does)."""
+        snapshot = self.snapshot(inputs)
+        for node in snapshot.nodes:
+            with contextlib.suppress(AllocationError):  # the question reports it
+                snapshot.resources.node_pools(node)
+
+    def _parsed_slices(self, slices: list[dict[str, Any]]) -> tuple[list[ResourceSlice],
+                                                                     set[str]]:
+        """``slices`` parsed, and the names of those parsed anew: a slice at the
+        resourceVersion it was last parsed at is the same model again (none mutates them),
+        the others go through one :class:`SliceDecoder`, so their equal attribute values and
+        capacities share models. A change of one slice in a fleet costs one slice's parse,
+        not the fleet's; the memory the snapshot holds is that of the distinct values, not of
+        every device's copy."""
         decoder = SliceDecoder()
         parsed: dict[str, tuple[str, ResourceSlice]] = {}
-        models = []
+        models, changed = [], set()
         for data in slices:
             metadata = data.get("metadata") or {}
             name, version = metadata.get("name") or "", metadata.get("resourceVersion") or ""
             known = self._slices.get(name)
-            model = known[1] if known and version and known[0] == version else decoder.decode(data)
+            if known and version and known[0] == version:
+                model = known[1]
+            else:
+                model = decoder.decode(data)
+                changed.add(name)
             if name and version:
                 parsed[name] = (version, model)
             models.append(model)
         self._slices = parsed
-        return models
+        return models, changed

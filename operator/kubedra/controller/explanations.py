@@ -40,6 +40,7 @@ from kubedra.controller.state import OperatorState
 from kubedra.explain import ClaimExplanation, PodPlacement, explain_claim
 from kubedra.explain import pods as pod_explanations
 from kubedra.explain.claims import FILTER_ERROR
+from kubedra.explain.command import one_shot
 from kubedra.logging import get_logger
 
 EVENT_REASON = "CannotAllocate"
@@ -95,7 +96,18 @@ def read_inputs(state: OperatorState) -> Inputs:
                   taint_rules=view.values(view.taint_rules),
                   allocated=view.values(view.claims), nodes=view.values(view.nodes),
                   inventory_version=explain.inventory_version,
-                  claims_version=explain.claims_version)
+                  claims_version=explain.claims_version, nodes_version=explain.nodes_version)
+
+
+async def prepare_explainer(state: OperatorState) -> None:
+    """Make the explainer's snapshot and every node's pools now (at start, once the caches
+    are read), in the explainer's thread, so that the first unschedulable pod is explained
+    as fast as any later one; a failure is logged (the first question builds it then)."""
+    try:
+        await asyncio.get_running_loop().run_in_executor(
+            state.explain.executor, one_shot(state.explain.prepare), read_inputs(state))
+    except Exception as err:  # the question that needs it makes it again, and reports
+        log.warning("preparing the explainer's snapshot failed", error=repr(err))
 
 
 async def explain_pod(state: OperatorState, namespace: str, name: str) -> None:
@@ -121,8 +133,12 @@ async def explain_pod(state: OperatorState, namespace: str, name: str) -> None:
     if delay:
         state.explain_queue.add_after(key, delay)
         return
+    started = time.monotonic()
     messages = await asyncio.get_running_loop().run_in_executor(
-        explain.executor, explain_messages, explain, read_inputs(state), claims, placement)
+        explain.executor, one_shot(explain_messages), explain, read_inputs(state),
+        claims, placement)
+    log.debug("pod evaluated", pod=f"{namespace}/{name}",
+              seconds=round(time.monotonic() - started, 3))
     settled = True
     for claim, message in zip(claims, messages, strict=True):
         settled &= await _announce(state, key, claim, message)

@@ -24,6 +24,7 @@ import asyncio
 from kubedra.controller.explain_state import ExplainState, Inputs
 from kubedra.controller.explanations import read_inputs
 from kubedra.controller.state import OperatorState
+from kubedra.explain.command import one_shot
 from kubedra.explain.status import Rows, fleet_devices
 from kubedra.logging import get_logger
 
@@ -45,8 +46,9 @@ async def count_fleet(state: OperatorState) -> None:
         versions = (explain.inventory_version, explain.claims_version, explain.nodes_version)
         if versions != counted:
             try:
-                state.fleet = await loop.run_in_executor(explain.executor, count_devices,
-                                                         explain, read_inputs(state))
+                state.fleet = await loop.run_in_executor(
+                    explain.executor, one_shot(count_devices), explain,
+                    read_inputs(state))
                 counted = versions
             except Exception as err:  # the gauges keep the last count
                 log.warning("counting the fleet's devices failed", error=repr(err))

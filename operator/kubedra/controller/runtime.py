@@ -22,7 +22,7 @@ from kubedra.api.time import utcnow
 from kubedra.binding.attach import load_attacher
 from kubedra.controller.executor import reconcile_claim, reconcile_inventory
 from kubedra.controller.explain_state import ExplainState
-from kubedra.controller.explanations import explain_pod
+from kubedra.controller.explanations import explain_pod, prepare_explainer
 from kubedra.controller.features import detect_served, watch_served
 from kubedra.controller.fleet import count_fleet
 from kubedra.controller.histograms import OperatorHistograms
@@ -156,6 +156,7 @@ async def run(runtime: Runtime) -> None:
         # inventory (kept while claims hold their devices) are reconciled from here
         state.inventory_queue.add(inventory)
     workers = start_workers(state)
+    workers.append(asyncio.create_task(prepare_explainer(state)))
     workers.append(asyncio.create_task(watch_served(state)))
     if state.settings.fleet_metrics_interval:
         workers.append(asyncio.create_task(count_fleet(state)))

@@ -88,6 +88,12 @@ def one_shot(command: Callable[_P, _R]) -> Callable[_P, _R]:
     on the 2,000-node dump that walking was most of the command's CPU (5.7 s of which 3.5 s,
     bench/RESULTS.md, round 6). Reference counting still frees everything that is not a
     cycle, and the process's end frees the rest.
+
+    The operator runs each evaluation of its explainer so too (in its explainer thread; the
+    collector is off for the whole process meanwhile, and finds any cycle at its next run):
+    the full collections an evaluation set off walked every object of the operator's caches
+    and snapshot, most of a question's CPU at 2,000 nodes (bench/RESULTS.md, "Live explain
+    at 2,000 kwok nodes").
     """
     @functools.wraps(command)
     def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -149,26 +155,48 @@ def _cluster(kubeconfig: Path | None, dumps: tuple[Path, ...]) -> Iterator[Kubec
 def _read(proxy: KubectlProxy | None, dumps: tuple[Path, ...], what: str,
           pods_namespace: str | None, *, with_pods: bool = True,
           nodes: tuple[str, ...] = ()) -> ClusterObjects:
-    """The objects explain reads: from ``dumps`` when given, else from the live cluster
-    (:func:`read_cluster`, pods of ``pods_namespace``); errors become a message naming
-    ``what``, and so does a node of ``nodes`` (``--node``) that does not exist."""
+    """The objects explain reads: :func:`_reading` at once."""
+    return _reading(proxy, dumps, what, pods_namespace, with_pods=with_pods, nodes=nodes)()
+
+
+def _reading(proxy: KubectlProxy | None, dumps: tuple[Path, ...], what: str,
+             pods_namespace: str | None, *, with_pods: bool = True,
+             nodes: tuple[str, ...] = ()) -> Callable[[], ClusterObjects]:
+    """Start reading the objects explain reads; the function returned waits for them. From
+    ``dumps`` when given (read when waited for), else from the live cluster
+    (:func:`read_cluster`, pods of ``pods_namespace``) in a thread that starts now, so that
+    the API server lists while the caller imports the allocator, the models and CEL (the
+    thread waits on the socket most of the time, and imports hold the interpreter). Errors
+    become a message naming ``what``, and so does a node of ``nodes`` (``--node``) that does
+    not exist."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from kubedra.explain.sources import DumpError, read_cluster, read_dump
 
-    if proxy is None:
-        try:
-            objects = read_dump(dumps)
-        except DumpError as err:
-            raise click.ClickException(str(err)) from None
-    else:
-        try:
-            objects = read_cluster(proxy, pods_namespace, with_pods=with_pods)
-        except KubectlError as err:
-            raise _kubectl_error(err, what) from None
-    known = {(n.get("metadata") or {}).get("name") for n in objects.nodes}
-    if missing := [n for n in nodes if n not in known]:
-        raise click.ClickException("--node: " + ", ".join(
-            f'node "{n}" does not exist' for n in missing))
-    return objects
+    listing: Future[ClusterObjects] | None = None
+    if proxy is not None:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kubectl-dra-read")
+        listing = pool.submit(read_cluster, proxy, pods_namespace, with_pods=with_pods)
+        pool.shutdown(wait=False)  # the thread ends with the listing
+
+    def objects_read() -> ClusterObjects:
+        if listing is None:
+            try:
+                objects = read_dump(dumps)
+            except DumpError as err:
+                raise click.ClickException(str(err)) from None
+        else:
+            try:
+                objects = listing.result()
+            except KubectlError as err:
+                raise _kubectl_error(err, what) from None
+        known = {(n.get("metadata") or {}).get("name") for n in objects.nodes}
+        if missing := [n for n in nodes if n not in known]:
+            raise click.ClickException("--node: " + ", ".join(
+                f'node "{n}" does not exist' for n in missing))
+        return objects
+
+    return objects_read
 
 
 def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tuple[Path, ...]
@@ -218,11 +246,12 @@ def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnaps
 
 def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str, name: str,
              nodes: tuple[str, ...], kube_version: str | None) -> ClaimExplanation:
+    what = f'resourceclaim "{name}" in namespace "{namespace}"'
+    reading = _reading(proxy, dumps, what, namespace, nodes=nodes)
     from kubedra.explain.claims import explain_claim
     from kubedra.explain.sources import pods_using
 
-    what = f'resourceclaim "{name}" in namespace "{namespace}"'
-    objects = _read(proxy, dumps, what, namespace, nodes=nodes)
+    objects = reading()
     claim = objects.claim(namespace, name)
     if claim is None:
         raise click.ClickException(f"{what} not found")
@@ -233,13 +262,14 @@ def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str
 
 def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str,
                  name: str, nodes: tuple[str, ...], kube_version: str | None) -> PodExplanation:
+    what = f'pod "{name}" in namespace "{namespace}"'
+    reading = _reading(proxy, dumps, what, namespace, nodes=nodes)
     from kubedra.api.resource import DeviceClass
     from kubedra.explain.extended import extended_resource_claim
     from kubedra.explain.pods import explain_pod
     from kubedra.explain.snapshot import PodPlacement
 
-    what = f'pod "{name}" in namespace "{namespace}"'
-    objects = _read(proxy, dumps, what, namespace, nodes=nodes)
+    objects = reading()
     pod = next((p for p in objects.pods if (p.get("metadata") or {}).get("namespace")
                 == namespace and (p.get("metadata") or {}).get("name") == name), None)
     if pod is None:

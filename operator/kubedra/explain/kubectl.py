@@ -34,6 +34,14 @@ from kubedra.options import missing_kubeconfig
 _READY = b"Starting to serve on "
 """The line ``kubectl proxy`` prints once it serves."""
 
+JSON = "application/json"
+"""The ``Accept`` header of a plain JSON request."""
+
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+"""The ``Accept`` header that asks a list as ``PartialObjectMetadataList``: each object's
+``metadata`` only (``kubectl get --output-watch-events``' metadata-only form, and client-go's
+metadata informers). A Node's status, most of its bytes, then never leaves the API server."""
+
 _PR_SET_PDEATHSIG = 1
 """Linux ``prctl`` option: a signal the child gets when its parent dies (``<sys/prctl.h>``)."""
 
@@ -162,9 +170,10 @@ class KubectlProxy:
             self._connection = _UnixConnection(self._socket)
         return self._connection
 
-    def get(self, paths: Sequence[str]) -> list[Any]:
-        """The API server's JSON at each of ``paths`` (e.g. ``/api/v1/nodes``), in order. A path
-        the server does not serve (``NotFound``) gives ``None``.
+    def get(self, paths: Sequence[str], accept: str = JSON) -> list[Any]:
+        """The API server's JSON at each of ``paths`` (e.g. ``/api/v1/nodes``), in order, asked
+        for as ``accept`` (:data:`JSON`, or :data:`METADATA_LIST`: a list's objects with only
+        their ``metadata``). A path the server does not serve (``NotFound``) gives ``None``.
 
         Raises:
             KubectlError: kubectl ended before serving, or a request failed otherwise (the
@@ -178,7 +187,7 @@ class KubectlProxy:
         failures = []
         for path in paths:
             try:
-                connection.request("GET", path, headers={"Accept": "application/json"})
+                connection.request("GET", path, headers={"Accept": accept})
                 response = connection.getresponse()
                 body = response.read()
             except OSError as err:

@@ -91,29 +91,44 @@ def _request_cells(node: NodeOutcome) -> list[list[str]]:
              _result(node, request)] for request in node.requests]
 
 
-def _shape(node: NodeOutcome, words: frozenset[str]) -> tuple[str, ...]:
-    return tuple(masked("\t".join(cells), words)
-                 for cells in [*_request_cells(node), _reasons(node)[1:]])
+class _Texts(dict[int, list[str]]):
+    """The rows and reasons of each node, as :func:`_shape` masks them, made once per node
+    for one rendering (keyed by the outcome's ``id``: the outcomes live as long as it)."""
+
+    def of(self, node: NodeOutcome) -> list[str]:
+        """The node's texts: its rows' cells joined by tabs, then its reasons' lines."""
+        found = self.get(id(node))
+        if found is None:
+            found = self[id(node)] = ["\t".join(cells) for cells in
+                                      [*_request_cells(node), _reasons(node)[1:]]]
+        return found
 
 
-def group_nodes(candidates: Sequence[NodeOutcome], *, every_node: bool = False
-                ) -> list[list[NodeOutcome]]:
+def _shape(node: NodeOutcome, words: frozenset[str], texts: _Texts) -> tuple[str, ...]:
+    return tuple(masked(text, words) for text in texts.of(node))
+
+
+def group_nodes(candidates: Sequence[NodeOutcome], *, every_node: bool = False,
+                texts: _Texts | None = None) -> list[list[NodeOutcome]]:
     """The evaluated nodes in the order the table shows them, grouped by shape
     (:mod:`kubedra.explain.shapes`: rows and reasons that read the same but for the names of
     the node, its devices and the claims holding them; with ``every_node``, each node is its
-    own group). Fitting nodes first, then the largest groups; by name within."""
+    own group). Fitting nodes first, then the largest groups; by name within. ``texts``: the
+    nodes' texts made so far in this rendering."""
+    texts = _Texts() if texts is None else texts
     groups: dict[tuple[str, ...], list[NodeOutcome]] = {}
     for node in candidates:
-        key = (node.node,) if every_node else _shape(node, names(node))
+        key = (node.node,) if every_node else _shape(node, names(node), texts)
         groups.setdefault(key, []).append(node)
     return sorted(groups.values(), key=lambda g: (not g[0].fits, -len(g), g[0].node))
 
 
-def _others(group: Sequence[NodeOutcome]) -> str:
+def _others(group: Sequence[NodeOutcome], texts: _Texts) -> str:
     """:func:`kubedra.explain.shapes.others`: "the same" when the nodes read the same with
     only their names masked, else "alike"."""
-    first = _shape(group[0], frozenset([group[0].node]))
-    return others(group, all(_shape(n, frozenset([n.node])) == first for n in group[1:]))
+    first = _shape(group[0], frozenset([group[0].node]), texts)
+    return others(group, all(_shape(n, frozenset([n.node]), texts) == first
+                             for n in group[1:]))
 
 
 MAX_GROUPS = 8
@@ -220,8 +235,9 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
                                f"the pods' node selection{_held(counts)} ({counts.total} in "
                                "total)"))
     if explanation.candidates:
-        groups, left_out = _shown(group_nodes(explanation.candidates, every_node=every_node),
-                                  every_node)
+        texts = _Texts()
+        groups, left_out = _shown(group_nodes(explanation.candidates, every_node=every_node,
+                                              texts=texts), every_node)
         lines += ["", table(_funnel_rows(groups)), *left_out]
         searches = [g for g in groups if _search_lines(g[0])]
         if searches:
@@ -229,7 +245,7 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
             for group in searches:
                 found = _search_lines(group[0])
                 if len(group) > 1:
-                    found[0] = _wrap(f"{group[0].node} {_others(group)}:", "")
+                    found[0] = _wrap(f"{group[0].node} {_others(group, texts)}:", "")
                 lines.extend(found)
         failing = [g for g in groups if not g[0].fits]
         if failing:
@@ -239,7 +255,7 @@ def render_explanation(explanation: ClaimExplanation, *, every_node: bool = Fals
                 if group[0].error is not None and group[0].error in explanation.message:
                     reasons[1:] = ["  error: the one in the Message above"]
                 if len(group) > 1:
-                    reasons[0] = _wrap(f"{group[0].node} {_others(group)}:", "")
+                    reasons[0] = _wrap(f"{group[0].node} {_others(group, texts)}:", "")
                     held = holders_line(group)
                     if held:
                         reasons.insert(1, _wrap(held, "  "))

@@ -45,9 +45,19 @@ def names(node: NodeOutcome) -> frozenset[str]:
     return frozenset(words)
 
 
+_PIECES = re.compile(r"([\w.-]+)")
+""":data:`_WORD` as a split: text between words at even positions, the words at odd ones."""
+
+
 def masked(text: str, words: frozenset[str]) -> str:
-    """``text`` with every whole occurrence of one of ``words`` replaced by ``\\0``."""
-    return _WORD.sub(lambda word: "\0" if word[0] in words else word[0], text)
+    """``text`` with every whole occurrence of one of ``words`` replaced by ``\\0``.
+
+    Split and joined rather than ``re.sub`` with a function, which calls back into Python
+    for every word: 44,000 texts of a 2,000-node explanation took most of its rendering so
+    (bench/RESULTS.md, "Live explain at 2,000 kwok nodes")."""
+    pieces = _PIECES.split(text)
+    pieces[1::2] = ["\0" if word in words else word for word in pieces[1::2]]
+    return "".join(pieces)
 
 
 def others(group: Sequence[NodeOutcome], same: bool) -> str:

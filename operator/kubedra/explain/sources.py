@@ -17,15 +17,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import yaml
 
-from kubedra.allocation import DEFAULT_FEATURES, AllocatorFeatures
-from kubedra.api.resource import ResourceClaim
-from kubedra.explain.kubectl import KubectlProxy
-from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
+from kubedra.explain.kubectl import METADATA_LIST, KubectlProxy
+
+if TYPE_CHECKING:  # imported where used: reading starts before the allocator is imported
+    from kubedra.allocation import AllocatorFeatures
+    from kubedra.api.resource import ResourceClaim
+    from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8s.io/v1",
               "DeviceTaintRule": "resource.k8s.io/v1", "ResourceClaim": "resource.k8s.io/v1",
@@ -35,10 +37,14 @@ DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8
 _LIST_PATHS = {"ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
                "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
                "DeviceTaintRule": "/apis/resource.k8s.io/v1/devicetaintrules",
-               "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims",
-               "Node": "/api/v1/nodes"}
-"""Where the API server lists each kind but Pod, of all namespaces, in the field order of
-:class:`ClusterObjects`."""
+               "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims"}
+"""Where the API server lists each kind but Node and Pod, of all namespaces, in the field
+order of :class:`ClusterObjects`."""
+
+_NODES_PATH = "/api/v1/nodes"
+"""Nodes, listed as metadata only (:data:`~kubedra.explain.kubectl.METADATA_LIST`): explain
+reads a Node's name and labels, nothing of its status (2 KB of a kwok Node's 2.5; the
+bulk of a real one's: images, conditions, addresses)."""
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader when PyYAML has it: three times faster than PyYAML's own on a large
@@ -96,18 +102,25 @@ class ClusterObjects:
                 "DeviceTaintRule": self.taint_rules, "ResourceClaim": self.claims,
                 "Node": self.nodes, "Pod": self.pods}
 
-    def snapshot(self, features: AllocatorFeatures = DEFAULT_FEATURES) -> ClusterSnapshot:
+    def snapshot(self, features: AllocatorFeatures | None = None) -> ClusterSnapshot:
         """The allocator's view of these objects, deciding with ``features`` (those of the
-        cluster's scheduler: :func:`kubedra.allocation.features_of_server`).
+        cluster's scheduler: :func:`kubedra.allocation.features_of_server`; default:
+        :data:`~kubedra.allocation.DEFAULT_FEATURES`).
 
         Raises:
             pydantic.ValidationError: an object does not parse.
         """
+        from kubedra.allocation import DEFAULT_FEATURES
+        from kubedra.explain.snapshot import ClusterSnapshot
+
+        features = DEFAULT_FEATURES if features is None else features
         return ClusterSnapshot.from_api(self.slices, self.classes, self.taint_rules,
                                         self.claims, self.nodes, features)
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         """ResourceClaim ``namespace/name``, or None."""
+        from kubedra.api.resource import ResourceClaim
+
         for claim in self.claims:
             meta = claim.get("metadata") or {}
             if meta.get("namespace") == namespace and meta.get("name") == name:
@@ -118,6 +131,8 @@ class ClusterObjects:
 def pods_using(claim: ResourceClaim, pods: Iterable[Mapping[str, Any]]) -> list[PodPlacement]:
     """The pods of the claim's namespace that use it (in ``reservedFor`` or referencing it),
     by name."""
+    from kubedra.explain.snapshot import PodPlacement
+
     namespace, name = claim.metadata.namespace or "", claim.metadata.name or ""
     reserved = {r.uid for r in claim.status.reserved_for or () if r.resource == "pods"}
     found = []
@@ -138,6 +153,10 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
     A kind the API server does not serve (DeviceTaintRule before 1.37) has no objects. The
     server's version (``/version``) is read too.
 
+    Nodes are listed as metadata only (their name and labels are what explain reads); a Node
+    of :attr:`ClusterObjects.nodes` then has ``kind`` ``PartialObjectMetadata`` and no spec
+    or status.
+
     Needs ``list`` on resourceslices, deviceclasses, devicetaintrules, resourceclaims (all
     namespaces), nodes and pods.
 
@@ -149,9 +168,13 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
         paths.append(f"/api/v1/namespaces/{pods_namespace}/pods" if pods_namespace
                      else "/api/v1/pods")
     *found, version = proxy.get([*paths, "/version"])
+    (nodes,) = proxy.get([_NODES_PATH], accept=METADATA_LIST)
     objects = ClusterObjects(server_version=(version or {}).get("gitVersion") or "")
-    for items, listed in zip(objects.by_kind().values(), found, strict=False):
-        items.extend((listed or {}).get("items") or [])
+    lists = objects.by_kind()
+    for kind, listed in zip(["ResourceSlice", "DeviceClass", "DeviceTaintRule", "ResourceClaim",
+                             "Pod"], found, strict=False):
+        lists[kind].extend((listed or {}).get("items") or [])
+    objects.nodes.extend((nodes or {}).get("items") or [])
     return objects
 
 

@@ -118,6 +118,68 @@ def test_unchanged_slices_are_not_parsed_again() -> None:
     assert again[1] == two
 
 
+def _versioned(slices: list[dict[str, Any]], version: str) -> list[dict[str, Any]]:
+    return [{**s, "metadata": {**s["metadata"], "resourceVersion": version}} for s in slices]
+
+
+def _without_gpu(slices: list[dict[str, Any]], gpu: str) -> list[dict[str, Any]]:
+    """The slices with device ``gpu`` gone (and a new resourceVersion)."""
+    return [{**s, "metadata": {**s["metadata"], "resourceVersion": "9"},
+             "spec": {**s["spec"], "devices": [d for d in s["spec"].get("devices") or ()
+                                               if d["name"] != gpu]}} for s in slices]
+
+
+def test_a_changed_slice_replaces_its_entries_and_keeps_the_other_nodes_pools() -> None:
+    """After one node's slice changed, the allocator's index keeps every other slice's entries
+    and every other node's pools (incremental: no rebuild of the fleet per question), and the
+    explanation is the one a snapshot built afresh gives."""
+    nodes = ["n1", "n2", "n3"]
+    slices = {n: _versioned(h200_slices(n), "1") for n in nodes}
+    state = ExplainState()
+    inputs = Inputs(slices=[s for n in nodes for s in slices[n]], classes=shipped_classes(),
+                    taint_rules=[], allocated=[], nodes=[node(n) for n in nodes],
+                    inventory_version=1, claims_version=1)
+    claim = ResourceClaim.from_api(gpu_claim("one"))
+    first = state.snapshot(inputs)
+    explain_claim(first, claim)
+    pools = {n.name: first.resources.node_pools(n) for n in first.nodes}
+    entries = {e.name: e for e in first.resources.slices.all}
+
+    slices["n2"] = _without_gpu(slices["n2"], "gpu-0")
+    inputs.slices, inputs.inventory_version = [s for n in nodes for s in slices[n]], 2
+    second = state.snapshot(inputs)
+    assert {n.name: second.resources.node_pools(n) is pools[n.name] for n in second.nodes} == {
+        "n1": True, "n2": False, "n3": True}
+    assert [e is entries.get(e.name) for e in second.resources.slices.all] == [
+        e["metadata"]["name"] not in {s["metadata"]["name"] for s in slices["n2"]}
+        for e in inputs.slices]
+    fresh = ClusterSnapshot.from_api(inputs.slices, inputs.classes, [], [], inputs.nodes)
+    assert explain_claim(second, claim).to_json() == explain_claim(fresh, claim).to_json()
+    assert [len(second.resources.node_pools(n).devices) for n in second.nodes] == [1, 0, 1]
+
+
+def test_a_changed_slice_without_a_node_name_drops_every_nodes_pools() -> None:
+    """A slice of no single node (here ``allNodes``) may serve any node: after it changed, no
+    node's pools are reused."""
+    shared = _versioned(h200_slices("n1"), "1")
+    shared = [{**s, "spec": {k: v for k, v in s["spec"].items() if k != "nodeName"}
+               | {"allNodes": True}} for s in shared]
+    state = ExplainState()
+    inputs = Inputs(slices=shared + _versioned(h200_slices("n2"), "1"),
+                    classes=shipped_classes(), taint_rules=[], allocated=[],
+                    nodes=[node("n1"), node("n2")], inventory_version=1, claims_version=1)
+    first = state.snapshot(inputs)
+    pools = {n.name: first.resources.node_pools(n) for n in first.nodes}
+    inputs.slices = _without_gpu(shared, "gpu-0") + inputs.slices[len(shared):]
+    inputs.inventory_version = 2
+    second = state.snapshot(inputs)
+    assert [second.resources.node_pools(n) is pools[n.name] for n in second.nodes] == [
+        False, False]
+    fresh = ClusterSnapshot.from_api(inputs.slices, inputs.classes, [], [], inputs.nodes)
+    claim = ResourceClaim.from_api(gpu_claim("one"))
+    assert explain_claim(second, claim).to_json() == explain_claim(fresh, claim).to_json()
+
+
 def test_every_evaluation_runs_in_the_same_thread() -> None:
     # the cached inventory keeps CEL activations, which cel-expr-python binds to the thread
     # that made them: a second evaluation in another thread failed ("No PyCelArena found")
