@@ -173,10 +173,24 @@ class SliceOverlay:
     """
 
     written: dict[str, dict[str, dict[str, Any] | None]] = field(default_factory=dict)
+    seen: int = 0
+    """The newest resourceVersion :meth:`observe` was told of: the watch has delivered every
+    event up to it (a watch delivers a collection's events in resourceVersion order)."""
 
     def record(self, inventory: str, name: str, obj: dict[str, Any] | None) -> None:
-        """Remember a create/update result, or a delete (``obj`` None)."""
-        self.written.setdefault(inventory, {})[name] = obj
+        """Remember a create/update result, or a delete (``obj`` None).
+
+        A create or update whose version the watch has already gone past is not kept: its
+        answer came after the watch's events of it (the two arrive on separate connections,
+        in either order), so the watched state, the slice's newer version or its delete, is
+        the truth. Kept, it would stand for a slice deleted meanwhile for good (issue 16,
+        item 1: the slice was never recreated).
+        """
+        mine = self.written.setdefault(inventory, {})
+        if obj is not None and 0 < _rv(obj) <= self.seen:
+            mine.pop(name, None)
+            return
+        mine[name] = obj
 
     def merge(self, inventory: str, watched: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """The watched slices corrected by recent writes."""
@@ -202,11 +216,13 @@ class SliceOverlay:
         the event is at least as new as is dropped, and a recorded delete on DELETED, so that
         the watched state is the truth from now, even if the slice is gone.
 
-        Without this, a slice deleted before the watch showed the operator's own update (kopf
-        hands on only the latest event of an object that arrive together) stayed in the
-        overlay for good: never recreated, and the next update failed with 404 (issue 16,
-        item 1).
+        Without this, a slice deleted before the watch showed the operator's own update
+        stayed in the overlay for good: never recreated, and the next update failed with 404
+        (issue 16, item 1). The event's version also moves :attr:`seen` on, for
+        :meth:`record`.
         """
+        version = _rv({"metadata": {"resourceVersion": resource_version}})
+        self.seen = max(self.seen, version)
         mine = self.written.get(inventory, {})
         if name not in mine:
             return
@@ -214,7 +230,7 @@ class SliceOverlay:
         if written is None:
             if deleted:
                 del mine[name]
-        elif _rv({"metadata": {"resourceVersion": resource_version}}) >= _rv(written):
+        elif version >= _rv(written):
             del mine[name]
 
     def discard(self, inventory: str, name: str) -> None:

@@ -52,6 +52,27 @@ def test_a_write_the_watch_went_past_is_dropped_even_if_the_slice_is_gone() -> N
     assert overlay.written == {"inv": {}}
 
 
+def test_an_answer_that_comes_after_the_watch_went_past_it_is_not_kept() -> None:
+    """Issue 16, item 1, the other order: the watch delivers the update (rv 12) and the delete
+    (rv 13) before the operator reads the answer to its update, which it then records. The
+    overlay kept that answer for good, standing for a slice that is gone (the slice was never
+    recreated: a flaky e2e failure); the watch has gone past rv 12, so the watched state is
+    the truth."""
+    overlay = SliceOverlay()
+    overlay.observe("inv", "s-0", "12", deleted=False)
+    overlay.observe("inv", "s-0", "13", deleted=True)
+    overlay.record("inv", "s-0", slice_("s-0", "12"))
+    assert overlay.merge("inv", []) == []
+    assert overlay.written == {"inv": {}}
+    overlay.observe("other", "s-7", "20", deleted=False)  # any slice's event moves the watch on
+    overlay.record("inv", "s-1", slice_("s-1", "19"))
+    assert overlay.merge("inv", []) == []
+    overlay.record("inv", "s-1", slice_("s-1", "21"))  # newer than the watch: kept
+    assert overlay.merge("inv", []) == [slice_("s-1", "21")]
+    overlay.record("inv", "s-2", slice_("s-2", "opaque"))  # not a number: kept, as before
+    assert overlay.merge("inv", []) == [slice_("s-1", "21"), slice_("s-2", "opaque")]
+
+
 def test_the_own_update_event_drops_the_write() -> None:
     overlay = SliceOverlay()
     overlay.record("inv", "s-0", slice_("s-0", "12"))
