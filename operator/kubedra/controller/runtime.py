@@ -288,12 +288,14 @@ def check_lease(state: OperatorState, node: str, now: datetime.datetime) -> None
 
 async def tick(state: OperatorState) -> None:
     """Notice Lease expiry and the end of health hold-downs and drain graces (time events,
-    not watch events) and resync everything now and then."""
+    not watch events) and resync everything now and then. Only the Leases that expired since
+    the last tick are looked at (:meth:`LeaseCache.expired`); a Lease's other changes come
+    through its watch (``lease_changed``)."""
     since_resync = 0.0
     interval = state.settings.lease_check_interval
     while True:
         now = utcnow()
-        for node in state.view.nodes_with_inventories():
+        for node in state.leases.expired(now):
             check_lease(state, node, now)
         for name, until in list(state.wake_ups.items()):
             if until <= now:

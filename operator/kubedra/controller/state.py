@@ -113,10 +113,6 @@ class ClusterView:
         """Names of the node-local inventories of ``node_name``."""
         return list(self.node_inventories.get(node_name, ()))
 
-    def nodes_with_inventories(self) -> list[str]:
-        """Nodes that have at least one node-local inventory."""
-        return list(self.node_inventories)
-
     def inventories_of_pool(self, driver: str, pool: str) -> list[str]:
         """Names of the inventories that name pool (driver, pool)."""
         return list(self.pools.get((driver, pool), ()))

@@ -25,13 +25,13 @@ def renewed(at: datetime.datetime) -> AgentLease:
 async def test_renewals_of_a_live_lease_queue_nothing() -> None:
     leases = LeaseCache(api=None, namespace="kubedra-system", on_change=lambda node: None)
     state = state_with(leases)
-    leases.leases["n1"] = renewed(NOW)
+    leases.take(renewed(NOW))
     check_lease(state, "n1", NOW)  # first sight: live
     assert len(state.inventory_queue) == 1
     await state.inventory_queue.get()
     state.inventory_queue.done("n1-gpu.kubedra.io")
     for seconds in (13, 26, 39):
-        leases.leases["n1"] = renewed(NOW + datetime.timedelta(seconds=seconds))
+        leases.take(renewed(NOW + datetime.timedelta(seconds=seconds)))
         check_lease(state, "n1", NOW + datetime.timedelta(seconds=seconds))
     assert len(state.inventory_queue) == 0
 
@@ -39,7 +39,7 @@ async def test_renewals_of_a_live_lease_queue_nothing() -> None:
 async def test_expiry_and_return_queue_the_inventory() -> None:
     leases = LeaseCache(api=None, namespace="kubedra-system", on_change=lambda node: None)
     state = state_with(leases)
-    leases.leases["n1"] = renewed(NOW)
+    leases.take(renewed(NOW))
     check_lease(state, "n1", NOW)
     await state.inventory_queue.get()
     state.inventory_queue.done("n1-gpu.kubedra.io")
@@ -49,7 +49,7 @@ async def test_expiry_and_return_queue_the_inventory() -> None:
     await state.inventory_queue.get()
     state.inventory_queue.done("n1-gpu.kubedra.io")
     later = NOW + datetime.timedelta(seconds=50)
-    leases.leases["n1"] = renewed(later)
+    leases.take(renewed(later))
     check_lease(state, "n1", later)
     assert state.lease_states["n1-gpu.kubedra.io"] == "live"
     assert len(state.inventory_queue) == 1
@@ -68,7 +68,7 @@ async def test_a_lease_the_watch_shows_expired_is_read_again(monkeypatch) -> Non
 
     monkeypatch.setattr("kubedra.kube.read_lease", read_lease)
     leases = LeaseCache(api=None, namespace="kubedra-system", on_change=lambda node: None)
-    leases.leases["n1"] = renewed(NOW)  # what the lagging watch showed
+    leases.take(renewed(NOW))  # what the lagging watch showed
     later = NOW + datetime.timedelta(seconds=60)
     assert leases.state("n1", later) == "expired"
     assert await leases.confirm("n1", later) == "live"
