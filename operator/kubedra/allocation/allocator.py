@@ -53,6 +53,7 @@ from kubedra.allocation.state import AllocatedState
 from kubedra.allocation.versions import (
     ALL_KEEPS_DEVICES_WITHOUT_ROOM,
     ALL_SUBREQUEST_KEEPS_ITS_INDEX,
+    ALL_UNUSABLE_POOL_FAILS_ON_NODE,
     INVALID_POOL_SKIPPED,
 )
 from kubedra.api.quantity import Quantity
@@ -231,14 +232,22 @@ class _Search(SearchState):
             self.constraints.append([spec.new() for spec in plan.constraints])
 
     def _all_devices(self, data: RequestData) -> list[int]:
+        """The positions of the devices an ``All`` request takes.
+
+        Raises:
+            AllocationFailed: a pool of the node is incomplete or invalid (from 1.38,
+                :data:`~kubedra.allocation.versions.ALL_UNUSABLE_POOL_FAILS_ON_NODE`).
+            AllocationError: the same before 1.38, or a capacity check fails.
+        """
         for pool in self.pools.pools:
-            if pool.incomplete:
-                raise AllocationError(f"claim {data.claim_label}, request {data.name}: asks for "
-                                      f"all devices, but resource pool {pool} is currently being "
-                                      "updated")
-            if pool.invalid:
-                raise AllocationError(f"claim {data.claim_label}, request {data.name}: asks for "
-                                      f"all devices, but resource pool {pool} is currently invalid")
+            state = "being updated" if pool.incomplete else "invalid" if pool.invalid else None
+            if state is None:
+                continue
+            reason = (f"claim {data.claim_label}, request {data.name}: asks for all devices, "
+                      f"but resource pool {pool} is currently {state}")
+            if self.features.version.follows(ALL_UNUSABLE_POOL_FAILS_ON_NODE):
+                raise AllocationFailed(reason, claim=data.claim_label, request=data.full_name)
+            raise AllocationError(reason)
         found = []
         static_only = self.features.version.follows(ALL_KEEPS_DEVICES_WITHOUT_ROOM)
         for position, device in enumerate(self.pools.devices):
@@ -393,15 +402,15 @@ class _Search(SearchState):
         if data.admin_access:
             if not shared and ci in self.allocating.get(device_id, ()):
                 return None
-        elif device_id in self.allocated.devices or self.allocating.get(device_id):
+        elif (device_id in self.allocated.devices or self.allocating.get(device_id)
+              # from 1.38 (SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY) a device with shares, too
+              or (not shared and self.shared_not_exclusive and self.has_shares(device_id))):
             return None
         if device.consumes_counters and not features.partitionable_devices:
             return None
 
         undo = _Undo(device, pool, data.base_name)
-        skip_counters = shared and (
-            self.allocated.has_shares(device_id, without_capacity=self.shares_without_capacity)
-            or device_id in self.allocating_capacity)
+        skip_counters = shared and self.has_shares(device_id)
         if device.consumes_counters and not skip_counters:
             if not self.reserve_counters(device, pool):
                 return None
