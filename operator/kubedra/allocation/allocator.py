@@ -55,6 +55,7 @@ from kubedra.allocation.versions import (
     ALL_SUBREQUEST_KEEPS_ITS_INDEX,
     ALL_UNUSABLE_POOL_FAILS_ON_NODE,
     INVALID_POOL_SKIPPED,
+    VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR,
 )
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
@@ -191,6 +192,8 @@ class _Search(SearchState):
         self.invalid = None if self.features.version.follows(INVALID_POOL_SKIPPED) \
             else self.pools.first_invalid
         self.all_keeps_sub = self.features.version.follows(ALL_SUBREQUEST_KEEPS_ITS_INDEX)
+        self.valueless_is_error = self.features.version.follows(
+            VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR)
 
     # --- setup (validation of requests and constraints) ------------------------------------
 
@@ -421,8 +424,11 @@ class _Search(SearchState):
         for constraint in self.constraints[ci]:
             if not constraint.applies_to(data.base_name, data.name if data.parent else None):
                 continue
-            if not constraint.add(lookup_attribute(device, constraint.attribute),
-                                  data.base_name, device_id):
+            key = lookup_attribute(device, constraint.attribute)
+            if key is None and self.valueless_is_error:
+                self._rollback(ci, undo)
+                raise self._valueless(data, device, constraint)
+            if not constraint.add(key, data.base_name, device_id):
                 self._rollback(ci, undo)
                 if must:
                     raise AllocationError(f"claim {data.claim_label}, request {data.name}: cannot "
@@ -590,7 +596,7 @@ class _Search(SearchState):
         groups: dict[tuple[object, ...], int] = {}
         try:
             for device in self.candidates(ci, data, start):
-                group = self._constraint_group(constraints, device)
+                group = self._constraint_group(data, constraints, device)
                 if group is None:
                     continue
                 count = groups.get(group, 0) + 1
@@ -626,7 +632,15 @@ class _Search(SearchState):
         return self.pools.devices[start:]
 
     @staticmethod
-    def _constraint_group(constraints: list[Constraint],
+    def _valueless(data: RequestData, device: DeviceEntry,
+                   constraint: Constraint) -> AllocationError:
+        """From 1.38 (VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR): the error of a constrained
+        attribute without a scalar value, in upstream's words."""
+        return AllocationError(f"claim {data.claim_label}, request {data.name}: device "
+                               f"{device}: unsupported attribute value for "
+                               f"{constraint.attribute}")
+
+    def _constraint_group(self, data: RequestData, constraints: list[Constraint],
                           device: DeviceEntry) -> tuple[object, ...] | None:
         """The values that tie the device to other devices of its request, or ``None`` when the
         device cannot be one of two or more further devices of the request."""
@@ -635,6 +649,8 @@ class _Search(SearchState):
             key = lookup_attribute(device, constraint.attribute)
             if key is MISSING:
                 return None
+            if key is None and self.valueless_is_error:
+                raise self._valueless(data, device, constraint)  # ends the shortcut
             if isinstance(constraint, MatchAttribute):
                 # a value-less attribute can only be the one device of the constraint
                 if key is None:

@@ -219,6 +219,17 @@ SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY = VersionRule(
     "when its slice no longer allows multiple allocations; before, only an exclusive "
     "allocation made a device in use, so such a device was taken a second time")
 
+VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR = VersionRule(
+    "valueless-attribute-in-constraint-is-error", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(matchAttributeConstraint.add, v0.38.0-beta.0: 'Unknown value type, cannot match. Better "
+    "stop instead of silently ignoring the device. This can be reached for list values') and "
+    "constraint.go (distinctAttributeConstraint.add)",
+    "a device whose constrained attribute has no scalar value (a list, with "
+    "DRAListTypeAttributes off) is an error when a matchAttribute or distinctAttribute "
+    "constraint looks at it, its first device too; before, such a device was taken as the "
+    "constraint's first device and refused after it")
+
 RULES = (TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
          DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
          CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
@@ -226,7 +237,8 @@ RULES = (TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
          SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
          COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,
          TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE, ALL_SUBREQUEST_KEEPS_ITS_INDEX,
-         ALL_UNUSABLE_POOL_FAILS_ON_NODE, SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY)
+         ALL_UNUSABLE_POOL_FAILS_ON_NODE, SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY,
+         VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR)
 """Every version-dependent rule kubedra follows, oldest first."""
 
 

@@ -291,6 +291,14 @@ def _shared_then_exclusive(name: str) -> dict[str, Any]:
     return scenario
 
 
+def _list_attribute_matched(name: str) -> dict[str, Any]:
+    """The GPU has a list attribute, and the claim a matchAttribute constraint on it."""
+    scenario = _with_list_attribute(_one_gpu(name))
+    scenario["claims"][0]["spec"]["devices"]["constraints"] = [
+        {"matchAttribute": "gpu.example.com/models"}]
+    return scenario
+
+
 RULE_SCENARIOS = {
     # CONFIG_FOR_ALL_REQUESTS_NAMES_NONE: the class config of the claim's only request
     "config-for-all-requests": (_one_gpu("config-for-all-requests"),
@@ -344,6 +352,9 @@ RULE_SCENARIOS = {
     # SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY (kubernetes#140798)
     "shared-then-exclusive": (_shared_then_exclusive("shared-then-exclusive"),
                               {"1.37": "allocated", "1.38": "unschedulable"}),
+    # VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR: the first device of the constraint too
+    "list-attribute-matched": (_list_attribute_matched("list-attribute-matched"),
+                               {"1.37": "allocated", "1.38": "error"}),
 }
 
 

@@ -414,3 +414,25 @@ def test_allocated_state_from_claims() -> None:
 def test_go_value(text: str, expected: int) -> None:
     """Go's Quantity.Value(), overflow included (the arithmetic of 1.36 and older)."""
     assert go_value(Quantity(text)) == expected
+
+
+@pytest.mark.parametrize("constraint", ["matchAttribute", "distinctAttribute"])
+def test_a_list_attribute_under_a_constraint_is_an_error_from_1_38(constraint: str) -> None:
+    """VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR: two GPUs with a list attribute, a claim for
+    one or two under a constraint on it. 1.37 takes one (and cannot take two); 1.38 stops at
+    the first device with upstream's error, the search's shortcut for two devices too."""
+    scenario = _gpu_scenario()
+    spec = scenario["slices"][0]["spec"]  # type: ignore[index]
+    spec["devices"] = [{"name": f"gpu-{i}", "attributes": {"models": {"strings": ["a"]}}}
+                       for i in range(2)]
+    devices = scenario["claims"][0]["spec"]["devices"]  # type: ignore[index]
+    devices["constraints"] = [{constraint: "gpu.example.com/models"}]
+    outcomes = {}
+    for count in (1, 2):
+        devices["requests"][0]["exactly"]["count"] = count
+        outcomes[count] = [run_scenario({**scenario, "kubeVersion": v}) for v in ("1.37", "1.38")]
+    message = ("claim default/c, request r: device gpu.example.com/n/gpu-0: unsupported "
+               "attribute value for gpu.example.com/models")
+    assert [[o["outcome"] for o in pair] for pair in outcomes.values()] == [
+        ["allocated", "error"], ["unschedulable", "error"]]
+    assert {pair[1]["message"] for pair in outcomes.values()} == {message}
