@@ -219,7 +219,7 @@ func newAllocatedState(consumableCapacity bool) *allocatedState {
 		consumableCapacity: consumableCapacity,
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),
-			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+			AllocatedSharedDeviceIDs: sets.New[sharedDeviceKey](),
 			AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
 		},
 	}
@@ -235,7 +235,7 @@ func (s *allocatedState) add(claim *resourceapi.ResourceClaim) {
 		}
 		id := structured.MakeDeviceID(result.Driver, result.Pool, result.Device)
 		if s.consumableCapacity && result.ShareID != nil {
-			s.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, result.ShareID))
+			s.state.AllocatedSharedDeviceIDs.Insert(makeSharedDeviceKey(id, result.ShareID))
 			if result.ConsumedCapacity != nil {
 				s.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, result.ConsumedCapacity))
 			}
@@ -291,7 +291,7 @@ func patchSlices(slices []*resourceapi.ResourceSlice, rules []*taintRule) []*res
 type prepared struct {
 	features featureSet
 	classes  classLister
-	slices   []*resourceapi.ResourceSlice
+	slices   []*allocatorSlice
 	state    *allocatedState
 	celCache *cel.Cache
 }
@@ -305,6 +305,10 @@ func prepare(inv *inventory, celCache *cel.Cache) (*prepared, error) {
 	if fts.DeviceTaintRules {
 		slices = patchSlices(slices, inv.TaintRules)
 	}
+	converted, err := allocatorSlices(slices)
+	if err != nil {
+		return nil, err
+	}
 	state := newAllocatedState(fts.ConsumableCapacity)
 	for _, claim := range inv.AllocatedClaims {
 		state.add(claim)
@@ -312,7 +316,7 @@ func prepare(inv *inventory, celCache *cel.Cache) (*prepared, error) {
 	if celCache == nil {
 		celCache = newCELCache(fts)
 	}
-	return &prepared{features: fts, classes: newClassLister(inv.Classes), slices: slices, state: state, celCache: celCache}, nil
+	return &prepared{features: fts, classes: newClassLister(inv.Classes), slices: converted, state: state, celCache: celCache}, nil
 }
 
 // newCELCache is the scheduler's cache: 10 compiled expressions (dynamicresources.go New), its

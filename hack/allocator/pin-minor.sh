@@ -5,7 +5,7 @@
 # k8s.io/dynamic-resource-allocation at that release; every k8s.io staging module replaced by its
 # v0.<minor>.<patch> tag, as k8s.io/kubernetes' own go.mod replaces them by ./staging.
 # hack/allocator/go.mod (the default release) is not made here.
-# Usage: hack/allocator/pin-minor.sh v1.36.3   (or v1.38.0-beta.0)
+# Usage: hack/allocator/pin-minor.sh v1.36.3   (or GOTOOLCHAIN=go1.27.4 ... v1.38.0-beta.0)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 version=${1:?usage: hack/allocator/pin-minor.sh vX.Y.Z}
@@ -34,4 +34,9 @@ modfile=go.$minor.mod
 } > "$modfile"
 rm -f "go.$minor.sum"
 go mod tidy -modfile="$modfile"
+# a release that needs a newer Go than the default minor's (1.38: go 1.27) names the toolchain
+# that pinned it, which hack/build-reference-allocators.sh then builds it with
+if [[ $(sed -n 's/^go //p' "$modfile") != "$(sed -n 's/^go //p' go.mod)" ]]; then
+  go mod edit -modfile="$modfile" -toolchain="$(go env GOVERSION)"
+fi
 echo "pin-minor: hack/allocator/$modfile pinned to $version"

@@ -11,7 +11,7 @@ checks that its recording is still current. Re-record after changing the corpus 
 ``hack/allocator``::
 
     hack/build-reference-allocators.sh
-    .venv/bin/python -m tests.support.minor_corpus 1.34 1.35 1.36
+    .venv/bin/python -m tests.support.minor_corpus 1.34 1.35 1.36 1.38
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from tests.support.edge_cases import CASES
 from tests.support.reference_allocator import run_reference
 from tests.support.scenario_strategies import CORPUS
 
-MINORS = ("1.34", "1.35", "1.36")
-"""The minors recorded besides the default one (1.37, whose binary ``make test`` builds)."""
+MINORS = ("1.34", "1.35", "1.36", "1.38")
+"""The minors recorded besides the default one (1.37, whose binary ``make test`` builds); 1.38's
+reference allocator is v1.38.0-beta.0's (``hack/allocator/go.1.38.mod``)."""
 
 DIRECTORY = CORPUS.parent / "minors"
 

@@ -53,7 +53,9 @@ from kubedra.allocation.state import AllocatedState
 from kubedra.allocation.versions import (
     ALL_KEEPS_DEVICES_WITHOUT_ROOM,
     ALL_SUBREQUEST_KEEPS_ITS_INDEX,
+    ALL_UNUSABLE_POOL_FAILS_ON_NODE,
     INVALID_POOL_SKIPPED,
+    VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR,
 )
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
@@ -190,6 +192,8 @@ class _Search(SearchState):
         self.invalid = None if self.features.version.follows(INVALID_POOL_SKIPPED) \
             else self.pools.first_invalid
         self.all_keeps_sub = self.features.version.follows(ALL_SUBREQUEST_KEEPS_ITS_INDEX)
+        self.valueless_is_error = self.features.version.follows(
+            VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR)
 
     # --- setup (validation of requests and constraints) ------------------------------------
 
@@ -231,14 +235,22 @@ class _Search(SearchState):
             self.constraints.append([spec.new() for spec in plan.constraints])
 
     def _all_devices(self, data: RequestData) -> list[int]:
+        """The positions of the devices an ``All`` request takes.
+
+        Raises:
+            AllocationFailed: a pool of the node is incomplete or invalid (from 1.38,
+                :data:`~kubedra.allocation.versions.ALL_UNUSABLE_POOL_FAILS_ON_NODE`).
+            AllocationError: the same before 1.38, or a capacity check fails.
+        """
         for pool in self.pools.pools:
-            if pool.incomplete:
-                raise AllocationError(f"claim {data.claim_label}, request {data.name}: asks for "
-                                      f"all devices, but resource pool {pool} is currently being "
-                                      "updated")
-            if pool.invalid:
-                raise AllocationError(f"claim {data.claim_label}, request {data.name}: asks for "
-                                      f"all devices, but resource pool {pool} is currently invalid")
+            state = "being updated" if pool.incomplete else "invalid" if pool.invalid else None
+            if state is None:
+                continue
+            reason = (f"claim {data.claim_label}, request {data.name}: asks for all devices, "
+                      f"but resource pool {pool} is currently {state}")
+            if self.features.version.follows(ALL_UNUSABLE_POOL_FAILS_ON_NODE):
+                raise AllocationFailed(reason, claim=data.claim_label, request=data.full_name)
+            raise AllocationError(reason)
         found = []
         static_only = self.features.version.follows(ALL_KEEPS_DEVICES_WITHOUT_ROOM)
         for position, device in enumerate(self.pools.devices):
@@ -393,15 +405,15 @@ class _Search(SearchState):
         if data.admin_access:
             if not shared and ci in self.allocating.get(device_id, ()):
                 return None
-        elif device_id in self.allocated.devices or self.allocating.get(device_id):
+        elif (device_id in self.allocated.devices or self.allocating.get(device_id)
+              # from 1.38 (SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY) a device with shares, too
+              or (not shared and self.shared_not_exclusive and self.has_shares(device_id))):
             return None
         if device.consumes_counters and not features.partitionable_devices:
             return None
 
         undo = _Undo(device, pool, data.base_name)
-        skip_counters = shared and (
-            self.allocated.has_shares(device_id, without_capacity=self.shares_without_capacity)
-            or device_id in self.allocating_capacity)
+        skip_counters = shared and self.has_shares(device_id)
         if device.consumes_counters and not skip_counters:
             if not self.reserve_counters(device, pool):
                 return None
@@ -412,8 +424,11 @@ class _Search(SearchState):
         for constraint in self.constraints[ci]:
             if not constraint.applies_to(data.base_name, data.name if data.parent else None):
                 continue
-            if not constraint.add(lookup_attribute(device, constraint.attribute),
-                                  data.base_name, device_id):
+            key = lookup_attribute(device, constraint.attribute)
+            if key is None and self.valueless_is_error:
+                self._rollback(ci, undo)
+                raise self._valueless(data, device, constraint)
+            if not constraint.add(key, data.base_name, device_id):
                 self._rollback(ci, undo)
                 if must:
                     raise AllocationError(f"claim {data.claim_label}, request {data.name}: cannot "
@@ -581,7 +596,7 @@ class _Search(SearchState):
         groups: dict[tuple[object, ...], int] = {}
         try:
             for device in self.candidates(ci, data, start):
-                group = self._constraint_group(constraints, device)
+                group = self._constraint_group(data, constraints, device)
                 if group is None:
                     continue
                 count = groups.get(group, 0) + 1
@@ -617,7 +632,15 @@ class _Search(SearchState):
         return self.pools.devices[start:]
 
     @staticmethod
-    def _constraint_group(constraints: list[Constraint],
+    def _valueless(data: RequestData, device: DeviceEntry,
+                   constraint: Constraint) -> AllocationError:
+        """From 1.38 (VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR): the error of a constrained
+        attribute without a scalar value, in upstream's words."""
+        return AllocationError(f"claim {data.claim_label}, request {data.name}: device "
+                               f"{device}: unsupported attribute value for "
+                               f"{constraint.attribute}")
+
+    def _constraint_group(self, data: RequestData, constraints: list[Constraint],
                           device: DeviceEntry) -> tuple[object, ...] | None:
         """The values that tie the device to other devices of its request, or ``None`` when the
         device cannot be one of two or more further devices of the request."""
@@ -626,6 +649,8 @@ class _Search(SearchState):
             key = lookup_attribute(device, constraint.attribute)
             if key is MISSING:
                 return None
+            if key is None and self.valueless_is_error:
+                raise self._valueless(data, device, constraint)  # ends the shortcut
             if isinstance(constraint, MatchAttribute):
                 # a value-less attribute can only be the one device of the constraint
                 if key is None:

@@ -27,7 +27,11 @@ from kubedra.allocation.selectors import SelectorError, SelectorSet
 from kubedra.allocation.snapshot import ResourceSnapshot
 from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
-from kubedra.allocation.versions import CAPACITY_AMOUNTS_CHECKED, SHARE_WITHOUT_CAPACITY_IS_IN_USE
+from kubedra.allocation.versions import (
+    CAPACITY_AMOUNTS_CHECKED,
+    SHARE_WITHOUT_CAPACITY_IS_IN_USE,
+    SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY,
+)
 from kubedra.api.resource import ResourceClaim
 
 CounterSets = dict[str, dict[str, Number]]
@@ -54,6 +58,10 @@ class SearchState:
         self.shares_without_capacity = snapshot.features.version.follows(
             SHARE_WITHOUT_CAPACITY_IS_IN_USE)
         """Whether shares without consumed capacity make a device in use (the minor's rule)."""
+        self.shared_not_exclusive = snapshot.features.version.follows(
+            SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY)
+        """Whether a device with shares is refused to a request that would take it exclusively
+        (the minor's rule)."""
         self.available_counters = available_counters
         self.node = node
         self.claims = list(claims)
@@ -120,6 +128,12 @@ class SearchState:
             return True
         return fits(consumption, self.allocated.consumed_capacity.get(device.id),
                     self.allocating_capacity.get(device.id))
+
+    def has_shares(self, device_id: DeviceID) -> bool:
+        """``deviceCapacityInUse``: shares of the device are allocated (those without consumed
+        capacity counted as the minor's rule says) or being allocated in this search."""
+        return device_id in self.allocating_capacity or self.allocated.has_shares(
+            device_id, without_capacity=self.shares_without_capacity)
 
     def in_use(self, data: RequestData, device_id: DeviceID, ci: int) -> bool:
         """The cheap "in use" test of the device loop."""
@@ -202,6 +216,10 @@ def first_failed_stage(search: SearchState, data: RequestData, ci: int, device: 
         return Stage.MATCH_REQUEST
     if search.in_use(data, device.id, ci):
         return Stage.FREE
+    shared = features.consumable_capacity and device.allow_multiple
+    if not (data.admin_access or shared) and search.shared_not_exclusive \
+            and search.has_shares(device.id):
+        return Stage.FREE
     if features.consumable_capacity:
         try:
             if not search.capacity_fits(data, device):
@@ -209,7 +227,6 @@ def first_failed_stage(search: SearchState, data: RequestData, ci: int, device: 
         except AllocationError as err:
             errors.append(str(err))
             return Stage.CAPACITY
-    shared = features.consumable_capacity and device.allow_multiple
     if device.consumes_counters and not (shared and search.allocated.has_shares(device.id)):
         # a further share of an allocated device consumes no more counters (_allocate_device)
         if not features.partitionable_devices:

@@ -169,10 +169,16 @@ _OFF_BY_DEFAULT = {
 ``pkg/features/kube_features.go``, as ``dra-reference-allocator-1.<minor> features`` prints)."""
 
 
+_ON_BY_DEFAULT = {38: ("fractional_capacity_range",)}
+"""Per minor after 1.37, the features its scheduler has on with default gates where 1.37's has
+them off (v1.38.0-beta.0's ``pkg/features/kube_features.go``: DRAFractionalCapacityRange is GA
+and on; as ``dra-reference-allocator-1.38 features`` prints)."""
+
+
 def features_for(version: KubeVersion) -> AllocatorFeatures:
     """The allocator features of ``version``'s kube-scheduler with default gates."""
-    off = _OFF_BY_DEFAULT.get(version.minor, ())
-    gates: dict[str, Any] = dict.fromkeys(off, False)
+    gates: dict[str, Any] = dict.fromkeys(_OFF_BY_DEFAULT.get(version.minor, ()), False)
+    gates.update(dict.fromkeys(_ON_BY_DEFAULT.get(version.minor, ()), True))
     return replace(AllocatorFeatures(version=version), **gates)
 
 

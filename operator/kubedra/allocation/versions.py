@@ -5,8 +5,9 @@ made it.
 kubedra's allocator decides as the scheduler of one minor (:class:`KubeVersion`, carried by
 :class:`kubedra.allocation.features.AllocatorFeatures`); :func:`features_for` gives that minor's
 default features. The rules below are the differences that the differential corpus shows
-between the reference allocators of 1.34 to 1.37 (``hack/allocator``, built per minor); a rule
-is followed from its ``since`` minor on, the older behaviour before it.
+between the reference allocators of 1.34 to 1.38 (``hack/allocator``, built per minor; 1.38's
+from v1.38.0-beta.0, the newest 1.38 module the Go module proxy serves); a rule is followed from
+its ``since`` minor on, the older behaviour before it.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ class KubeVersion:
         return f"{self.major}.{self.minor}"
 
 
-SUPPORTED_MINORS = (34, 35, 36, 37)
+SUPPORTED_MINORS = (34, 35, 36, 37, 38)
 """The minors whose reference allocator the corpus is recorded against (``resource.k8s.io/v1``
-is GA from 1.34)."""
+is GA from 1.34; 1.38's from v1.38.0-beta.0)."""
 
 DEFAULT_VERSION = KubeVersion(1, 37)
 """The minor kubedra decides as when the cluster's is not known (an old dump)."""
@@ -200,13 +201,44 @@ ALL_SUBREQUEST_KEEPS_ITS_INDEX = VersionRule(
     "the first subrequest's (done once its count is reached, its devices otherwise, a failure "
     "if it is an All without devices)")
 
+ALL_UNUSABLE_POOL_FAILS_ON_NODE = VersionRule(
+    "all-unusable-pool-fails-on-node", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(validateDeviceRequest, v0.38.0-beta.0: 'asks for all devices, but resource pool %s is "
+    "currently being updated%w' ... internal.ErrFailedAllocationOnNode; kubernetes#141898)",
+    "an allocationMode All request over an incomplete or invalid pool does not fit on this "
+    "node, and the scheduler tries other nodes; before, it was an error that ended the whole "
+    "scheduling attempt")
+
+SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY = VersionRule(
+    "shared-device-not-taken-exclusively", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(allocateDevice, v0.38.0-beta.0: 'A non-allow-multiple device can still carry a live share "
+    "after an allowMultipleAllocations true->false update'; kubernetes#140798)",
+    "a device that has shares (allocated or being allocated) is not allocated exclusively, as "
+    "when its slice no longer allows multiple allocations; before, only an exclusive "
+    "allocation made a device in use, so such a device was taken a second time")
+
+VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR = VersionRule(
+    "valueless-attribute-in-constraint-is-error", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(matchAttributeConstraint.add, v0.38.0-beta.0: 'Unknown value type, cannot match. Better "
+    "stop instead of silently ignoring the device. This can be reached for list values') and "
+    "constraint.go (distinctAttributeConstraint.add)",
+    "a device whose constrained attribute has no scalar value (a list, with "
+    "DRAListTypeAttributes off) is an error when a matchAttribute or distinctAttribute "
+    "constraint looks at it, its first device too; before, such a device was taken as the "
+    "constraint's first device and refused after it")
+
 RULES = (TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
          DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
          CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
          CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,
          SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
          COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,
-         TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE, ALL_SUBREQUEST_KEEPS_ITS_INDEX)
+         TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE, ALL_SUBREQUEST_KEEPS_ITS_INDEX,
+         ALL_UNUSABLE_POOL_FAILS_ON_NODE, SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY,
+         VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR)
 """Every version-dependent rule kubedra follows, oldest first."""
 
 

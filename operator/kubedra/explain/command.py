@@ -72,7 +72,7 @@ def _parse_kube_version(_ctx: click.Context, _param: click.Parameter,
 
 _kube_version_option = click.option(
     "--kube-version", metavar="MINOR", default=None, callback=_parse_kube_version,
-    help="Decide as this Kubernetes minor's scheduler (1.34 to 1.37: its default feature gates "
+    help="Decide as this Kubernetes minor's scheduler (1.34 to 1.38: its default feature gates "
          "and allocator rules) [default: the cluster's, or the version a `kubedra dump` "
          "recorded; 1.37 for a dump without one]")
 

@@ -1,4 +1,4 @@
-"""kubedra decides as the scheduler of each older minor (1.34, 1.35, 1.36) on the corpus.
+"""kubedra decides as the scheduler of each other minor (1.34, 1.35, 1.36, 1.38) on the corpus.
 
 The outcomes of each minor's reference allocator (``hack/allocator`` built against that minor's
 ``k8s.io/dynamic-resource-allocation`` and scheduler plugin) are recorded in
@@ -30,6 +30,7 @@ from tests.support.reference_allocator import reference_binary, run_reference
 SCENARIOS = corpus_scenarios()
 
 KNOWN_DIFFERENCES: dict[str, set[str]] = {
+    "1.38": set(),
     "1.36": set(),
     # 1.34's default gates select its experimental variant (DRAResourceClaimDeviceStatus is
     # beta there, and only experimental supports DeviceStatus)
@@ -53,7 +54,7 @@ far as fresh runs of the reference allocator show. Not 1.35: besides its known d
 fresh run of a several-pool scenario now and then gives an outcome no order gives kubedra
 (3 of 404 scenarios on one run, 2026-12-02), so there the recorded run is what is compared."""
 
-COMPARED = {"1.34": 295, "1.35": 295, "1.36": 699}
+COMPARED = {"1.34": 295, "1.35": 295, "1.36": 699, "1.38": 699}
 """Per minor, the corpus scenarios (of 699) that its upstream decides the same on every run
 (the others are compared with every outcome a pool order gives)."""
 
@@ -270,6 +271,34 @@ def _all_after_exact(name: str) -> dict[str, Any]:
     return scenario
 
 
+def _all_over_incomplete_pool(name: str) -> dict[str, Any]:
+    """An All request; one of the pool's two slices is published."""
+    scenario = _pool_of(_one_gpu(name), [["gpu-0"]], count=2)
+    scenario["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] = "All"
+    return scenario
+
+
+def _shared_then_exclusive(name: str) -> dict[str, Any]:
+    """A GPU whose slice no longer allows multiple allocations, with a share of it allocated
+    while it did; a claim for the GPU."""
+    scenario = _one_gpu(name)
+    scenario["allocatedClaims"] = [{
+        "metadata": {"name": "sharing", "namespace": "default", "uid": "s"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+        "status": {"allocation": {"devices": {"results": [{
+            "request": "r", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0",
+            "shareID": "0b6a5c3e-5d1e-4c8a-9f1e-2a4b6c8d0e1f"}]}}}}]
+    return scenario
+
+
+def _list_attribute_matched(name: str) -> dict[str, Any]:
+    """The GPU has a list attribute, and the claim a matchAttribute constraint on it."""
+    scenario = _with_list_attribute(_one_gpu(name))
+    scenario["claims"][0]["spec"]["devices"]["constraints"] = [
+        {"matchAttribute": "gpu.example.com/models"}]
+    return scenario
+
+
 RULE_SCENARIOS = {
     # CONFIG_FOR_ALL_REQUESTS_NAMES_NONE: the class config of the claim's only request
     "config-for-all-requests": (_one_gpu("config-for-all-requests"),
@@ -317,6 +346,15 @@ RULE_SCENARIOS = {
                               {"1.36": "5Gi", "1.37": "error"}),
     # ALL_SUBREQUEST_KEEPS_ITS_INDEX: 1.35 goes on with subrequest "one" after All's first GPU
     "all-after-exact": (_all_after_exact("all-after-exact"), {"1.35": 1, "1.36": 3}),
+    # ALL_UNUSABLE_POOL_FAILS_ON_NODE (kubernetes#141898): the scheduler tries other nodes
+    "all-over-incomplete-pool": (_all_over_incomplete_pool("all-over-incomplete-pool"),
+                                 {"1.37": "error", "1.38": "unschedulable"}),
+    # SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY (kubernetes#140798)
+    "shared-then-exclusive": (_shared_then_exclusive("shared-then-exclusive"),
+                              {"1.37": "allocated", "1.38": "unschedulable"}),
+    # VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR: the first device of the constraint too
+    "list-attribute-matched": (_list_attribute_matched("list-attribute-matched"),
+                               {"1.37": "allocated", "1.38": "error"}),
 }
 
 

@@ -281,18 +281,65 @@ def test_features_by_upstream_names() -> None:
 
 def test_features_of_each_minor() -> None:
     """Each minor's default gates (as its reference allocator's ``features`` prints them);
-    1.34 and 1.35 run the stable variant with them, 1.34 (before the split) counted out."""
+    1.34 and 1.35 run the stable variant with them, 1.34 (before the split) counted out;
+    1.38 (v1.38.0-beta.0) has FractionalCapacityRange on."""
+    minors = ("1.34", "1.35", "1.36", "1.38")
+    new = {**OLD_DEFAULTS, "ConsumableCapacity": True, "DeviceBindingAndStatus": True,
+           "DeviceTaints": True, "PartitionableDevices": True}
     assert {str(v): (f.gate_names(), f.runs_stable) for v, f in
-            ((v, features_for(v)) for v in map(KubeVersion.parse, ("1.34", "1.35", "1.36")))} == {
-        "1.34": (OLD_DEFAULTS, False), "1.35": (OLD_DEFAULTS, True),
-        "1.36": ({**OLD_DEFAULTS, "ConsumableCapacity": True, "DeviceBindingAndStatus": True,
-                  "DeviceTaints": True, "PartitionableDevices": True}, False)}
-    with pytest.raises(UnknownKubeVersionError, match=r"1\.34 to 1\.37"):
+            ((v, features_for(v)) for v in map(KubeVersion.parse, minors))} == {
+        "1.34": (OLD_DEFAULTS, False), "1.35": (OLD_DEFAULTS, True), "1.36": (new, False),
+        "1.38": ({**new, "DeviceTaintRules": True, "FractionalCapacityRange": True}, False)}
+    with pytest.raises(UnknownKubeVersionError, match=r"1\.34 to 1\.38"):
         KubeVersion.parse("v1.33.5")
-    with pytest.raises(UnknownKubeVersionError, match=r"1\.38"):
-        KubeVersion.parse("v1.38.0-beta.0")  # no 1.38 reference allocator built yet
-    assert (KubeVersion.parse("v1.36.3"), KubeVersion.parse("1.37")) == \
-        (KubeVersion(1, 36), DEFAULT_VERSION)
+    with pytest.raises(UnknownKubeVersionError, match=r"1\.39"):
+        KubeVersion.parse("v1.39.0-alpha.1")
+    assert (KubeVersion.parse("v1.36.3"), KubeVersion.parse("1.37"),
+            KubeVersion.parse("v1.38.0-beta.0")) == \
+        (KubeVersion(1, 36), DEFAULT_VERSION, KubeVersion(1, 38))
+
+
+def _gpu_scenario(**extra: object) -> dict[str, object]:
+    """One node with one GPU in one slice, a claim for it; ``extra`` on top."""
+    return {"name": "s", "node": {"name": "n"},
+            "slices": [{"metadata": {"name": "n"}, "spec": {
+                "driver": "gpu.example.com", "nodeName": "n", "devices": [{"name": "gpu-0"}],
+                "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1}}}],
+            "classes": [{"metadata": {"name": "gpu"}, "spec": {}}],
+            "claims": [{"metadata": {"name": "c", "namespace": "default", "uid": "u"},
+                        "spec": {"devices": {"requests": [
+                            {"name": "r", "exactly": {"deviceClassName": "gpu"}}]}}}],
+            **extra}
+
+
+def test_all_over_an_unusable_pool_fails_on_the_node_from_1_38() -> None:
+    """ALL_UNUSABLE_POOL_FAILS_ON_NODE (kubernetes#141898): an All request over an incomplete
+    pool is an error up to 1.37 and does not fit on the node from 1.38, in the same words."""
+    scenario = _gpu_scenario()
+    scenario["slices"][0]["spec"]["pool"]["resourceSliceCount"] = 2  # type: ignore[index]
+    scenario["claims"][0]["spec"]["devices"]["requests"][0]["exactly"][  # type: ignore[index]
+        "allocationMode"] = "All"
+    message = ("claim default/c, request r: asks for all devices, but resource pool "
+               "gpu.example.com/n is currently being updated")
+    assert [run_scenario({**scenario, "kubeVersion": v}) for v in ("1.37", "1.38")] == [
+        {"name": "s", "outcome": "error", "message": message},
+        {"name": "s", "outcome": "unschedulable", "message": message}]
+
+
+def test_a_shared_device_is_not_taken_exclusively_from_1_38() -> None:
+    """SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY (kubernetes#140798): the GPU's slice no longer
+    allows multiple allocations, a share of it is allocated; 1.37 takes it again, 1.38 does
+    not; with consumable capacity off the share is an exclusive allocation on both."""
+    share = {"request": "r", "driver": "gpu.example.com", "pool": "n", "device": "gpu-0",
+             "shareID": "0b6a5c3e-5d1e-4c8a-9f1e-2a4b6c8d0e1f"}
+    scenario = _gpu_scenario(allocatedClaims=[{
+        "metadata": {"name": "a", "namespace": "default", "uid": "a"},
+        "status": {"allocation": {"devices": {"results": [share]}}}}])
+    outcomes = {(v, str(on)): run_scenario({**scenario, "kubeVersion": v,
+                                            "features": {"ConsumableCapacity": on}})["outcome"]
+                for v in ("1.37", "1.38") for on in (True, False)}
+    assert outcomes == {("1.37", "True"): "allocated", ("1.37", "False"): "unschedulable",
+                        ("1.38", "True"): "unschedulable", ("1.38", "False"): "unschedulable"}
 
 
 OLD_DEFAULTS = {"AdminAccess": True, "ConsumableCapacity": False, "DeviceBindingAndStatus": False,
@@ -367,3 +414,25 @@ def test_allocated_state_from_claims() -> None:
 def test_go_value(text: str, expected: int) -> None:
     """Go's Quantity.Value(), overflow included (the arithmetic of 1.36 and older)."""
     assert go_value(Quantity(text)) == expected
+
+
+@pytest.mark.parametrize("constraint", ["matchAttribute", "distinctAttribute"])
+def test_a_list_attribute_under_a_constraint_is_an_error_from_1_38(constraint: str) -> None:
+    """VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR: two GPUs with a list attribute, a claim for
+    one or two under a constraint on it. 1.37 takes one (and cannot take two); 1.38 stops at
+    the first device with upstream's error, the search's shortcut for two devices too."""
+    scenario = _gpu_scenario()
+    spec = scenario["slices"][0]["spec"]  # type: ignore[index]
+    spec["devices"] = [{"name": f"gpu-{i}", "attributes": {"models": {"strings": ["a"]}}}
+                       for i in range(2)]
+    devices = scenario["claims"][0]["spec"]["devices"]  # type: ignore[index]
+    devices["constraints"] = [{constraint: "gpu.example.com/models"}]
+    outcomes = {}
+    for count in (1, 2):
+        devices["requests"][0]["exactly"]["count"] = count
+        outcomes[count] = [run_scenario({**scenario, "kubeVersion": v}) for v in ("1.37", "1.38")]
+    message = ("claim default/c, request r: device gpu.example.com/n/gpu-0: unsupported "
+               "attribute value for gpu.example.com/models")
+    assert [[o["outcome"] for o in pair] for pair in outcomes.values()] == [
+        ["allocated", "error"], ["unschedulable", "error"]]
+    assert {pair[1]["message"] for pair in outcomes.values()} == {message}

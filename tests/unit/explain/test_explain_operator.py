@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kubedra.allocation import DEFAULT_FEATURES, KubeVersion, features_for
+from kubedra.allocation.versions import rules_of
 from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import (
     EVALUATION_INTERVAL,
@@ -203,14 +204,18 @@ def test_every_evaluation_runs_in_the_same_thread() -> None:
 def test_the_operator_explains_as_the_clusters_minor() -> None:
     """The server version detected at start picks the explainer's features (that minor's
     default gates, :func:`kubedra.allocation.features_for`); an unknown or unsupported one
-    falls back to 1.37 with a note."""
+    falls back to 1.37 with a note; a 1.38 pre-release selects 1.38's rules."""
     state = ExplainState()
     assert state.decide_as("v1.35.4") == ""
     assert (state.features, state.features.device_taints) == (
         features_for(KubeVersion(1, 35)), False)
-    notes = [state.decide_as(v) for v in ("v1.38.0", "")]
+    assert state.decide_as("v1.38.0-beta.0") == ""
+    assert (state.features, state.features.fractional_capacity_range) == (
+        features_for(KubeVersion(1, 38)), True)
+    assert rules_of(state.features.version)["all-unusable-pool-fails-on-node"]
+    notes = [state.decide_as(v) for v in ("v1.39.0", "")]
     assert notes == [
-        "Kubernetes 1.38 is not one kubedra decides as (1.34 to 1.37); deciding as 1.37's "
+        "Kubernetes 1.39 is not one kubedra decides as (1.34 to 1.38); deciding as 1.37's "
         "scheduler",
         "the Kubernetes version is not known; deciding as 1.37's scheduler"]
     assert state.features == DEFAULT_FEATURES

@@ -271,7 +271,7 @@ def test_a_dump_records_the_server_version_and_explain_decides_by_it(tmp_path: P
                      "differs run by run; where several pools could serve a request it may "
                      "pick other devices than shown"]),
         "1.33": (2, ["Error: Invalid value for '--kube-version': Kubernetes 1.33 is not one "
-                     "kubedra decides as (1.34 to 1.37)"])}
+                     "kubedra decides as (1.34 to 1.38)"])}
     assert runs["recorded"].stdout == runs["old"].stdout
 
 
