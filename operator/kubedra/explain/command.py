@@ -27,7 +27,7 @@ import click
 
 from kubedra.explain.kubectl import Kubectl, KubectlError, KubectlMissing, KubectlProxy
 from kubedra.explain.model import MAX_COPIES
-from kubedra.options import kubeconfig_option
+from kubedra.options import kubectl_kubeconfig_option
 
 if TYPE_CHECKING:
     from kubedra.api.resource import ResourceClaim
@@ -325,7 +325,7 @@ def _print(data: dict[str, Any] | None, text: str | None) -> None:
 @_all_option
 @_from_option
 @_kube_version_option
-@kubeconfig_option
+@kubectl_kubeconfig_option
 @one_shot
 def explain_command(kind: str, name: str, namespace: str | None, output: str,
                     nodes: tuple[str, ...], every_node: bool, dumps: tuple[Path, ...],
@@ -372,7 +372,7 @@ def explain_command(kind: str, name: str, namespace: str | None, output: str,
 @_all_option
 @_from_option
 @_kube_version_option
-@kubeconfig_option
+@kubectl_kubeconfig_option
 @one_shot
 def simulate_command(filename: Any, namespace: str | None, output: str,
                      nodes: tuple[str, ...], max_copies: int, every_node: bool,
@@ -402,7 +402,7 @@ def simulate_command(filename: Any, namespace: str | None, output: str,
 @click.command("dump", short_help="Write what explain needs from the cluster to a file.")
 @click.option("-o", "--output", "path", type=click.Path(path_type=Path, dir_okay=False),
               default=None, help="File to write [default: standard output]")
-@kubeconfig_option
+@kubectl_kubeconfig_option
 @one_shot
 def dump_command(path: Path | None, kubeconfig: Path | None) -> None:
     """Write the objects explain and simulate read, for `--from` (e.g. in a support request).

@@ -22,7 +22,7 @@ from kubedra.explain.command import (
     done,
     one_shot,
 )
-from kubedra.options import kubeconfig_option
+from kubedra.options import kubectl_kubeconfig_option
 
 
 @click.command("status", short_help="What is free where: devices and pending claims.")
@@ -34,7 +34,7 @@ from kubedra.options import kubeconfig_option
                    "same but for their names are grouped]")
 @_from_option
 @_kube_version_option
-@kubeconfig_option
+@kubectl_kubeconfig_option
 @one_shot
 def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ...],
                    kube_version: str | None, kubeconfig: Path | None) -> None:
