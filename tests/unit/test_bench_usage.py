@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.cli import timed
+from bench.status import fleet_dump
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES = ["cel_selector", "search_steps", "index_readiness"]
 
@@ -34,3 +37,16 @@ def test_a_bad_argument_is_a_usage_error(module: str, args: list[str]) -> None:
     done = _run(module, *args)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.splitlines()[-1].startswith(f"{module}.py: error: ")
+
+
+
+def test_a_timed_commands_standard_error_stays_out_of_the_table(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """bench/status's rows each had ``kubedra status``'s note on standard error among them."""
+    runs = timed([sys.executable, "-c", "import sys; sys.stderr.write('note: x')"], 2,
+                 dict(os.environ))
+    assert (len(runs), capfd.readouterr()) == (2, ("", ""))
+
+
+def test_the_status_bench_dump_records_a_version_as_kubedra_dump_does() -> None:
+    assert fleet_dump(1, 0)["serverVersion"] == "v1.37.2"
