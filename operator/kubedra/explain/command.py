@@ -211,6 +211,18 @@ def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tu
         raise click.ClickException(err.message) from None
 
 
+@contextlib.contextmanager
+def _parsing() -> Iterator[None]:
+    """An object that does not parse (a dump edited by hand or written by another tool) is
+    an error naming it and each field, not a traceback."""
+    from kubedra.explain.snapshot import ObjectError
+
+    try:
+        yield
+    except ObjectError as err:
+        raise click.ClickException(f"cannot read {err}") from None
+
+
 def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnapshot:
     """The allocator's view of ``objects``, deciding as ``kube_version``'s scheduler
     (``--kube-version``), else as the cluster's (the version read or recorded in the dump);
@@ -218,7 +230,8 @@ def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnaps
     the version they record.
 
     Raises:
-        click.ClickException: dumps record different minors and no ``kube_version`` chooses.
+        click.ClickException: dumps record different minors and no ``kube_version`` chooses;
+            an object does not parse (:func:`_parsing`).
     """
     from kubedra.allocation import KubeVersion, features_for, features_of_server
 
@@ -241,7 +254,8 @@ def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnaps
         click.echo(f"note: Kubernetes {features.version}'s scheduler tries resource pools in an "
                    "order that differs run by run; where several pools could serve a request "
                    "it may pick other devices than shown", err=True)
-    return objects.snapshot(features)
+    with _parsing():
+        return objects.snapshot(features)
 
 
 def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str, name: str,
@@ -252,7 +266,8 @@ def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str
     from kubedra.explain.sources import pods_using
 
     objects = reading()
-    claim = objects.claim(namespace, name)
+    with _parsing():
+        claim = objects.claim(namespace, name)
     if claim is None:
         raise click.ClickException(f"{what} not found")
     return explain_claim(_snapshot(objects, kube_version), claim,
@@ -267,19 +282,22 @@ def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace:
     from kubedra.api.resource import DeviceClass
     from kubedra.explain.extended import extended_resource_claim
     from kubedra.explain.pods import explain_pod
-    from kubedra.explain.snapshot import PodPlacement
+    from kubedra.explain.snapshot import PodPlacement, parsed
 
     objects = reading()
     pod = next((p for p in objects.pods if (p.get("metadata") or {}).get("namespace")
                 == namespace and (p.get("metadata") or {}).get("name") == name), None)
     if pod is None:
         raise click.ClickException(f"{what} not found")
-    placement = PodPlacement.from_api(pod)
-    claims = [c for c in (objects.claim(namespace, n) for n in placement.claims) if c is not None]
-    if not (pod.get("status") or {}).get("extendedResourceClaimStatus"):
-        # extended resources (KEP-5004): the claim kube-scheduler would make for the pod
-        made = extended_resource_claim(pod, [DeviceClass.from_api(c) for c in objects.classes])
-        claims += [made] if made is not None else []
+    with _parsing():
+        placement = parsed("Pod", PodPlacement.from_api, pod)
+        claims = [c for c in (objects.claim(namespace, n) for n in placement.claims)
+                  if c is not None]
+        if not (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+            # extended resources (KEP-5004): the claim kube-scheduler would make for the pod
+            made = extended_resource_claim(pod, [parsed("DeviceClass", DeviceClass.from_api, c)
+                                                 for c in objects.classes])
+            claims += [made] if made is not None else []
     return explain_pod(_snapshot(objects, kube_version), placement, claims,
                        nodes=nodes or None)
 
