@@ -212,7 +212,7 @@ def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tu
 
 
 @contextlib.contextmanager
-def _parsing() -> Iterator[None]:
+def parsing() -> Iterator[None]:
     """An object that does not parse (a dump edited by hand or written by another tool) is
     an error naming it and each field, not a traceback."""
     from kubedra.explain.snapshot import ObjectError
@@ -231,7 +231,7 @@ def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnaps
 
     Raises:
         click.ClickException: dumps record different minors and no ``kube_version`` chooses;
-            an object does not parse (:func:`_parsing`).
+            an object does not parse (:func:`parsing`).
     """
     from kubedra.allocation import KubeVersion, features_for, features_of_server
 
@@ -254,7 +254,7 @@ def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnaps
         click.echo(f"note: Kubernetes {features.version}'s scheduler tries resource pools in an "
                    "order that differs run by run; where several pools could serve a request "
                    "it may pick other devices than shown", err=True)
-    with _parsing():
+    with parsing():
         return objects.snapshot(features)
 
 
@@ -266,13 +266,14 @@ def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str
     from kubedra.explain.sources import pods_using
 
     objects = reading()
-    with _parsing():
+    with parsing():
         claim = objects.claim(namespace, name)
     if claim is None:
         raise click.ClickException(f"{what} not found")
-    return explain_claim(_snapshot(objects, kube_version), claim,
-                         pods_using(claim, objects.pods),
-                         nodes=nodes or None)
+    snapshot = _snapshot(objects, kube_version)
+    with parsing():
+        pods = pods_using(claim, objects.pods)
+    return explain_claim(snapshot, claim, pods, nodes=nodes or None)
 
 
 def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str,
@@ -289,8 +290,8 @@ def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace:
                 == namespace and (p.get("metadata") or {}).get("name") == name), None)
     if pod is None:
         raise click.ClickException(f"{what} not found")
-    with _parsing():
-        placement = parsed("Pod", PodPlacement.from_api, pod)
+    with parsing():
+        placement = PodPlacement.from_api(pod)
         claims = [c for c in (objects.claim(namespace, n) for n in placement.claims)
                   if c is not None]
         if not (pod.get("status") or {}).get("extendedResourceClaimStatus"):

@@ -150,6 +150,12 @@ class ClusterSnapshot:
 
 
 
+def _string_map(value: Any) -> bool:
+    """Whether ``value`` is a map of strings to strings (labels, a node selector)."""
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
 def node_info(node: Mapping[str, Any]) -> NodeInfo:
     """The allocator's view of a Node object: its name and labels.
 
@@ -162,8 +168,7 @@ def node_info(node: Mapping[str, Any]) -> NodeInfo:
     name, labels = meta.get("name") or "", meta.get("labels") or {}
     if not isinstance(name, str):
         raise ObjectError("Node: metadata.name: Input should be a valid string")
-    if not (isinstance(labels, Mapping) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):
+    if not _string_map(labels):
         raise ObjectError(f"Node {name or '<unnamed>'}: metadata.labels: Input should be a "
                           "map of strings to strings")
     return NodeInfo(name, dict(labels))
@@ -190,10 +195,26 @@ class PodPlacement:
 
     @classmethod
     def from_api(cls, pod: Mapping[str, Any]) -> PodPlacement:
-        """The placement of a Pod object (a plain dict)."""
+        """The placement of a Pod object (a plain dict).
+
+        Raises:
+            ObjectError: its node selector is no map of strings, or its required node
+                affinity does not parse (a dump edited by hand).
+        """
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        label = f"Pod {meta.get('namespace')}/{meta.get('name')}"
         required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                     .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        selector = spec.get("nodeSelector") or {}
+        if not _string_map(selector):
+            raise ObjectError(f"{label}: spec.nodeSelector: Input should be a map of strings "
+                              "to strings")
+        try:
+            affinity = NodeSelector.from_api(required) if required else None
+        except ValidationError as err:
+            raise ObjectError(f"{label}: " + "; ".join(validation_errors(
+                err, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+            ))) from None
         claims = [c["resourceClaimName"] for c in spec.get("resourceClaims") or ()
                   if c.get("resourceClaimName")]
         status = pod.get("status") or {}
@@ -203,8 +224,7 @@ class PodPlacement:
         claims += [extended] if extended else []
         return cls(namespace=meta.get("namespace") or "", name=meta.get("name") or "",
                    node_name=spec.get("nodeName") or None,
-                   node_selector=dict(spec.get("nodeSelector") or {}),
-                   affinity=NodeSelector.from_api(required) if required else None,
+                   node_selector=dict(selector), affinity=affinity,
                    claims=tuple(dict.fromkeys(claims)))
 
     def allows(self, node: NodeInfo) -> bool:

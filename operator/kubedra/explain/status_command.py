@@ -21,6 +21,7 @@ from kubedra.explain.command import (
     _snapshot,
     done,
     one_shot,
+    parsing,
 )
 from kubedra.options import kubectl_kubeconfig_option
 
@@ -58,7 +59,9 @@ def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ..
     from kubedra.explain.status import fleet_status
     from kubedra.explain.status_render import render_status
 
-    status = fleet_status(_snapshot(objects, kube_version), objects.pods)
+    snapshot = _snapshot(objects, kube_version)
+    with parsing():
+        status = fleet_status(snapshot, objects.pods)
     _print(status.to_json(by) if output == "json" else None,
            render_status(status, by=by, every=every_node))
     done()

@@ -410,7 +410,14 @@ def _selectors(c: dict[str, Any]) -> None:
     c["spec"]["selectors"] = "all"
 
 
+def _node_selector(p: dict[str, Any]) -> None:
+    p["spec"]["nodeSelector"] = ["gpu"]
+
+
 @pytest.mark.parametrize(("kind", "edit", "refusal"), [
+    ("Pod", _node_selector,
+     "cannot read Pod demo/too-big: spec.nodeSelector: Input should be a map of strings to "
+     "strings"),
     ("ResourceSlice", _quantity,
      "cannot read ResourceSlice demo-h200-gpu.kubedra.io-00000: spec.devices[0].capacity.memory."
      "value: Value error, quantities must match the regular expression "
@@ -432,6 +439,8 @@ def test_an_object_of_a_dump_that_does_not_parse_is_named_with_its_field(
         tmp_path: Path) -> None:
     """A dump edited by hand (or written by another tool) with a field the API server would
     never have stored was a pydantic traceback."""
+    if (kind, command[0]) == ("Pod", "simulate"):
+        pytest.skip("simulate reads no pods")
     dump = _edited(_cluster(tmp_path), kind, edit)
     claim = tmp_path / "claim.yaml"
     claim.write_text(yaml.safe_dump({"kind": "ResourceClaim", **gpu_claim("c")}))
