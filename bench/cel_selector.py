@@ -7,6 +7,7 @@ device each time (conversion included), plus the compile time of a cache miss.
 
 from __future__ import annotations
 
+import argparse
 import time
 
 from kubedra.api.quantity import Quantity
@@ -46,6 +47,7 @@ def _per_eval(n: int, fresh: bool) -> float:
 
 def main() -> None:
     """Print the figures for bench/RESULTS.md."""
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     _per_eval(200, False)
     warm = min(_per_eval(5000, False) for _ in range(3))
     fresh = min(_per_eval(2000, True) for _ in range(3))

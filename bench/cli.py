@@ -57,12 +57,14 @@ def _children_cpu() -> float:
 
 
 def timed(command: list[str], runs: int, env: dict[str, str]) -> list[Run]:
-    """Wall and CPU seconds of ``runs`` runs of ``command`` (output discarded; a failure
-    raises)."""
+    """Wall and CPU seconds of ``runs`` runs of ``command`` (output discarded, standard error
+    too: a note there would land in the bench's table; a failure raises
+    ``subprocess.CalledProcessError``, with the standard error)."""
     found = []
     for _ in range(runs):
         cpu, start = _children_cpu(), time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env, timeout=120)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       env=env, timeout=120)
         found.append((time.perf_counter() - start, _children_cpu() - cpu))
     return found
 

@@ -10,8 +10,8 @@ seconds of each, per N::
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 import time
 
 from kopf._cogs.aiokits import aiotoggles
@@ -40,7 +40,10 @@ async def index_objects(objects: int, toggle_set: aiotoggles.ToggleSet) -> float
 
 def main() -> None:
     """One line per object count from the command line (default 500 1000 2000)."""
-    for objects in [int(a) for a in sys.argv[1:]] or [500, 1000, 2000]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("objects", type=int, nargs="*", default=[500, 1000, 2000],
+                        help="object counts (default 500 1000 2000)")
+    for objects in parser.parse_args().objects:
         stock = asyncio.run(index_objects(objects, aiotoggles.ToggleSet(all)))
         quiet = asyncio.run(index_objects(objects, QuietToggleSet(all)))
         print(f"{objects} objects: kopf ToggleSet {stock:.2f} s CPU, QuietToggleSet "

@@ -12,6 +12,7 @@ scheduler's 10 s), the slowest edge case, and the stored upstream time-outs.
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import subprocess
@@ -40,6 +41,7 @@ def upstream(scenario: dict[str, Any]) -> tuple[dict[str, Any], float, float]:
 
 def main() -> None:
     """Print one row per scenario."""
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     limit = {"timeoutSeconds": FILTER_TIMEOUT_SECONDS}
     scenarios = [{**search_explosion(n, f"explosion-{n}"), **limit} for n in (18, 20, 25)]
     scenarios += [c.scenario for c in CASES if c.scenario["name"] == "later-claim-impossible-alone"]

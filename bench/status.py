@@ -11,8 +11,9 @@ fresh process (wall and CPU seconds, as ``bench/cli.py`` counts them) and the li
 With ``--before DIR`` (another version's ``operator/``) each row is first timed with that
 code (``PYTHONPATH=DIR``), so both see the same load.
 
-The dump is JSON, as ``kubedra dump`` writes it; ``--format yaml`` writes it as YAML instead
-(libyaml, as ``kubectl get -o yaml`` gives it), read twenty times slower.
+The dump is JSON, as ``kubedra dump`` writes it (``serverVersion`` v1.37.2 included);
+``--format yaml`` writes it as YAML instead (libyaml, as ``kubectl get -o yaml`` gives it),
+read twenty times slower.
 
 Usage: ``PYTHONPATH=.:operator .venv/bin/python bench/status.py [--nodes 2000] [--runs 3]
 [--pending 0] [--format json|yaml]``. Prints a Markdown table.
@@ -80,7 +81,7 @@ def fleet_dump(nodes: int, pending: int) -> Json:
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}))
     items += [_claim("train", f"eight-{i}", GPUS, None) for i in range(1 + pending)]
-    return {"apiVersion": "v1", "kind": "List", "items": items}
+    return {"apiVersion": "v1", "kind": "List", "serverVersion": "v1.37.2", "items": items}
 
 
 def main() -> None:

@@ -20,6 +20,14 @@ kubeconfig_option = click.option(
 ``$KUBEDRA_KUBECONFIG`` when it is not given, as :class:`kubedra.settings.Settings` would (so the
 command line's explain need not import the settings)."""
 
+kubectl_kubeconfig_option = click.option(
+    "--kubeconfig", type=click.Path(path_type=Path), default=None, envvar="KUBEDRA_KUBECONFIG",
+    help="Kubeconfig file [env KUBEDRA_KUBECONFIG; default kubectl's: $KUBECONFIG, then "
+         "~/.kube/config, then in-cluster]")
+"""The ``--kubeconfig`` option of the commands that read the cluster through kubectl
+(explain, simulate, dump, status: :class:`kubedra.explain.kubectl.Kubectl`), which finds
+the configuration in kubectl's order, not in :data:`kubeconfig_option`'s."""
+
 
 def missing_kubeconfig(kubeconfig: Path | None) -> str | None:
     """Why no kubeconfig is there, or None: ``kubeconfig`` (``--kubeconfig``), else each file of

@@ -27,7 +27,7 @@ import click
 
 from kubedra.explain.kubectl import Kubectl, KubectlError, KubectlMissing, KubectlProxy
 from kubedra.explain.model import MAX_COPIES
-from kubedra.options import kubeconfig_option
+from kubedra.options import kubectl_kubeconfig_option
 
 if TYPE_CHECKING:
     from kubedra.api.resource import ResourceClaim
@@ -211,6 +211,18 @@ def _default_namespace(namespace: str | None, kubeconfig: Path | None, dumps: tu
         raise click.ClickException(err.message) from None
 
 
+@contextlib.contextmanager
+def parsing() -> Iterator[None]:
+    """An object that does not parse (a dump edited by hand or written by another tool) is
+    an error naming it and each field, not a traceback."""
+    from kubedra.explain.snapshot import ObjectError
+
+    try:
+        yield
+    except ObjectError as err:
+        raise click.ClickException(f"cannot read {err}") from None
+
+
 def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnapshot:
     """The allocator's view of ``objects``, deciding as ``kube_version``'s scheduler
     (``--kube-version``), else as the cluster's (the version read or recorded in the dump);
@@ -218,7 +230,8 @@ def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnaps
     the version they record.
 
     Raises:
-        click.ClickException: dumps record different minors and no ``kube_version`` chooses.
+        click.ClickException: dumps record different minors and no ``kube_version`` chooses;
+            an object does not parse (:func:`parsing`).
     """
     from kubedra.allocation import KubeVersion, features_for, features_of_server
 
@@ -241,7 +254,8 @@ def _snapshot(objects: ClusterObjects, kube_version: str | None) -> ClusterSnaps
         click.echo(f"note: Kubernetes {features.version}'s scheduler tries resource pools in an "
                    "order that differs run by run; where several pools could serve a request "
                    "it may pick other devices than shown", err=True)
-    return objects.snapshot(features)
+    with parsing():
+        return objects.snapshot(features)
 
 
 def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str, name: str,
@@ -252,12 +266,14 @@ def _explain(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str
     from kubedra.explain.sources import pods_using
 
     objects = reading()
-    claim = objects.claim(namespace, name)
+    with parsing():
+        claim = objects.claim(namespace, name)
     if claim is None:
         raise click.ClickException(f"{what} not found")
-    return explain_claim(_snapshot(objects, kube_version), claim,
-                         pods_using(claim, objects.pods),
-                         nodes=nodes or None)
+    snapshot = _snapshot(objects, kube_version)
+    with parsing():
+        pods = pods_using(claim, objects.pods)
+    return explain_claim(snapshot, claim, pods, nodes=nodes or None)
 
 
 def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace: str,
@@ -267,19 +283,22 @@ def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace:
     from kubedra.api.resource import DeviceClass
     from kubedra.explain.extended import extended_resource_claim
     from kubedra.explain.pods import explain_pod
-    from kubedra.explain.snapshot import PodPlacement
+    from kubedra.explain.snapshot import PodPlacement, parsed
 
     objects = reading()
     pod = next((p for p in objects.pods if (p.get("metadata") or {}).get("namespace")
                 == namespace and (p.get("metadata") or {}).get("name") == name), None)
     if pod is None:
         raise click.ClickException(f"{what} not found")
-    placement = PodPlacement.from_api(pod)
-    claims = [c for c in (objects.claim(namespace, n) for n in placement.claims) if c is not None]
-    if not (pod.get("status") or {}).get("extendedResourceClaimStatus"):
-        # extended resources (KEP-5004): the claim kube-scheduler would make for the pod
-        made = extended_resource_claim(pod, [DeviceClass.from_api(c) for c in objects.classes])
-        claims += [made] if made is not None else []
+    with parsing():
+        placement = PodPlacement.from_api(pod)
+        claims = [c for c in (objects.claim(namespace, n) for n in placement.claims)
+                  if c is not None]
+        if not (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+            # extended resources (KEP-5004): the claim kube-scheduler would make for the pod
+            made = extended_resource_claim(pod, [parsed("DeviceClass", DeviceClass.from_api, c)
+                                                 for c in objects.classes])
+            claims += [made] if made is not None else []
     return explain_pod(_snapshot(objects, kube_version), placement, claims,
                        nodes=nodes or None)
 
@@ -325,7 +344,7 @@ def _print(data: dict[str, Any] | None, text: str | None) -> None:
 @_all_option
 @_from_option
 @_kube_version_option
-@kubeconfig_option
+@kubectl_kubeconfig_option
 @one_shot
 def explain_command(kind: str, name: str, namespace: str | None, output: str,
                     nodes: tuple[str, ...], every_node: bool, dumps: tuple[Path, ...],
@@ -372,7 +391,7 @@ def explain_command(kind: str, name: str, namespace: str | None, output: str,
 @_all_option
 @_from_option
 @_kube_version_option
-@kubeconfig_option
+@kubectl_kubeconfig_option
 @one_shot
 def simulate_command(filename: Any, namespace: str | None, output: str,
                      nodes: tuple[str, ...], max_copies: int, every_node: bool,
@@ -402,7 +421,7 @@ def simulate_command(filename: Any, namespace: str | None, output: str,
 @click.command("dump", short_help="Write what explain needs from the cluster to a file.")
 @click.option("-o", "--output", "path", type=click.Path(path_type=Path, dir_okay=False),
               default=None, help="File to write [default: standard output]")
-@kubeconfig_option
+@kubectl_kubeconfig_option
 @one_shot
 def dump_command(path: Path | None, kubeconfig: Path | None) -> None:
     """Write the objects explain and simulate read, for `--from` (e.g. in a support request).

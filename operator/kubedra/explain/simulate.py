@@ -46,7 +46,8 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
     named ``<unnamed>`` when it has neither name nor generateName.
 
     Raises:
-        ClaimFileError: there is none, the API server would refuse it
+        ClaimFileError: there is none, its ``apiVersion`` is not one simulate reads
+            (:data:`READ_API_VERSIONS`), the API server would refuse it
             (:func:`~kubedra.api.claim_validation.device_claim_errors`, or a selector that
             does not compile), or it has no requests:
             valid (``DeviceClaim.requests``: "if empty, nothing needs to be allocated",
@@ -64,6 +65,7 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
             spec = document.get("spec") or {}
         else:
             continue
+        _check_api_version(document.get("apiVersion"), kind)
         meta["namespace"] = namespace or meta.get("namespace") or "default"
         meta.setdefault("name", meta.get("generateName") or "<unnamed>")
         outer = "spec." * (kind != "ResourceClaim")
@@ -86,6 +88,28 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
                 "node with no devices")
         return claim
     raise ClaimFileError("no ResourceClaim or ResourceClaimTemplate found")
+
+
+READ_API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
+"""The API versions whose claims simulate reads: v1 and v1beta2, whose ``DeviceRequest`` has
+the same fields (``exactly``, ``firstAvailable``; ``k8s.io/api/resource/v1beta2/types.go``)."""
+
+
+def _check_api_version(api_version: Any, kind: str) -> None:
+    """Refuse a claim of an API version simulate does not read (a file without
+    ``apiVersion`` is read as v1): a v1beta1 claim's requests would otherwise be refused for
+    lacking ``exactly``, which never names what is wrong.
+
+    Raises:
+        ClaimFileError: ``api_version`` is set and is not one of :data:`READ_API_VERSIONS`.
+    """
+    if api_version is None or api_version in READ_API_VERSIONS:
+        return
+    why = (" (v1beta1 has deviceClassName, selectors, count and allocationMode on the request "
+           "itself; v1 has them under exactly)" if api_version == "resource.k8s.io/v1beta1"
+           else "")
+    raise ClaimFileError(f"apiVersion: {api_version!r}: simulate reads a {kind} of "
+                         f"{' or '.join(READ_API_VERSIONS)}{why}")
 
 
 def _cel_error(expression: str) -> str | None:

@@ -9,10 +9,12 @@ node affinity narrow the nodes worth explaining, as the scheduler's NodeAffinity
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 from kubedra.allocation import (
     DEFAULT_FEATURES,
@@ -26,6 +28,7 @@ from kubedra.allocation import (
     claim_label,
     compile_node_selector,
 )
+from kubedra.api.base import validation_errors
 from kubedra.api.resource import (
     DeviceClass,
     DeviceTaintRule,
@@ -34,6 +37,32 @@ from kubedra.api.resource import (
     ResourceSlice,
 )
 from kubedra.api.slice_decoding import SliceDecoder
+
+T = TypeVar("T")
+
+
+class ObjectError(ValueError):
+    """An object explain reads does not parse (a dump edited by hand, or written by another
+    tool): the message names its kind, its namespace and name, and each field and why
+    (``ResourceSlice node-a-0: spec.devices[0].capacity.memory.value: …``)."""
+
+
+def parsed(kind: str, parse: Callable[[Mapping[str, Any]], T], obj: Mapping[str, Any]) -> T:
+    """``parse(obj)``, or :class:`ObjectError` naming ``obj`` and the fields it refuses.
+
+    Raises:
+        ObjectError: ``parse`` raises pydantic's ``ValidationError``, or ``obj`` is no
+            mapping.
+    """
+    if not isinstance(obj, Mapping):
+        raise ObjectError(f"{kind}: not an object: {type(obj).__name__}")
+    try:
+        return parse(obj)
+    except ValidationError as err:
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        name = "/".join(str(meta[k]) for k in ("namespace", "name") if meta.get(k)) or "<unnamed>"
+        raise ObjectError(f"{kind} {name}: " + "; ".join(validation_errors(err))) from None
 
 
 @dataclass(frozen=True)
@@ -85,13 +114,14 @@ class ClusterSnapshot:
         the models of equal attribute values and capacities (:class:`SliceDecoder`).
 
         Raises:
-            pydantic.ValidationError: an object does not parse.
+            ObjectError: an object does not parse (the message names it and each field).
         """
         decoder = SliceDecoder()
-        return cls.build([decoder.decode(s) for s in slices],
-                         [DeviceClass.from_api(c) for c in classes],
-                         [DeviceTaintRule.from_api(r) for r in taint_rules],
-                         [ResourceClaim.from_api(c) for c in claims],
+        return cls.build([parsed("ResourceSlice", decoder.decode, s) for s in slices],
+                         [parsed("DeviceClass", DeviceClass.from_api, c) for c in classes],
+                         [parsed("DeviceTaintRule", DeviceTaintRule.from_api, r)
+                          for r in taint_rules],
+                         [parsed("ResourceClaim", ResourceClaim.from_api, c) for c in claims],
                          [node_info(n) for n in nodes], features)
 
     @cached_property
@@ -120,10 +150,28 @@ class ClusterSnapshot:
 
 
 
+def _string_map(value: Any) -> bool:
+    """Whether ``value`` is a map of strings to strings (labels, a node selector)."""
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
 def node_info(node: Mapping[str, Any]) -> NodeInfo:
-    """The allocator's view of a Node object: its name and labels."""
-    meta = node.get("metadata") or {}
-    return NodeInfo(meta.get("name") or "", dict(meta.get("labels") or {}))
+    """The allocator's view of a Node object: its name and labels.
+
+    Raises:
+        ObjectError: the name is no string or the labels no map of strings.
+    """
+    meta = (node.get("metadata") if isinstance(node, Mapping) else None) or {}
+    if not isinstance(meta, Mapping):
+        raise ObjectError("Node: metadata: Input should be a valid dictionary")
+    name, labels = meta.get("name") or "", meta.get("labels") or {}
+    if not isinstance(name, str):
+        raise ObjectError("Node: metadata.name: Input should be a valid string")
+    if not _string_map(labels):
+        raise ObjectError(f"Node {name or '<unnamed>'}: metadata.labels: Input should be a "
+                          "map of strings to strings")
+    return NodeInfo(name, dict(labels))
 
 
 @dataclass(frozen=True)
@@ -147,10 +195,26 @@ class PodPlacement:
 
     @classmethod
     def from_api(cls, pod: Mapping[str, Any]) -> PodPlacement:
-        """The placement of a Pod object (a plain dict)."""
+        """The placement of a Pod object (a plain dict).
+
+        Raises:
+            ObjectError: its node selector is no map of strings, or its required node
+                affinity does not parse (a dump edited by hand).
+        """
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        label = f"Pod {meta.get('namespace')}/{meta.get('name')}"
         required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                     .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        selector = spec.get("nodeSelector") or {}
+        if not _string_map(selector):
+            raise ObjectError(f"{label}: spec.nodeSelector: Input should be a map of strings "
+                              "to strings")
+        try:
+            affinity = NodeSelector.from_api(required) if required else None
+        except ValidationError as err:
+            raise ObjectError(f"{label}: " + "; ".join(validation_errors(
+                err, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+            ))) from None
         claims = [c["resourceClaimName"] for c in spec.get("resourceClaims") or ()
                   if c.get("resourceClaimName")]
         status = pod.get("status") or {}
@@ -160,8 +224,7 @@ class PodPlacement:
         claims += [extended] if extended else []
         return cls(namespace=meta.get("namespace") or "", name=meta.get("name") or "",
                    node_name=spec.get("nodeName") or None,
-                   node_selector=dict(spec.get("nodeSelector") or {}),
-                   affinity=NodeSelector.from_api(required) if required else None,
+                   node_selector=dict(selector), affinity=affinity,
                    claims=tuple(dict.fromkeys(claims)))
 
     def allows(self, node: NodeInfo) -> bool:

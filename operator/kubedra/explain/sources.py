@@ -108,7 +108,8 @@ class ClusterObjects:
         :data:`~kubedra.allocation.DEFAULT_FEATURES`).
 
         Raises:
-            pydantic.ValidationError: an object does not parse.
+            kubedra.explain.snapshot.ObjectError: an object does not parse (named, with each
+                field).
         """
         from kubedra.allocation import DEFAULT_FEATURES
         from kubedra.explain.snapshot import ClusterSnapshot
@@ -118,13 +119,18 @@ class ClusterObjects:
                                         self.claims, self.nodes, features)
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
-        """ResourceClaim ``namespace/name``, or None."""
+        """ResourceClaim ``namespace/name``, or None.
+
+        Raises:
+            kubedra.explain.snapshot.ObjectError: it does not parse.
+        """
         from kubedra.api.resource import ResourceClaim
+        from kubedra.explain.snapshot import parsed
 
         for claim in self.claims:
             meta = claim.get("metadata") or {}
             if meta.get("namespace") == namespace and meta.get("name") == name:
-                return ResourceClaim.from_api(claim)
+                return parsed("ResourceClaim", ResourceClaim.from_api, claim)
         return None
 
 

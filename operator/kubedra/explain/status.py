@@ -46,7 +46,8 @@ The JSON form (``-o json``) is stable within ``apiVersion: kubedra.io/v1alpha1``
      "byNode": [{"node", "devices": [Row]}],    # with --by node (node "": pools of no node)
      "byPool": [{"driver", "pool", "node", "generation", "slices", "devices": [Row]}],
      "pending": [{"verdict",                    # explain's, for each pending claim
-                  "failedAt": null | "noDevices" | a funnel stage | "constraints" | "together",
+                  "failedAt": null | "deviceClass" | "noDevices" | a funnel stage |
+                              "constraints" | "together",
                   "claims": ["ns/name", ...], "message"}]}   # message: the first claim's
     Row: {"driver", "model", "profile", "published", "allocated", "claims", "free",
           "unhealthy", "draining", "withdrawn"}
@@ -70,7 +71,7 @@ from kubedra.allocation import (
     SliceEntry,
     newest_slices,
 )
-from kubedra.explain.claims import explain_claim
+from kubedra.explain.claims import explain_claim, missing_class
 from kubedra.explain.model import API_VERSION, FUNNEL_NAMES, ClaimExplanation
 from kubedra.explain.snapshot import ClusterSnapshot
 from kubedra.explain.sources import pods_using
@@ -318,11 +319,15 @@ CHECK_ORDER = (*FUNNEL_NAMES.values(), "constraints", "together")
 """Where a request can fail, in the order the allocator checks (explain's ``failedAt``)."""
 
 
-def _failed_at(explanation: ClaimExplanation) -> str | None:
+def _failed_at(explanation: ClaimExplanation, class_missing: bool) -> str | None:
     """For an unschedulable claim, the check it failed on the nodes where it came closest
-    (the latest in :data:`CHECK_ORDER`), or ``noDevices`` when no node has devices for it."""
+    (the latest in :data:`CHECK_ORDER`), ``deviceClass`` when a request's DeviceClass does
+    not exist (``class_missing``: kube-scheduler evaluates no node, :func:`missing_class`),
+    or ``noDevices`` when no node has devices for it."""
     if explanation.verdict != "Unschedulable":
         return None
+    if class_missing:
+        return "deviceClass"
     if not explanation.candidates:
         return "noDevices"
     found = [CHECK_ORDER.index(r.failed_at) for c in explanation.candidates
@@ -340,7 +345,8 @@ def pending_groups(snapshot: ClusterSnapshot, pods: Sequence[Mapping[str, Any]]
                     key=lambda c: (c.metadata.namespace or "", c.metadata.name or ""))
     for claim in claims:
         explanation = explain_claim(snapshot, claim, pods_using(claim, pods))
-        key = (explanation.verdict, _failed_at(explanation))
+        key = (explanation.verdict,
+               _failed_at(explanation, missing_class(snapshot, [claim]) is not None))
         group = groups.get(key)
         if group is None:
             group = groups[key] = PendingGroup(*key, message=explanation.message)

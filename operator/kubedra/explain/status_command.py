@@ -21,8 +21,9 @@ from kubedra.explain.command import (
     _snapshot,
     done,
     one_shot,
+    parsing,
 )
-from kubedra.options import kubeconfig_option
+from kubedra.options import kubectl_kubeconfig_option
 
 
 @click.command("status", short_help="What is free where: devices and pending claims.")
@@ -34,7 +35,7 @@ from kubedra.options import kubeconfig_option
                    "same but for their names are grouped]")
 @_from_option
 @_kube_version_option
-@kubeconfig_option
+@kubectl_kubeconfig_option
 @one_shot
 def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ...],
                    kube_version: str | None, kubeconfig: Path | None) -> None:
@@ -58,7 +59,9 @@ def status_command(by: str, output: str, every_node: bool, dumps: tuple[Path, ..
     from kubedra.explain.status import fleet_status
     from kubedra.explain.status_render import render_status
 
-    status = fleet_status(_snapshot(objects, kube_version), objects.pods)
+    snapshot = _snapshot(objects, kube_version)
+    with parsing():
+        status = fleet_status(snapshot, objects.pods)
     _print(status.to_json(by) if output == "json" else None,
            render_status(status, by=by, every=every_node))
     done()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 from test_explain_claims import TOO_BIG, demo, trainer
 
@@ -89,6 +90,21 @@ def test_kubectl_plugin_help_lists_its_commands() -> None:
     assert "  explain   Why a ResourceClaim is pending, or why its devices fit.\n" in result.output
     assert "  simulate  Where a claim would fit now, and how many copies fit.\n" in result.output
     assert "kubectl dra explain resourceclaim my-claim -n my-namespace" in result.output
+    # it decides as the cluster's minor, not always as v1.37 (its help said so)
+    assert " ".join(result.output.split()).count(
+        "decides as the kube-scheduler of the cluster's Kubernetes minor does (1.34 to 1.37; "
+        "--kube-version chooses another)") == 1
+
+
+@pytest.mark.parametrize("command", ["explain", "simulate", "dump", "status"])
+def test_the_kubeconfig_is_found_in_kubectls_order(command: str) -> None:
+    """These commands read the cluster through kubectl, which takes $KUBECONFIG and
+    ~/.kube/config before the in-cluster account: their help said the operator's order."""
+    result = CliRunner().invoke(kubectl_dra, [command, "--help"], prog_name="kubectl dra")
+    assert result.exit_code == 0
+    assert " ".join(result.output.split()).count(
+        "Kubeconfig file [env KUBEDRA_KUBECONFIG; default kubectl's: $KUBECONFIG, then "
+        "~/.kube/config, then in-cluster]") == 1
 
 
 def test_kubedra_has_the_same_commands() -> None:

@@ -141,6 +141,34 @@ def test_a_claim_without_requests_is_valid_but_there_is_nothing_to_simulate(
         "accepts such a claim and kube-scheduler allocates it on any node with no devices")
 
 
+@pytest.mark.parametrize(("api_version", "refusal"), [
+    ("resource.k8s.io/v1beta1",
+     "apiVersion: 'resource.k8s.io/v1beta1': simulate reads a ResourceClaim of "
+     "resource.k8s.io/v1 or resource.k8s.io/v1beta2 (v1beta1 has deviceClassName, selectors, "
+     "count and allocationMode on the request itself; v1 has them under exactly)"),
+    ("example.com/v1",
+     "apiVersion: 'example.com/v1': simulate reads a ResourceClaim of resource.k8s.io/v1 or "
+     "resource.k8s.io/v1beta2"),
+])
+def test_a_claim_of_another_api_version_is_refused_naming_it(api_version: str,
+                                                             refusal: str) -> None:
+    """A v1beta1 claim (its request has ``deviceClassName`` itself) was refused for lacking
+    ``exactly`` or ``firstAvailable``, which never said the file is of another version."""
+    document = {"apiVersion": api_version, "kind": "ResourceClaim", "metadata": {"name": "c"},
+                "spec": {"devices": {"requests": [{"name": "gpu",
+                                                   "deviceClassName": "gpu.kubedra.io"}]}}}
+    with pytest.raises(ClaimFileError) as refused:
+        claim_from_documents([document], None)
+    assert str(refused.value) == refusal
+
+
+def test_a_v1beta2_claim_is_read_as_v1() -> None:
+    """v1beta2's requests have v1's fields, so its claims are simulated as they are."""
+    found = claim_from_documents([gpu_claim("c") | {"apiVersion": "resource.k8s.io/v1beta2"}],
+                                 None)
+    assert found.spec.devices.requests[0].exactly.device_class_name == "gpu.kubedra.io"
+
+
 def test_an_unnamed_claim_is_not_given_a_name_that_looks_real() -> None:
     found = claim_from_documents([{"kind": "ResourceClaim", **gpu_claim("x")} | {
         "metadata": {}}], None)

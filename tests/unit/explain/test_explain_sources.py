@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -382,3 +384,67 @@ def test_the_json_forms_say_which_version_they_decide_as(tmp_path: Path) -> None
             found[name, bool(extra)] = answer.get("explanation", answer).get("kubeVersion")
     assert found == {(name, chosen): "1.35" if chosen else "1.36" for name in runs
                      for chosen in (False, True)}
+
+
+def _edited(dump: Path, kind: str, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """``dump`` with the first object of ``kind`` changed by ``edit``, as a hand would."""
+    document = yaml.safe_load(dump.read_text())
+    edit(next(i for i in document["items"] if i["kind"] == kind))
+    dump.write_text(yaml.safe_dump(document))
+    return dump
+
+
+def _quantity(s: dict[str, Any]) -> None:
+    s["spec"]["devices"][0]["capacity"]["memory"] = {"value": "lots"}
+
+
+def _labels(n: dict[str, Any]) -> None:
+    n["metadata"]["labels"] = ["gpu"]
+
+
+def _count(c: dict[str, Any]) -> None:
+    c["spec"]["devices"]["requests"][0]["exactly"]["count"] = "two"
+
+
+def _selectors(c: dict[str, Any]) -> None:
+    c["spec"]["selectors"] = "all"
+
+
+def _node_selector(p: dict[str, Any]) -> None:
+    p["spec"]["nodeSelector"] = ["gpu"]
+
+
+@pytest.mark.parametrize(("kind", "edit", "refusal"), [
+    ("Pod", _node_selector,
+     "cannot read Pod demo/too-big: spec.nodeSelector: Input should be a map of strings to "
+     "strings"),
+    ("ResourceSlice", _quantity,
+     "cannot read ResourceSlice demo-h200-gpu.kubedra.io-00000: spec.devices[0].capacity.memory."
+     "value: Value error, quantities must match the regular expression "
+     "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': 'lots'"),
+    ("Node", _labels,
+     "cannot read Node demo-h200: metadata.labels: Input should be a map of strings to strings"),
+    ("ResourceClaim", _count,
+     "cannot read ResourceClaim demo/too-big: spec.devices.requests[0].exactly.count: Input "
+     "should be a valid integer, unable to parse string as an integer"),
+    ("DeviceClass", _selectors,
+     "cannot read DeviceClass gpu.kubedra.io: spec.selectors: Input should be a valid list"),
+])
+@pytest.mark.parametrize("command", [
+    ["explain", "resourceclaim", "too-big", "-n", "demo"], ["explain", "pod", "too-big", "-n",
+                                                            "demo"],
+    ["status"], ["simulate", "-f", "{claim}"]])
+def test_an_object_of_a_dump_that_does_not_parse_is_named_with_its_field(
+        kind: str, edit: Callable[[dict[str, Any]], None], refusal: str, command: list[str],
+        tmp_path: Path) -> None:
+    """A dump edited by hand (or written by another tool) with a field the API server would
+    never have stored was a pydantic traceback."""
+    if (kind, command[0]) == ("Pod", "simulate"):
+        pytest.skip("simulate reads no pods")
+    dump = _edited(_cluster(tmp_path), kind, edit)
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({"kind": "ResourceClaim", **gpu_claim("c")}))
+    result = CliRunner().invoke(main, [*(a.format(claim=claim) for a in command), "--from",
+                                       str(dump)])
+    assert (result.exit_code, result.stdout, result.stderr.splitlines()[-1]) == (
+        1, "", f"Error: {refusal}")

@@ -6,6 +6,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from kubedra.api.resource import ResourceClaim
 from kubedra.cli import kubectl_dra
 from kubedra.explain import ClusterSnapshot
 from kubedra.explain.status import fleet_status
@@ -98,6 +99,24 @@ def test_pending_claims_are_grouped_by_verdict_and_failed_check() -> None:
     assert [(g["verdict"], g["failedAt"], g["claims"]) for g in pending] == [
         ("Unschedulable", "matchRequest", ["demo/too-big", "demo/too-big-2"]),
         ("Unschedulable", "free", ["demo/four"])]
+
+
+def test_a_claim_whose_device_class_does_not_exist_failed_at_the_class() -> None:
+    """kube-scheduler evaluates no node for it (its PreFilter); the group said ``noDevices``,
+    as if no node had devices, though four have them."""
+    snapshot, pods = _fleet()
+    missing = ClusterSnapshot.build(
+        [], [], [], [*snapshot.claims, ResourceClaim.from_api(gpu_claim(
+            "typo", device_class="gpu.kubedra.oi"))], snapshot.nodes)
+    snapshot = ClusterSnapshot(snapshot.resources, snapshot.taint_rules, missing.claims,
+                               snapshot.nodes)
+    pending = fleet_status(snapshot, pods).to_json()["pending"]
+    assert [(g["verdict"], g["failedAt"], g["claims"]) for g in pending] == [
+        ("Unschedulable", "matchRequest", ["demo/too-big", "demo/too-big-2"]),
+        ("Unschedulable", "deviceClass", ["demo/typo"]),
+        ("Unschedulable", "free", ["demo/four"])]
+    assert pending[1]["message"].startswith(
+        "cannot be allocated: request gpu: device class gpu.kubedra.oi does not exist")
 
 
 def test_by_node_and_by_pool() -> None:
