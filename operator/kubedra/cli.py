@@ -91,7 +91,7 @@ def kubectl_dra() -> None:
     Reads ResourceSlices, DeviceClasses, DeviceTaintRules, ResourceClaims, nodes and pods
     with the kubeconfig of $KUBECONFIG (or --kubeconfig after the subcommand), or from a
     dump of them (--from), and runs kubedra's allocator, which decides as the
-    kube-scheduler of the cluster's Kubernetes minor does (1.34 to 1.37; --kube-version
+    kube-scheduler of the cluster's Kubernetes minor does (1.34 to 1.38; --kube-version
     chooses another).
 
     \b

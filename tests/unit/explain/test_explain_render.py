@@ -92,7 +92,7 @@ def test_kubectl_plugin_help_lists_its_commands() -> None:
     assert "kubectl dra explain resourceclaim my-claim -n my-namespace" in result.output
     # it decides as the cluster's minor, not always as v1.37 (its help said so)
     assert " ".join(result.output.split()).count(
-        "decides as the kube-scheduler of the cluster's Kubernetes minor does (1.34 to 1.37; "
+        "decides as the kube-scheduler of the cluster's Kubernetes minor does (1.34 to 1.38; "
         "--kube-version chooses another)") == 1
 
 
