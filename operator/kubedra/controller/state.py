@@ -38,9 +38,10 @@ class Store(Protocol):
     def __iter__(self) -> Any: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimUse:
-    """One device of a claim's allocation result, as the claim index stores it."""
+    """One device of a claim's allocation result, as the claim index stores it (driver,
+    pool and request names interned: every claim of a pool repeats them)."""
 
     namespace: str
     name: str

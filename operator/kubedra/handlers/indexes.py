@@ -13,6 +13,7 @@ compacted dict, about 0.2 KiB as a record).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -64,9 +65,10 @@ async def claim_uses(namespace: str | None, name: str, uid: str, body: kopf.Body
     claim; :class:`PoolUses` presents them flat)."""
     uses: dict[tuple[str, str], list[ClaimUse]] = {}
     for r in allocation_results(body):
-        uses.setdefault((r["driver"], r["pool"]), []).append(ClaimUse(
-            namespace=namespace or "", name=name, uid=uid, request=r["request"],
-            driver=r["driver"], pool=r["pool"], device=r["device"]))
+        driver, pool = sys.intern(r["driver"]), sys.intern(r["pool"])
+        uses.setdefault((driver, pool), []).append(ClaimUse(
+            namespace=namespace or "", name=name, uid=uid, request=sys.intern(r["request"]),
+            driver=driver, pool=pool, device=sys.intern(r["device"])))
     return uses
 
 
