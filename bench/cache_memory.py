@@ -142,12 +142,16 @@ def _claims(nodes: int) -> list[bytes]:
     return claims
 
 
-def _claim_uses(line: bytes) -> Any:
-    """What the ``claim_uses`` index function returns for a claim's watch event."""
-    body = json.loads(line)
-    meta = body["metadata"]
-    return asyncio.run(claim_uses(namespace=meta["namespace"], name=meta["name"],
-                                  uid=meta["uid"], body=kopf.Body(body)))
+def _claim_uses(loop: asyncio.AbstractEventLoop) -> Callable[[bytes], Any]:
+    """What the ``claim_uses`` index function returns for a claim's watch event (run in
+    ``loop``, one for all, as kopf does)."""
+    def keep(line: bytes) -> Any:
+        body = json.loads(line)
+        meta = body["metadata"]
+        return loop.run_until_complete(claim_uses(
+            namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
+            body=kopf.Body(body)))
+    return keep
 
 
 def _microseconds(lines: list[bytes], packer: Packer) -> tuple[float, float]:
@@ -186,13 +190,14 @@ def main() -> None:
     claims = _claims(args.nodes)
     decoder = SliceDecoder()
     inventory_packer, claim_packer = Packer(), Packer()
+    loop = asyncio.new_event_loop()
     held = {
         "inventories_kopf": _kept(inventories, lambda b: plain(json.loads(b))),
         "inventories_records": _kept(inventories, lambda b: inventory_packer.keep(
             json.loads(b))),
         "claims_kopf": _kept(claims, lambda b: plain(json.loads(b))),
         "claims_records": _kept(claims, lambda b: claim_packer.keep(json.loads(b))),
-        "claim_uses": _kept(claims, _claim_uses),
+        "claim_uses": _kept(claims, _claim_uses(loop)),
         "slices_kopf": _kept(slices, lambda b: plain(json.loads(b)["object"])),
         "slices_records": _kept(slices, lambda b: decoder.event(b).record),
     }
@@ -206,6 +211,7 @@ def main() -> None:
     for name, size in held.items():
         result[name] = {"mib": round(size / 2**20, 1),
                         "kib_per_node": round(size / args.nodes / 1024, 1)}
+    loop.close()
     print(json.dumps(result, indent=1))
 
 
