@@ -61,7 +61,8 @@ def test_types_survive_as_json_has_them() -> None:
     back = Packer().keep(obj).body()
     assert back == obj
     assert [type(v) for v in back["spec"]["e"]] == [int, bool, float, str]
-    assert type(back["spec"]["a"]) is bool and type(back["spec"]["c"]) is float
+    assert type(back["spec"]["a"]) is bool
+    assert type(back["spec"]["c"]) is float
 
 
 def test_each_opening_is_a_new_copy_and_the_record_is_immutable() -> None:
@@ -116,6 +117,7 @@ def test_the_index_functions_keep_records_and_the_view_opens_them() -> None:
     view = ClusterView({raw["metadata"]["name"]: [record]}, {}, {}, {},
                        {k: [v] for k, v in claims.items()}, {})
     assert view.inventory(raw["metadata"]["name"]) == without_left_out(raw)
-    assert view.has_inventory(raw["metadata"]["name"]) and not view.has_inventory("other")
+    assert view.has_inventory(raw["metadata"]["name"])
+    assert not view.has_inventory("other")
     assert view.claim("ns", "c") == without_left_out(claim)
     assert opened(claim) is claim
