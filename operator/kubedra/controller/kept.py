@@ -10,8 +10,9 @@ record of the same :class:`Packer`. The dictionary is the JSON of one object of 
 what every node's inventory repeats (the device attributes, capacities and counters of a GPU
 model, the operator's conditions) is kept once, in the dictionary, and each record holds only
 what differs (names, UIDs, PCI addresses, versions). ``bench/cache_memory.py`` measures it:
-an inventory of 8 H200 with its operator status is 16.8 KiB as a compacted dict, 7.0 KiB as
-JSON bytes and about 0.2 KiB packed.
+an inventory of 8 H200 with its operator status is 17.1 KiB as a compacted dict, 7.0 KiB as
+JSON bytes and 0.6 KiB as a record (0.2 to 0.3 KiB of it the packed bytes); an allocated claim
+9.2 KiB and 0.8 KiB (``bench/RESULTS.md``, round 10).
 
 :meth:`KeptObject.body` gives the object back as plain dicts and lists (a fresh copy at each
 call, equal to what the API server sent but the two fields left out); opening costs a
