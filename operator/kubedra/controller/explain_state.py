@@ -19,6 +19,7 @@ from kubedra.allocation import (
 )
 from kubedra.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
 from kubedra.api.slice_decoding import SliceDecoder
+from kubedra.controller.kept import KeptObject, opened
 from kubedra.explain import ClusterSnapshot
 from kubedra.explain.snapshot import node_info
 
@@ -34,12 +35,14 @@ Key = tuple[str, str]
 
 @dataclass
 class Inputs:
-    """What one evaluation reads, copied from the operator's caches (plain dicts)."""
+    """What one evaluation reads, copied from the operator's caches (plain dicts; the
+    allocated claims as the claim index keeps them, opened in the explainer's thread when
+    they are parsed)."""
 
     slices: list[dict[str, Any]]
     classes: list[dict[str, Any]]
     taint_rules: list[dict[str, Any]]
-    allocated: list[dict[str, Any]]
+    allocated: list[KeptObject | dict[str, Any]]
     nodes: list[dict[str, Any]]
     inventory_version: int
     claims_version: int
@@ -158,7 +161,7 @@ class ExplainState:
             self._resources, self._others = (inputs.inventory_version, resources, rules), others
         if self._allocated is None or self._allocated[0] != inputs.claims_version:
             self._allocated = (inputs.claims_version,
-                               [ResourceClaim.from_api(c) for c in inputs.allocated])
+                               [ResourceClaim.from_api(opened(c)) for c in inputs.allocated])
         if self._nodes is None or self._nodes[0] != inputs.nodes_version:
             self._nodes = (inputs.nodes_version, sorted((node_info(n) for n in inputs.nodes),
                                                         key=lambda n: n.name))

@@ -264,7 +264,7 @@ def slice_changed(runtime: Runtime, before: SliceRecord | None, after: SliceReco
     if owner:
         state.overlay.observe(owner, record.metadata.name, version, deleted=after is None)
         state.inventory_queue.add(owner)
-        if after is None and not state.view.inventory(owner):
+        if after is None and not state.view.has_inventory(owner):
             for other in state.view.inventories_of_pool(*record.pool()):
                 state.inventory_queue.add(other)
     state.explain.inventory_version += 1

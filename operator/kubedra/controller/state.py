@@ -20,6 +20,7 @@ from kubedra.api.resource import OwnerReference
 from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.histograms import OperatorHistograms
+from kubedra.controller.kept import opened
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.nodes import declared_features
 from kubedra.controller.queue import WorkQueue
@@ -37,9 +38,10 @@ class Store(Protocol):
     def __iter__(self) -> Any: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimUse:
-    """One device of a claim's allocation result, as the claim index stores it."""
+    """One device of a claim's allocation result, as the claim index stores it (driver,
+    pool and request names interned: every claim of a pool repeats them)."""
 
     namespace: str
     name: str
@@ -54,12 +56,14 @@ class ClaimUse:
 class ClusterView:
     """Read-only access to the kopf indexes by meaning.
 
-    ``inventories``: name → raw DeviceInventory; ``pools``: (driver, pool) → inventory names;
+    ``inventories``: name → DeviceInventory (a :class:`~kubedra.controller.kept.KeptObject`,
+    opened by :meth:`inventory`); ``pools``: (driver, pool) → inventory names;
     ``node_inventories``: node name → names of its node-local inventories; ``slices``:
     inventory name → names of its slices; ``all_slices``: every raw ResourceSlice by name
-    (each body is kept once); ``claims``: (namespace, name) → raw allocated claim;
-    ``claim_uses``: (driver, pool) → ClaimUse. For explanations: ``device_classes``,
-    ``taint_rules`` and ``nodes`` (by name), ``pending_claims`` (the unallocated claims) and
+    (each body is kept once); ``claims``: (namespace, name) → allocated claim (a
+    ``KeptObject``, opened by :meth:`claim`); ``claim_uses``: (driver, pool) → ClaimUse. For
+    explanations: ``device_classes``, ``taint_rules`` and ``nodes`` (by name),
+    ``pending_claims`` (the unallocated claims, ``KeptObject`` records) and
     ``unschedulable_pods`` (pods kube-scheduler gave up on because of their claims), both by
     (namespace, name); ``slice_pools``: (driver, pool) → the inventory names its slices are
     labelled with.
@@ -80,21 +84,26 @@ class ClusterView:
     slice_pools: Mapping[tuple[str, str], Store] = field(default_factory=dict)
 
     @staticmethod
-    def values(index: Mapping[Any, Store]) -> list[dict[str, Any]]:
-        """Every value of an index (a copy of the list; the objects are not copied)."""
+    def values(index: Mapping[Any, Store]) -> list[Any]:
+        """Every value of an index (a copy of the list; the objects are not copied, nor
+        records opened: :func:`~kubedra.controller.kept.opened`)."""
         return [value for store in list(index.values()) for value in store]
 
     def pending_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The unallocated claim, or None."""
-        return next(iter(self.pending_claims.get((namespace, name), ())), None)
+        """The unallocated claim (plain dicts, a copy), or None."""
+        return _opened(self.pending_claims.get((namespace, name), ()))
 
     def unschedulable_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod, if kube-scheduler reports it unschedulable because of its claims."""
         return next(iter(self.unschedulable_pods.get((namespace, name), ())), None)
 
     def inventory(self, name: str) -> dict[str, Any] | None:
-        """The raw inventory ``name`` or None."""
-        return next(iter(self.inventories.get(name, ())), None)
+        """Inventory ``name`` (plain dicts, a copy) or None."""
+        return _opened(self.inventories.get(name, ()))
+
+    def has_inventory(self, name: str) -> bool:
+        """Whether inventory ``name`` exists (its record is not opened)."""
+        return bool(self.inventories.get(name))
 
     def inventory_names(self) -> list[str]:
         """All inventory names."""
@@ -126,15 +135,21 @@ class ClusterView:
     def deleted_inventories_of_pool(self, driver: str, pool: str) -> list[str]:
         """Names of deleted inventories whose slices of pool (driver, pool) still exist."""
         return sorted({name for name in self.slice_pools.get((driver, pool), ())
-                       if not self.inventories.get(name)})
+                       if not self.has_inventory(name)})
 
     def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The raw claim or None."""
-        return next(iter(self.claims.get((namespace, name), ())), None)
+        """The allocated claim (plain dicts, a copy) or None."""
+        return _opened(self.claims.get((namespace, name), ()))
 
     def uses_of(self, driver: str, pool: str) -> list[ClaimUse]:
         """Every allocated device of pool ``(driver, pool)`` with its claim."""
         return list(self.claim_uses.get((driver, pool), ()))
+
+
+def _opened(store: Store) -> dict[str, Any] | None:
+    """The first value of an index key's store, opened (None when there is none)."""
+    value = next(iter(store), None)
+    return None if value is None else opened(value)
 
 
 def pool_key(raw: Mapping[str, Any]) -> tuple[str, str]:

@@ -38,3 +38,11 @@ def test_what_another_writer_changed_in_between_is_not_the_same() -> None:
     assert not same_inputs(before, inventory(11, metadata__generation=2))
     assert not same_inputs(before, inventory(11, metadata__labels={"pool": "b"}))
     assert not same_inputs(before, inventory(11, status__retained={"devices": ["gpu-0"]}))
+
+
+def test_annotations_the_cached_record_leaves_out_do_not_count() -> None:
+    # the index keeps no annotations (kubedra.controller.kept), the write returns them: the
+    # echo of an allocations-only write to an annotated inventory is still quiet
+    written = inventory(11, status__allocations=[{"device": "gpu-0"}],
+                        metadata__annotations={"note": "set by an admin"})
+    assert same_inputs(inventory(), written)
