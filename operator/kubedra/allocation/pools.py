@@ -19,7 +19,8 @@ For a node, the candidate slices are those with its ``nodeName`` plus all slices
 5. a pool is *invalid* when a device name repeats among its slices for the node, a counter set
    name repeats, or a device consumes an unknown counter set or counter;
 6. slices are ordered by name and pools by (driver, pool name), pools with binding conditions
-   last: the first-fit search follows this order.
+   last: the first-fit search follows this order (other minors' and variants' orders:
+   ``AllocatorFeatures.pools_in_random_order`` and ``binding_pools_last``).
 """
 
 from __future__ import annotations
@@ -434,7 +435,8 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
                                   slice_count=wanted, ignored_slices=ignored))
                 continue
         pool = _build_pool(key, slices, features, all_slices)
-        has_binding = any(d.binding_conditions is not None for s in pool.slices for d in s.devices)
+        has_binding = features.binding_pools_last and any(
+            d.binding_conditions is not None for s in pool.slices for d in s.devices)
         (pools_with_binding if has_binding else pools).append(pool)
     order = {key: i for i, key in enumerate(features.pool_order)}
     pools.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
