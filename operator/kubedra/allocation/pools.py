@@ -10,7 +10,8 @@ For a node, the candidate slices are those with its ``nodeName`` plus all slices
    the gate ``DRADeviceCompatibilityGroups`` is off in every feature set of the
    incubating variant (``sliceUsesCompatibilityGroups``, ``compatibility_groups.go``);
 2. a slice is relevant when its node selection matches the node, or, with per-device node
-   selection, when any of its devices matches;
+   selection, when any of its devices matches (before 1.37, and in the stable variant, every
+   slice with shared counters is: ``COUNTER_SLICES_BY_NODE``);
 3. per pool (driver, pool name) only the relevant slices of the highest generation are kept;
 4. a pool is complete when it has ``resourceSliceCount`` slices. If the relevant slices are
    fewer, all slices of the pool are checked: a newer generation anywhere makes the pool
@@ -36,6 +37,7 @@ from kubedra.allocation.quantities import Number, number
 from kubedra.allocation.state import DeviceID
 from kubedra.allocation.versions import (
     COMPATIBILITY_GROUPS_IGNORE_SLICE,
+    COUNTER_SLICES_BY_NODE,
     INCOMPLETE_POOL_SKIPPED,
 )
 from kubedra.api.resource import (
@@ -407,6 +409,10 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         if (features.partitionable_devices
             or not (entry.per_device_set or (skips_incomplete and entry.has_counters)))
         and not (groups_ignored and entry.uses_compatibility_groups) and _is_relevant(entry, node)]
+    if features.partitionable_devices and skips_incomplete and (
+            features.runs_stable or not features.version.follows(COUNTER_SLICES_BY_NODE)):
+        chosen = {id(entry) for entry in relevant}  # the counter slices of every node too
+        relevant += [e for e in index.all if e.has_counters and id(e) not in chosen]
     candidates = newest_slices(relevant)
 
     pools: list[Pool] = []

@@ -269,6 +269,23 @@ def _binding_pool_first(name: str, **extra: Any) -> dict[str, Any]:
     return scenario
 
 
+def _counters_elsewhere(name: str, **extra: Any) -> dict[str, Any]:
+    """One GPU of a pool of its own; pool "mig" of two slices: its device mig-0 on node-a at
+    generation 1, its shared counters on node-b at generation 2; a claim for All GPUs."""
+    scenario = _one_gpu(name, **extra)
+    scenario["slices"] += [
+        {"metadata": {"name": "counters"}, "spec": {
+            "driver": "gpu.example.com", "nodeName": "node-b",
+            "pool": {"name": "mig", "generation": 2, "resourceSliceCount": 2},
+            "sharedCounters": [{"name": "set", "counters": {"mem": {"value": "1"}}}]}},
+        {"metadata": {"name": "mig-dev"}, "spec": {
+            "driver": "gpu.example.com", "nodeName": "node-a",
+            "pool": {"name": "mig", "generation": 1, "resourceSliceCount": 2},
+            "devices": [{"name": "mig-0"}]}}]
+    scenario["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] = "All"
+    return scenario
+
+
 def _all_after_exact(name: str) -> dict[str, Any]:
     """Three GPUs; a request whose first alternative (one GPU of another driver) fails and
     whose second is All."""
@@ -338,6 +355,14 @@ RULE_SCENARIOS = {
         _binding_pool_first("binding-pool-first-experimental",
                             features={"ConsumableCapacity": True}),
         {"1.34": frozenset({"gpu-2"}), "1.35": frozenset({"gpu-2"})}),
+    # COUNTER_SLICES_BY_NODE: node-b's newer counters make pool "mig" incomplete for node-a up
+    # to 1.36 and in 1.37's stable variant, so All is an error; 1.37 finds the pool obsolete
+    "counter-slices-elsewhere": (_counters_elsewhere("counter-slices-elsewhere"),
+                                 {"1.36": "error", "1.37": "allocated"}),
+    "counter-slices-elsewhere-stable": (
+        _counters_elsewhere("counter-slices-elsewhere-stable", features={
+            "ConsumableCapacity": False, "DeviceBindingAndStatus": False}),
+        {"1.36": "error", "1.37": "error"}),
 }
 
 MAP_ORDER_RUNS = 200
