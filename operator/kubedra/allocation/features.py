@@ -70,6 +70,19 @@ class AllocatorFeatures:
         return self.runs_stable or self.version.minor < 36
 
     @property
+    def binding_pools_last(self) -> bool:
+        """Whether pools with a device that has binding conditions are tried after the other
+        pools (``poolHasBindingConditions``, ``resultWithBindingConditions`` in ``GatherPools``):
+        where the variant knows DeviceBindingAndStatus, i.e. not where :attr:`runs_stable`.
+        ``structured/internal/experimental/pools_experimental.go`` of every minor and
+        ``incubating/pools_incubating.go`` from v0.36.3 put them last; ``stable/pools_stable.go``
+        of every minor and ``incubating/pools_incubating.go`` of v0.34.4 and v0.35.4 (1.35's
+        default variant) keep them where Go's map order puts them, so there a pool with a
+        binding-condition device, which cannot be allocated with the feature off, may still
+        be tried before the others for its other devices."""
+        return not self.runs_stable
+
+    @property
     def binds_to_node(self) -> bool:
         """Whether a ``bindsToNode`` device restricts the allocation to the node
         (``allocator_*.go``: ``if nodeName != nil || result[i].BindsToNode``): not where

@@ -10,7 +10,8 @@ For a node, the candidate slices are those with its ``nodeName`` plus all slices
    the gate ``DRADeviceCompatibilityGroups`` is off in every feature set of the
    incubating variant (``sliceUsesCompatibilityGroups``, ``compatibility_groups.go``);
 2. a slice is relevant when its node selection matches the node, or, with per-device node
-   selection, when any of its devices matches;
+   selection, when any of its devices matches (before 1.37, and in the stable variant, every
+   slice with shared counters is: ``COUNTER_SLICES_BY_NODE``);
 3. per pool (driver, pool name) only the relevant slices of the highest generation are kept;
 4. a pool is complete when it has ``resourceSliceCount`` slices. If the relevant slices are
    fewer, all slices of the pool are checked: a newer generation anywhere makes the pool
@@ -19,7 +20,8 @@ For a node, the candidate slices are those with its ``nodeName`` plus all slices
 5. a pool is *invalid* when a device name repeats among its slices for the node, a counter set
    name repeats, or a device consumes an unknown counter set or counter;
 6. slices are ordered by name and pools by (driver, pool name), pools with binding conditions
-   last: the first-fit search follows this order.
+   last: the first-fit search follows this order (other minors' and variants' orders:
+   ``AllocatorFeatures.pools_in_random_order`` and ``binding_pools_last``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from kubedra.allocation.quantities import Number, number
 from kubedra.allocation.state import DeviceID
 from kubedra.allocation.versions import (
     COMPATIBILITY_GROUPS_IGNORE_SLICE,
+    COUNTER_SLICES_BY_NODE,
     INCOMPLETE_POOL_SKIPPED,
 )
 from kubedra.api.resource import (
@@ -406,6 +409,10 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
         if (features.partitionable_devices
             or not (entry.per_device_set or (skips_incomplete and entry.has_counters)))
         and not (groups_ignored and entry.uses_compatibility_groups) and _is_relevant(entry, node)]
+    if features.partitionable_devices and skips_incomplete and (
+            features.runs_stable or not features.version.follows(COUNTER_SLICES_BY_NODE)):
+        chosen = {id(entry) for entry in relevant}  # the counter slices of every node too
+        relevant += [e for e in index.all if e.has_counters and id(e) not in chosen]
     candidates = newest_slices(relevant)
 
     pools: list[Pool] = []
@@ -434,7 +441,8 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
                                   slice_count=wanted, ignored_slices=ignored))
                 continue
         pool = _build_pool(key, slices, features, all_slices)
-        has_binding = any(d.binding_conditions is not None for s in pool.slices for d in s.devices)
+        has_binding = features.binding_pools_last and any(
+            d.binding_conditions is not None for s in pool.slices for d in s.devices)
         (pools_with_binding if has_binding else pools).append(pool)
     order = {key: i for i, key in enumerate(features.pool_order)}
     pools.sort(key=lambda p: (order.get(p.key, len(order)), p.key))

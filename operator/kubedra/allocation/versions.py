@@ -201,6 +201,18 @@ ALL_SUBREQUEST_KEEPS_ITS_INDEX = VersionRule(
     "the first subrequest's (done once its count is reached, its devices otherwise, a failure "
     "if it is an All without devices)")
 
+COUNTER_SLICES_BY_NODE = VersionRule(
+    "counter-slices-by-node", KubeVersion(1, 37),
+    "k8s.io/dynamic-resource-allocation structured/internal/*/pools_*.go (GatherPools: v0.35.4 "
+    "and v0.36.3 'Always include slices with SharedCounters since they are needed to use a "
+    "pool regardless of their node selector'; v0.37.2 incubating and experimental decide by "
+    "node selection for every slice, its stable variant still includes them)",
+    "a slice with sharedCounters belongs to a node's pools only where its node selection "
+    "matches the node (the pool's other slices are found when it looks incomplete); before "
+    "(from 1.35, and in the stable variant of every minor), every such slice was added, so a "
+    "newer generation of the pool's counters on another node made the node's slices "
+    "out-dated and the pool incomplete (allocationMode All then fails with an error)")
+
 ALL_UNUSABLE_POOL_FAILS_ON_NODE = VersionRule(
     "all-unusable-pool-fails-on-node", KubeVersion(1, 38),
     "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
@@ -237,8 +249,8 @@ RULES = (TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
          SHARE_WITHOUT_CAPACITY_IS_IN_USE, ALL_KEEPS_DEVICES_WITHOUT_ROOM,
          COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,
          TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE, ALL_SUBREQUEST_KEEPS_ITS_INDEX,
-         ALL_UNUSABLE_POOL_FAILS_ON_NODE, SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY,
-         VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR)
+         COUNTER_SLICES_BY_NODE, ALL_UNUSABLE_POOL_FAILS_ON_NODE,
+         SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY, VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR)
 """Every version-dependent rule kubedra follows, oldest first."""
 
 
