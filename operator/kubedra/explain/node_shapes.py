@@ -50,7 +50,7 @@ from kubedra.allocation import (
 from kubedra.api.resource import ResourceClaim
 from kubedra.cel.reads import reads
 from kubedra.explain.findings import request_specs
-from kubedra.explain.model import NodeOutcome
+from kubedra.explain.model import NodeOutcome, Renaming
 from kubedra.explain.snapshot import ClusterSnapshot
 
 _WORD = re.compile(r"[\w.-]+")
@@ -170,7 +170,10 @@ class NodeShapes:
         words = {a: b for a, b in zip(first_names, names, strict=True) if a != b}
         if any(word in taken or not _LETTER.search(word) for word in words):
             return None
-        return renamed(value, where, words)
+        copy = renamed(value, where, words)
+        if isinstance(copy, NodeOutcome) and copy is not value:
+            copy.renamed_from = Renaming(value, frozenset(first_names), words, taken)
+        return copy
 
     def keep(self, shape: Shape, value: Any, pools: NodePools, kind: str = "outcome") -> None:
         """Keep what a node of this shape got (its :class:`NodeOutcome`, or for another
