@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 API_VERSION = "kubedra.io/v1alpha1"
@@ -243,6 +244,7 @@ class Renaming:
     words: dict[str, str]
     taken: frozenset[str]
 
+    @cached_property
     def reproduces_texts(self) -> bool:
         """Whether the texts made from this outcome (:mod:`kubedra.explain.render`) are the
         first node's with :attr:`words` replaced: every replacement is as long as the word it

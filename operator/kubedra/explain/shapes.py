@@ -69,7 +69,7 @@ class MaskedTexts:
     A node whose outcome is the first of its shape's with names replaced
     (:attr:`~kubedra.explain.model.NodeOutcome.renamed_from`) gets the first node's masked
     texts with the same names replaced, when that is what masking its own texts would give
-    (:meth:`~kubedra.explain.model.Renaming.reproduces_texts`): its texts are then the first
+    (:attr:`~kubedra.explain.model.Renaming.reproduces_texts`): its texts are then the first
     node's with those names replaced, and so are the names masked, so masking and replacing
     may be done in either order. Most of those names are masked, which leaves nothing to
     replace: making and masking every node's texts was most of rendering 2,000 nodes
@@ -87,7 +87,7 @@ class MaskedTexts:
         found = self._found.get(key)
         if found is None:
             copied = node.renamed_from
-            if copied is not None and copied.reproduces_texts():
+            if copied is not None and copied.reproduces_texts:
                 first = self.of(copied.first, node_only=node_only)
                 at = (id(copied.first), node_only)
                 plans = self._plans.get(at)

@@ -91,10 +91,10 @@ def test_a_shapes_masked_texts_are_each_nodes_own(tmp_path: pathlib.Path) -> Non
     for name in ("numa4", "gpu8", "numa1"):
         candidates = simulate_claim(snapshot, _claim(name)).explanation.candidates
         copied = [n for n in candidates if n.renamed_from is not None
-                  and n.renamed_from.reproduces_texts()]
+                  and n.renamed_from.reproduces_texts]
         # all but the first of each shape (at most ten), the tainted node and "request"
         assert len(copied) >= len(candidates) - 12, name
-        assert not any(n.renamed_from is not None and n.renamed_from.reproduces_texts()
+        assert not any(n.renamed_from is not None and n.renamed_from.reproduces_texts
                        for n in candidates if n.node in ("request", "devices")), name
         texts = _Texts()
         for node in candidates:
