@@ -104,6 +104,27 @@ def test_a_shapes_masked_texts_are_each_nodes_own(tmp_path: pathlib.Path) -> Non
                     masked(t, words) for t in texts.of(node)), (name, node.node)
 
 
+def test_what_a_shape_takes_from_the_pools_is_kept_with_them(tmp_path: pathlib.Path) -> None:
+    """A later question (the operator keeps its snapshot) about a claim that reads the same
+    values takes each node's device keys as made for the first; one reading other values
+    makes its own; the shapes are the same either way."""
+    snapshot = _snapshot(tmp_path)
+    nodes = [(n, snapshot.resources.node_pools(n)) for n in snapshot.nodes]
+
+    def parts(name: str) -> tuple[list[Any], list[Any]]:
+        shapes = NodeShapes(snapshot, snapshot.allocator(), _claim(name))
+        return ([shapes._pools_part(n, p) for n, p in nodes],
+                [shapes.shape(n, p) for n, p in nodes])
+
+    first, first_shapes = parts("numa4")
+    again, again_shapes = parts("numa4")
+    other, _ = parts("numa1")
+    assert [part is None for part in first] == [n.name == _host(TAINTED) for n, _ in nodes]
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    assert again_shapes == first_shapes
+    assert not any(a is b for a, b in zip(first, other, strict=True) if a is not None)
+
+
 def test_each_shape_is_evaluated_once(tmp_path: pathlib.Path) -> None:
     """Node by node, each outcome equals the node's own; only the first node of a shape (or
     one whose names cannot be replaced, or a tainted one) is evaluated."""
