@@ -243,12 +243,13 @@ class Pool:
         return f"{self.driver}/{self.name}"
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class NodePools:
     """The pools of one node, in search order, and the devices the search may pick from.
 
     ``devices[i]`` belongs to ``device_pools[i]``; devices of incomplete or invalid pools are
-    not listed.
+    not listed. Weakly referenceable: readers may keep what they derive from a node's pools
+    for as long as the pools are kept (:mod:`kubedra.explain.node_shapes`).
     """
 
     pools: list[Pool]

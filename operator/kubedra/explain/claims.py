@@ -58,7 +58,7 @@ from kubedra.explain.model import (
 from kubedra.explain.node_shapes import NodeShapes
 from kubedra.explain.search_time import TIMED_OUT, judge_search
 from kubedra.explain.selectors import format_value, judge_parts, references
-from kubedra.explain.shapes import NODES_NAMED, masked, names, others
+from kubedra.explain.shapes import NODES_NAMED, MaskedTexts, others
 from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 REASONS_IN_MESSAGE = 3
@@ -291,7 +291,8 @@ def _evaluate(shapes: NodeShapes, node: NodeInfo, pools: NodePools, claim: Resou
     return outcome
 
 
-def _grouped(outcomes: Iterable[NodeOutcome]) -> list[list[NodeOutcome]]:
+def _grouped(outcomes: Iterable[NodeOutcome], messages: MaskedTexts
+             ) -> list[list[NodeOutcome]]:
     """Failed nodes grouped by shape (:mod:`kubedra.explain.shapes`: the request and check
     that failed, every request's counts, and the message but for the names of the node, its
     devices and their holders), largest group first."""
@@ -299,7 +300,7 @@ def _grouped(outcomes: Iterable[NodeOutcome]) -> list[list[NodeOutcome]]:
     for outcome in outcomes:
         key = (outcome.error and "error", outcome.failed_request,
                *((r.request, r.failed_at, *r.funnel.values()) for r in outcome.requests),
-               masked(outcome.message, names(outcome)))
+               messages.of(outcome))
         groups.setdefault(key, []).append(outcome)
     return sorted(groups.values(), key=lambda g: (-len(g), g[0].node))
 
@@ -310,12 +311,13 @@ MESSAGE_GROUPS = 3
 
 def _unschedulable_message(candidates: list[NodeOutcome]) -> str:
     parts = []
-    groups = _grouped(candidates)
+    messages = MaskedTexts(lambda outcome: (outcome.message,))
+    groups = _grouped(candidates, messages)
     for group in groups[:MESSAGE_GROUPS]:
         text = group[0].message
         if len(group) > 1:
-            first = masked(text, frozenset([group[0].node]))
-            same = all(masked(o.message, frozenset([o.node])) == first for o in group[1:])
+            first = messages.of(group[0], node_only=True)
+            same = all(messages.of(o, node_only=True) == first for o in group[1:])
             text += " " + others(group, same)
         parts.append(text)
     rest = [node for group in groups[MESSAGE_GROUPS:] for node in group]

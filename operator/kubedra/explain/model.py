@@ -55,11 +55,15 @@ request of ``30Gi``) or, for counters, those of the device's ``consumesCounters`
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 API_VERSION = "kubedra.io/v1alpha1"
 KIND = "ResourceClaimExplanation"
+
+_LETTER = re.compile(r"[a-z]", re.IGNORECASE)
 
 MAX_COPIES = 1000
 """Default bound of simulate's copy count."""
@@ -221,6 +225,36 @@ class SchedulerSearch:
                 "suggestions": self.suggestions}
 
 
+@dataclass(frozen=True)
+class Renaming:
+    """An outcome copied from the first node of its shape with names replaced word for word
+    (:meth:`kubedra.explain.node_shapes.NodeShapes.reused`).
+
+    Attributes:
+        first: that node's outcome.
+        names: the words of the first node's names (node, pools, slices, holding claims).
+        words: the words replaced, the first node's → this node's (the first node's hold a
+            letter and are none of ``taken``).
+        taken: every other word the outcome's text may hold (the explanation's and the
+            allocator's sentences, the claim, its classes, the first node's devices).
+    """
+
+    first: NodeOutcome
+    names: frozenset[str]
+    words: dict[str, str]
+    taken: frozenset[str]
+
+    @cached_property
+    def reproduces_texts(self) -> bool:
+        """Whether the texts made from this outcome (:mod:`kubedra.explain.render`) are the
+        first node's with :attr:`words` replaced: every replacement is as long as the word it
+        replaces (lines wrap at the same places), holds a letter, and is none of :attr:`taken`
+        nor of the first node's names (so replacing commutes with every operation on words
+        the texts are made with: masking names, folding devices that fail alike)."""
+        return all(len(a) == len(b) and _LETTER.search(b) and b not in self.taken
+                   and b not in self.names for a, b in self.words.items())
+
+
 @dataclass
 class NodeOutcome:
     """The claim on one node: whether it fits, with which devices, or why not."""
@@ -235,6 +269,9 @@ class NodeOutcome:
     """The request the allocator could not complete (``None`` when it fits or erred)."""
     search: SchedulerSearch | None = None
     """kube-scheduler's own search on this node (``None`` when the node was not searched)."""
+    renamed_from: Renaming | None = field(default=None, compare=False, repr=False)
+    """Where this outcome is another node's with the names replaced
+    (:mod:`kubedra.explain.node_shapes`); not part of the JSON form."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
+import weakref
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -50,7 +51,7 @@ from kubedra.allocation import (
 from kubedra.api.resource import ResourceClaim
 from kubedra.cel.reads import reads
 from kubedra.explain.findings import request_specs
-from kubedra.explain.model import NodeOutcome
+from kubedra.explain.model import NodeOutcome, Renaming
 from kubedra.explain.snapshot import ClusterSnapshot
 
 _WORD = re.compile(r"[\w.-]+")
@@ -71,6 +72,20 @@ def source_words() -> frozenset[str]:
 
 Shape = tuple[tuple[Any, ...], tuple[str, ...]]
 """A node's shape key and its names, word by word, in the order the key places them."""
+
+_PoolsPart = tuple[tuple[Any, ...], tuple[str, ...], tuple[tuple[Any, ...], ...]]
+"""What a shape takes from the node's pools alone: each pool's key, the names of the node,
+its pools and slices, and each device's key but for the claims holding it."""
+
+_PARTS: weakref.WeakKeyDictionary[NodePools, dict[tuple[Any, ...], _PoolsPart | None]] = \
+    weakref.WeakKeyDictionary()
+"""Per node's pools, as long as they are kept, their :data:`_PoolsPart` per node and claim's
+reads (the values its selectors and constraints read). The operator keeps every node's pools
+until one of their slices changes (:meth:`kubedra.allocation.ResourceSnapshot.with_slices`),
+so a later question about a claim reading the same values makes no device's key again."""
+
+_PARTS_KEPT = 4
+"""Readings kept per node's pools (the oldest is dropped)."""
 
 
 class NodeShapes:
@@ -93,6 +108,9 @@ class NodeShapes:
         devices = claim.spec.devices
         self._attributes = sorted({c.match_attribute or c.distinct_attribute or ""
                                    for c in (devices.constraints or () if devices else ())})
+        self._signature = (tuple(sorted(self._reads or ())), tuple(self._attributes))
+        """The values read, in one order (a set's order is not one): what the part of a shape
+        taken from the pools alone depends on (:data:`_PARTS`)."""
         self._claim_words = frozenset(_WORD.findall(claim.model_dump_json())) | frozenset(
             word for s in specs if (c := snapshot.resources.classes.get(s.device_class))
             for word in _WORD.findall(c.model_dump_json()))
@@ -120,9 +138,47 @@ class NodeShapes:
                     ) -> tuple[tuple[Any, ...], tuple[str, ...], list[DeviceID]] | None:
         """All of the shape but what is allocated: the key, the names, the devices in search
         order."""
+        part = self._pools_part(node, pools)
+        if part is None:
+            return None
+        pools_key, static_names, device_keys = part
+        holders = self.snapshot.holders
+        names = list(static_names)
+        key: list[Any] = list(pools_key)
+        claims: dict[str, int] = {}
+        for device, device_key in zip(pools.devices, device_keys, strict=True):
+            held = []
+            for holder in holders.get(device.id, ()):
+                if holder.claim not in claims:
+                    claims[holder.claim] = len(claims)
+                    names.append(holder.claim)
+                held.append((claims[holder.claim], holder.request))
+            key.append((device_key, tuple(held)))
+        words = [_WORD.findall(name) for name in names]
+        flat = [w for group in words for w in group]
+        first: dict[str, int] = {}
+        same = tuple(first.setdefault(w, len(first)) for w in flat)
+        return ((tuple(key), tuple(len(g) for g in words), same), tuple(flat),
+                [d.id for d in pools.devices])
+
+    def _pools_part(self, node: NodeInfo, pools: NodePools) -> _PoolsPart | None:
+        """What the shape takes from the node's pools alone (:data:`_PARTS`), or None when
+        the node must be evaluated on its own."""
         if self._reads is None or pools.obsolete or pools.outdated:
             return None
-        holders = self.snapshot.holders
+        kept = _PARTS.get(pools)
+        if kept is None:
+            kept = _PARTS[pools] = {}
+        signature = (node.name, self._signature)
+        if signature in kept:
+            return kept[signature]
+        if len(kept) >= _PARTS_KEPT:
+            del kept[next(iter(kept))]
+        part = kept[signature] = self._new_pools_part(node, pools, self._signature[0])
+        return part
+
+    def _new_pools_part(self, node: NodeInfo, pools: NodePools,
+                        read: tuple[tuple[str, str, str], ...]) -> _PoolsPart | None:
         names: list[str] = [node.name]
         key: list[Any] = []
         for pool in pools.pools:
@@ -135,29 +191,18 @@ class NodeShapes:
             key.append((pool.driver, len(pool.slices), tuple(
                 (s.generation, s.slice_count, len(s.devices)) for s in pool.slices)))
         slice_at = {s.name: i for p in pools.pools for i, s in enumerate(p.slices)}
-        claims: dict[str, int] = {}
+        devices: list[tuple[Any, ...]] = []
         for device in pools.devices:
             if (device.taints or device.consumes_counters or device.allow_multiple
                     or device.binding_conditions is not None or device.binds_to_node
                     or device.node_selection.is_set):
                 return None
             capacity = device.capacity or {}
-            held = []
-            for holder in holders.get(device.id, ()):
-                if holder.claim not in claims:
-                    claims[holder.claim] = len(claims)
-                    names.append(holder.claim)
-                held.append((claims[holder.claim], holder.request))
-            key.append((slice_at[device.slice.name], device.name, tuple(held),
-                        device.conversion_error(), _read_values(self._reads, device),
-                        tuple(lookup_attribute(device, a) for a in self._attributes),
-                        tuple((n, id(c)) for n, c in capacity.items())))
-        words = [_WORD.findall(name) for name in names]
-        flat = [w for group in words for w in group]
-        first: dict[str, int] = {}
-        same = tuple(first.setdefault(w, len(first)) for w in flat)
-        return ((tuple(key), tuple(len(g) for g in words), same), tuple(flat),
-                [d.id for d in pools.devices])
+            devices.append((slice_at[device.slice.name], device.name,
+                            device.conversion_error(), _read_values(read, device),
+                            tuple(lookup_attribute(device, a) for a in self._attributes),
+                            tuple((n, id(c)) for n, c in capacity.items())))
+        return tuple(key), tuple(names), tuple(devices)
 
     def reused(self, shape: Shape, kind: str = "outcome") -> Any:
         """What was kept (:meth:`keep`) for the first node of this shape, with this node's
@@ -170,7 +215,10 @@ class NodeShapes:
         words = {a: b for a, b in zip(first_names, names, strict=True) if a != b}
         if any(word in taken or not _LETTER.search(word) for word in words):
             return None
-        return renamed(value, where, words)
+        copy = renamed(value, where, words)
+        if isinstance(copy, NodeOutcome) and copy is not value:
+            copy.renamed_from = Renaming(value, frozenset(first_names), words, taken)
+        return copy
 
     def keep(self, shape: Shape, value: Any, pools: NodePools, kind: str = "outcome") -> None:
         """Keep what a node of this shape got (its :class:`NodeOutcome`, or for another
@@ -192,7 +240,8 @@ class NodeShapes:
             self._first[kind, key] = (value, names, taken, plan(value, frozenset(names)))
 
 
-def _read_values(read: set[tuple[str, str, str]], device: DeviceEntry) -> tuple[int, ...]:
+def _read_values(read: tuple[tuple[str, str, str], ...], device: DeviceEntry
+                 ) -> tuple[int, ...]:
     """The values of ``device`` that selectors read (as :func:`kubedra.cel.reads.values_key`
     names them: a qualified attribute, and the bare one under the device's own driver), by
     identity: :class:`~kubedra.api.slice_decoding.SliceDecoder` shares one model per distinct

@@ -25,7 +25,7 @@ from kubedra.explain.model import (
     RequestOutcome,
 )
 from kubedra.explain.pods import PodExplanation, PodNodeOutcome
-from kubedra.explain.shapes import holders_line, masked, names, others
+from kubedra.explain.shapes import MaskedTexts, holders_line, masked, others
 from kubedra.explain.simulate import Simulation
 
 _FUNNEL_COLUMNS = ("DEVICES", "IN-CLASS", "SELECTED", "FREE", "CAPACITY", "COUNTERS",
@@ -93,7 +93,12 @@ def _request_cells(node: NodeOutcome) -> list[list[str]]:
 
 class _Texts(dict[int, list[str]]):
     """The rows and reasons of each node, as :func:`_shape` masks them, made once per node
-    for one rendering (keyed by the outcome's ``id``: the outcomes live as long as it)."""
+    for one rendering (keyed by the outcome's ``id``: the outcomes live as long as it), and
+    masked once per node (:attr:`masked`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.masked = MaskedTexts(self.of)
 
     def of(self, node: NodeOutcome) -> list[str]:
         """The node's texts: its rows' cells joined by tabs, then its reasons' lines."""
@@ -104,8 +109,6 @@ class _Texts(dict[int, list[str]]):
         return found
 
 
-def _shape(node: NodeOutcome, words: frozenset[str], texts: _Texts) -> tuple[str, ...]:
-    return tuple(masked(text, words) for text in texts.of(node))
 
 
 def group_nodes(candidates: Sequence[NodeOutcome], *, every_node: bool = False,
@@ -118,7 +121,7 @@ def group_nodes(candidates: Sequence[NodeOutcome], *, every_node: bool = False,
     texts = _Texts() if texts is None else texts
     groups: dict[tuple[str, ...], list[NodeOutcome]] = {}
     for node in candidates:
-        key = (node.node,) if every_node else _shape(node, names(node), texts)
+        key = (node.node,) if every_node else texts.masked.of(node)
         groups.setdefault(key, []).append(node)
     return sorted(groups.values(), key=lambda g: (not g[0].fits, -len(g), g[0].node))
 
@@ -126,8 +129,8 @@ def group_nodes(candidates: Sequence[NodeOutcome], *, every_node: bool = False,
 def _others(group: Sequence[NodeOutcome], texts: _Texts) -> str:
     """:func:`kubedra.explain.shapes.others`: "the same" when the nodes read the same with
     only their names masked, else "alike"."""
-    first = _shape(group[0], frozenset([group[0].node]), texts)
-    return others(group, all(_shape(n, frozenset([n.node]), texts) == first
+    first = texts.masked.of(group[0], node_only=True)
+    return others(group, all(texts.masked.of(n, node_only=True) == first
                              for n in group[1:]))
 
 

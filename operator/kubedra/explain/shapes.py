@@ -11,9 +11,10 @@ devices or holding claims differ is "alike", and says so.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from kubedra.explain.model import NodeOutcome
+from kubedra.explain.node_shapes import Plan, plan, renamed
 
 _WORD = re.compile(r"[\w.-]+")
 """A run of the characters of a Kubernetes name: where a whole name may stand."""
@@ -58,6 +59,47 @@ def masked(text: str, words: frozenset[str]) -> str:
     pieces = _PIECES.split(text)
     pieces[1::2] = ["\0" if word in words else word for word in pieces[1::2]]
     return "".join(pieces)
+
+
+class MaskedTexts:
+    """Per node, its texts (``texts``: e.g. its table rows and reasons, or its message) with
+    the names :func:`names` gives masked, or with only the node's name masked; made once
+    per node.
+
+    A node whose outcome is the first of its shape's with names replaced
+    (:attr:`~kubedra.explain.model.NodeOutcome.renamed_from`) gets the first node's masked
+    texts with the same names replaced, when that is what masking its own texts would give
+    (:attr:`~kubedra.explain.model.Renaming.reproduces_texts`): its texts are then the first
+    node's with those names replaced, and so are the names masked, so masking and replacing
+    may be done in either order. Most of those names are masked, which leaves nothing to
+    replace: making and masking every node's texts was most of rendering 2,000 nodes
+    (bench/RESULTS.md, "Live explain: masked texts per shape")."""
+
+    def __init__(self, texts: Callable[[NodeOutcome], Sequence[str]]) -> None:
+        self._texts = texts
+        self._found: dict[tuple[int, bool], tuple[str, ...]] = {}
+        self._plans: dict[tuple[int, bool], list[Plan]] = {}
+
+    def of(self, node: NodeOutcome, *, node_only: bool = False) -> tuple[str, ...]:
+        """The node's texts masked (keyed by the outcome's ``id``: the outcomes live as long
+        as this); with ``node_only``, only the node's name masked."""
+        key = (id(node), node_only)
+        found = self._found.get(key)
+        if found is None:
+            copied = node.renamed_from
+            if copied is not None and copied.reproduces_texts:
+                first = self.of(copied.first, node_only=node_only)
+                at = (id(copied.first), node_only)
+                plans = self._plans.get(at)
+                if plans is None:
+                    plans = self._plans[at] = [plan(t, copied.names) for t in first]
+                found = tuple(renamed(t, p, copied.words) for t, p in zip(first, plans,
+                                                                          strict=True))
+            else:
+                words = frozenset([node.node]) if node_only else names(node)
+                found = tuple(masked(t, words) for t in self._texts(node))
+            self._found[key] = found
+        return found
 
 
 def others(group: Sequence[NodeOutcome], same: bool) -> str:

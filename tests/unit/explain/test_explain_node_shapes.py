@@ -18,7 +18,8 @@ from bench import fleet_dump
 from kubedra.allocation import AllocationFailed, Allocator
 from kubedra.explain.claims import evaluate_node
 from kubedra.explain.node_shapes import NodeShapes
-from kubedra.explain.render import render_simulation
+from kubedra.explain.render import _Texts, render_simulation
+from kubedra.explain.shapes import masked, names
 from kubedra.explain.simulate import claim_from_documents, simulate_claim
 from kubedra.explain.snapshot import ClusterSnapshot
 from kubedra.explain.sources import read_dump
@@ -80,6 +81,48 @@ def test_by_shape_reads_as_node_by_node(tmp_path: pathlib.Path) -> None:
         for every_node in (False, True):
             assert render_simulation(by_shape, every_node=every_node) == \
                 render_simulation(by_node, every_node=every_node), name
+
+
+def test_a_shapes_masked_texts_are_each_nodes_own(tmp_path: pathlib.Path) -> None:
+    """What grouping compares (each node's rows and reasons, and its message, with names
+    masked): a node whose outcome was copied from the first of its shape gets it from that
+    node's, and it equals masking its own texts."""
+    snapshot = _snapshot(tmp_path)
+    for name in ("numa4", "gpu8", "numa1"):
+        candidates = simulate_claim(snapshot, _claim(name)).explanation.candidates
+        copied = [n for n in candidates if n.renamed_from is not None
+                  and n.renamed_from.reproduces_texts]
+        # all but the first of each shape (at most ten), the tainted node and "request"
+        assert len(copied) >= len(candidates) - 12, name
+        assert not any(n.renamed_from is not None and n.renamed_from.reproduces_texts
+                       for n in candidates if n.node in ("request", "devices")), name
+        texts = _Texts()
+        for node in candidates:
+            for node_only in (False, True):
+                words = frozenset([node.node]) if node_only else names(node)
+                assert texts.masked.of(node, node_only=node_only) == tuple(
+                    masked(t, words) for t in texts.of(node)), (name, node.node)
+
+
+def test_what_a_shape_takes_from_the_pools_is_kept_with_them(tmp_path: pathlib.Path) -> None:
+    """A later question (the operator keeps its snapshot) about a claim that reads the same
+    values takes each node's device keys as made for the first; one reading other values
+    makes its own; the shapes are the same either way."""
+    snapshot = _snapshot(tmp_path)
+    nodes = [(n, snapshot.resources.node_pools(n)) for n in snapshot.nodes]
+
+    def parts(name: str) -> tuple[list[Any], list[Any]]:
+        shapes = NodeShapes(snapshot, snapshot.allocator(), _claim(name))
+        return ([shapes._pools_part(n, p) for n, p in nodes],
+                [shapes.shape(n, p) for n, p in nodes])
+
+    first, first_shapes = parts("numa4")
+    again, again_shapes = parts("numa4")
+    other, _ = parts("numa1")
+    assert [part is None for part in first] == [n.name == _host(TAINTED) for n, _ in nodes]
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    assert again_shapes == first_shapes
+    assert not any(a is b for a, b in zip(first, other, strict=True) if a is not None)
 
 
 def test_each_shape_is_evaluated_once(tmp_path: pathlib.Path) -> None:
