@@ -156,8 +156,13 @@ def allocation_results(claim: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _rv(obj: Mapping[str, Any]) -> int:
+    return _version((obj.get("metadata") or {}).get("resourceVersion"))
+
+
+def _version(resource_version: str | None) -> int:
+    """A resourceVersion as a number (etcd's revision; 0 when absent or not a number)."""
     try:
-        return int(obj["metadata"].get("resourceVersion") or 0)
+        return int(resource_version or 0)
     except ValueError:
         return 0
 
@@ -236,7 +241,7 @@ class StatusOverlay(Generic[K]):
     watched object is at least as new, is another object (UID), or is gone."""
 
     written: dict[K, dict[str, Any]] = field(default_factory=dict)
-    quiet: dict[K, str] = field(default_factory=dict)
+    quiet: dict[K, int] = field(default_factory=dict)
     """Key → resourceVersion of a write whose watch event needs no reconcile
     (:meth:`is_quiet_echo`)."""
 
@@ -245,8 +250,9 @@ class StatusOverlay(Generic[K]):
         what the reconcile that wrote it decided from only in what it wrote, so the watch
         event of this very version has nothing to reconcile."""
         self.written[key] = obj
-        if quiet:
-            self.quiet[key] = str(obj["metadata"].get("resourceVersion") or "")
+        version = _rv(obj)
+        if quiet and version:
+            self.quiet[key] = version
         else:
             self.quiet.pop(key, None)
 
@@ -257,13 +263,10 @@ class StatusOverlay(Generic[K]):
         version = self.quiet.get(key)
         if version is None:
             return False
-        seen = str((watched.get("metadata") or {}).get("resourceVersion") or "")
-        if seen == version:
+        seen = _rv(watched)
+        if seen >= version:
             del self.quiet[key]
-            return True
-        if seen and _rv(watched) >= _rv({"metadata": {"resourceVersion": version}}):
-            del self.quiet[key]
-        return False
+        return seen == version
 
     def merge(self, key: K, watched: dict[str, Any] | None) -> dict[str, Any] | None:
         """The watched object, or the one last written if that is newer."""
