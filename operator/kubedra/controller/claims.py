@@ -33,7 +33,7 @@ from kubedra.binding.attach import (
     binding_types,
 )
 from kubedra.controller.conditions import get_condition, set_condition
-from kubedra.controller.state import PublishedPool
+from kubedra.controller.state import PublishedPool, stable_metadata
 
 DeviceReason = Literal["Allocated", "DeviceNotFound", "DeviceDisabled", "DeviceUnhealthy"]
 """Reasons of a device's ``Ready`` condition."""
@@ -161,9 +161,6 @@ def decide_claim(claim: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
     return ClaimDecision(entries if changed else None, problems)
 
 
-_VOLATILE_METADATA = ("resourceVersion", "managedFields")
-
-
 def same_inputs(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     """Whether claim ``after`` (the object the operator's ``status.devices`` write returned)
     holds what claim ``before`` (the one the reconcile decided from) held of everything but
@@ -172,11 +169,7 @@ def same_inputs(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     kube-controller-manager write). Then the watch event of ``after`` has nothing to reconcile:
     its allocation, hence the inventories' ``status.allocations``, is unchanged, and its
     ``Ready`` conditions are the ones just decided."""
-    def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in (obj.get("metadata") or {}).items()
-                if k not in _VOLATILE_METADATA}
-
     def status(obj: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in (obj.get("status") or {}).items() if k != "devices"}
-    return (meta(before) == meta(after) and before.get("spec") == after.get("spec")
-            and status(before) == status(after))
+    return (stable_metadata(before) == stable_metadata(after)
+            and before.get("spec") == after.get("spec") and status(before) == status(after))

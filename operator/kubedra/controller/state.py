@@ -155,6 +155,17 @@ def allocation_results(claim: Mapping[str, Any]) -> list[dict[str, Any]]:
     return ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
 
 
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def stable_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` of a raw object but what every write changes (resourceVersion,
+    managedFields): what a status write's answer must share with the object the write was
+    decided from for its watch event to be an echo (:meth:`StatusOverlay.is_quiet_echo`)."""
+    return {k: v for k, v in (obj.get("metadata") or {}).items()
+            if k not in _VOLATILE_METADATA}
+
+
 def _rv(obj: Mapping[str, Any]) -> int:
     return _version((obj.get("metadata") or {}).get("resourceVersion"))
 
