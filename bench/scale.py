@@ -22,7 +22,8 @@ phase measured on its own:
   operator's ServiceAccount).
 * ``churn``: ``--churn-percent`` of the inventories per minute get a changed device for
   ``--churn`` seconds: status written → the slice shows it, p50/p99.
-* ``claims``: ``--claims`` pods with one-GPU claims at ``--claim-rate`` per second, allocated by
+* ``claims``: ``--claims`` pods with one-GPU claims at ``--claim-rate`` per second
+  (:mod:`bench.claimload`; the rate it reached is ``created_per_s``), allocated by
   kube-scheduler: allocation seen → the operator's ``Ready`` in ``status.devices``, p50/p99,
   and the operator's writes per claim.
 * ``explain``: one claim no device satisfies: pod created → kube-scheduler marks it
@@ -63,6 +64,7 @@ import yaml
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
+from bench.claimload import create_claims, pod_with_claim
 from bench.publish import cpu_seconds, peak_rss_mib, rss_mib, writes_by_resource
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
@@ -829,7 +831,7 @@ class ScaleBench:
 
     async def _claims(self, api: ApiClient, namespace: str) -> Json:
         opts = self.options
-        core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
+        core = client.CoreV1Api(api)
         await core.create_namespace({"metadata": {"name": namespace}})
         await eventually(lambda: _sa_exists(core, namespace), timeout=60, interval=0.2,
                          what="the default ServiceAccount")
@@ -840,23 +842,8 @@ class ScaleBench:
         pid = self.kubedra.operator.pid
         audit, cpu = self.audit.offset(), cpu_seconds(pid)
         start = time.monotonic()
-        gate = asyncio.Semaphore(CONCURRENCY)
-
-        async def one(i: int) -> None:
-            async with gate:
-                name = f"claim-{i:05d}"
-                await resource.create_namespaced_resource_claim(namespace, {
-                    "metadata": {"name": name}, "spec": {"devices": {"requests": [
-                        {"name": "gpu", "exactly": {"deviceClassName": "gpu.kubedra.io"}}]}}},
-                    _preload_content=False)
-                await core.create_namespaced_pod(namespace, pod_with_claim(name),
-                                                 _preload_content=False)
-        tasks = []
-        for i in range(opts.claims):
-            await asyncio.sleep(max(0.0, start + i / opts.claim_rate - time.monotonic()))
-            tasks.append(asyncio.create_task(one(i)))
-        await asyncio.gather(*tasks)
-        created = time.monotonic() - start
+        made = await create_claims(api, namespace, [f"claim-{i:05d}" for i in range(opts.claims)],
+                                   opts.claim_rate)
         await eventually(lambda: _true(len(tracker.ready) >= opts.claims), timeout=900,
                          interval=0.2, what="every claim Ready")
         elapsed = time.monotonic() - start
@@ -867,7 +854,13 @@ class ScaleBench:
         claim_writes = sum(n for k, n in requests.items()
                            if k.split(" ")[0] in WRITE_VERBS and "resourceclaims" in k)
         latencies = [tracker.ready[k] - tracker.allocated[k] for k in tracker.ready]
-        return {"claims": opts.claims, "created_per_s": round(opts.claims / created, 1),
+        allocated = sorted(tracker.allocated.values())
+        return {"claims": opts.claims, "created_per_s": made.per_s,
+                "creator_max_lag_s": made.max_lag_s,
+                # kube-scheduler's allocations a second, first to last (its client's default
+                # QPS, 50, makes two writes per pod: the claim's status and the binding)
+                "allocated_per_s": round((len(allocated) - 1) / (allocated[-1] - allocated[0]), 1)
+                if len(allocated) > 1 and allocated[-1] > allocated[0] else None,
                 "all_ready_s": round(elapsed, 1), "allocated_to_ready": percentiles(latencies),
                 "operator_cpu_ms_per_claim": round(1000 * cpu / opts.claims, 1),
                 "claim_writes_per_claim": round(claim_writes / opts.claims, 2),
@@ -953,16 +946,6 @@ class ClaimTracker:
                 self.ready.setdefault(name, now)
         await watch_forever(client.ResourceV1Api(self.api).list_namespaced_resource_claim,
                             self.namespace, on_object=on_object)
-
-
-def pod_with_claim(claim: str) -> Json:
-    """A pod on a kwok node using ResourceClaim ``claim``."""
-    return {"metadata": {"name": claim},
-            "spec": {"nodeSelector": {KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1]},
-                     "tolerations": [{"operator": "Exists"}],
-                     "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
-                     "containers": [{"name": "c", "image": "busybox",
-                                     "resources": {"claims": [{"name": "gpu"}]}}]}}
 
 
 async def _sa_exists(core: Any, namespace: str) -> bool:

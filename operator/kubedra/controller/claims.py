@@ -33,7 +33,7 @@ from kubedra.binding.attach import (
     binding_types,
 )
 from kubedra.controller.conditions import get_condition, set_condition
-from kubedra.controller.state import PublishedPool
+from kubedra.controller.state import PublishedPool, stable_metadata
 
 DeviceReason = Literal["Allocated", "DeviceNotFound", "DeviceDisabled", "DeviceUnhealthy"]
 """Reasons of a device's ``Ready`` condition."""
@@ -159,3 +159,17 @@ def decide_claim(claim: Mapping[str, Any], results: Sequence[Mapping[str, Any]],
         if not condition.ok:
             problems.append(condition.message)
     return ClaimDecision(entries if changed else None, problems)
+
+
+def same_inputs(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether claim ``after`` (the object the operator's ``status.devices`` write returned)
+    holds what claim ``before`` (the one the reconcile decided from) held of everything but
+    ``status.devices``: metadata but its resourceVersion and managedFields, ``spec``, and the
+    rest of ``status`` (``allocation``, ``reservedFor``, what kube-scheduler and
+    kube-controller-manager write). Then the watch event of ``after`` has nothing to reconcile:
+    its allocation, hence the inventories' ``status.allocations``, is unchanged, and its
+    ``Ready`` conditions are the ones just decided."""
+    def status(obj: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in (obj.get("status") or {}).items() if k != "devices"}
+    return (stable_metadata(before) == stable_metadata(after)
+            and before.get("spec") == after.get("spec") and status(before) == status(after))

@@ -23,6 +23,7 @@ from kubedra.api.time import timestamp, utcnow
 from kubedra.binding.attach import AttachRequest, AttachResult, attach_decided
 from kubedra.controller import fingerprint
 from kubedra.controller.claims import EVENT_REASON, DeviceKey, decide_claim
+from kubedra.controller.claims import same_inputs as claim_inputs_unchanged
 from kubedra.controller.inventories import (
     InventoryDecision,
     InventoryInputs,
@@ -377,7 +378,8 @@ async def reconcile_claim(state: OperatorState, namespace: str, name: str) -> No
                     claim=f"{namespace}/{name}")
         state.refused_claims.add(refusal_key)  # no write can succeed while the claim exists
         return
-    state.claim_overlay.record((namespace, name), stored)
+    state.claim_overlay.record((namespace, name), stored,
+                               quiet=claim_inputs_unchanged(claim, stored))
     if pending:  # check on the attach step again, with back-off
         raise Retry(f"attaching {', '.join(pending)}")
     key = ("ResourceClaim", f"{namespace}/{name}")

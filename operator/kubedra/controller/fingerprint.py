@@ -40,9 +40,8 @@ from kubedra import __version__
 from kubedra.api.inventory import DeviceAllocation, PublishedFrom
 from kubedra.api.mig import partition_names
 from kubedra.controller.inventories import InventoryDecision, status_allocations
-from kubedra.controller.kept import LEFT_OUT_METADATA
 from kubedra.controller.leases import LeaseState
-from kubedra.controller.state import ClaimUse
+from kubedra.controller.state import ClaimUse, stable_metadata
 
 SCHEME = 1
 """Bumped when what the digest covers changes."""
@@ -97,27 +96,19 @@ def _slice_versions(slices: Sequence[Mapping[str, Any]]) -> dict[str, str]:
             for s in slices}
 
 
-_VOLATILE_METADATA = frozenset({"resourceVersion", *LEFT_OUT_METADATA})
-"""Metadata :func:`same_inputs` does not compare: the version, and what the cached record
-leaves out (no decision reads it)."""
-
-
 def same_inputs(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     """Whether inventory ``after`` (the object an allocations-only status write returned)
     holds what inventory ``before`` (the cached object the reconcile decided from) held of
     everything but the operator's own status fields: metadata but its resourceVersion,
-    managedFields and annotations, ``spec``, ``status.discovered`` and ``status.retained``.
-    Then the watch event of ``after`` has nothing a decision reads that ``before`` had not
-    (nothing another writer changed came in between), and its reconcile can be skipped."""
-    def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in (obj.get("metadata") or {}).items()
-                if k not in _VOLATILE_METADATA}
-
+    managedFields and annotations (:func:`~kubedra.controller.state.stable_metadata`),
+    ``spec``, ``status.discovered`` and ``status.retained``. Then the watch event of ``after``
+    has nothing a decision reads that ``before`` had not (nothing another writer changed came
+    in between), and its reconcile can be skipped."""
     def status(obj: Mapping[str, Any]) -> tuple[Any, Any]:
         found = obj.get("status") or {}
         return found.get("discovered"), found.get("retained")
-    return (meta(before) == meta(after) and before.get("spec") == after.get("spec")
-            and status(before) == status(after))
+    return (stable_metadata(before) == stable_metadata(after)
+            and before.get("spec") == after.get("spec") and status(before) == status(after))
 
 
 @dataclass(frozen=True)

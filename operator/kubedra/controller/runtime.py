@@ -183,13 +183,16 @@ def start_workers(state: OperatorState) -> list[asyncio.Task[None]]:
 
 
 def inventory_step(state: OperatorState) -> Step[str]:
-    """Reconcile one inventory, then queue the claims of its pool (devices may have gone or
-    turned unhealthy)."""
+    """Reconcile one inventory, then queue the claims of its pool if what it publishes changed
+    (devices may have gone or turned unhealthy; a claim's ``Ready`` reads nothing else of the
+    inventory). A reconcile for a claim's allocation changes nothing a claim reads, so it
+    queues no claim (``bench/RESULTS.md``, claims at 50/s)."""
     async def step(name: str) -> None:
+        before = state.pools.get(name)
         await reconcile_inventory(state, name)
         state.inventories_reconciled += 1
         published = state.pools.get(name)
-        if published:
+        if published and published != before:
             for use in state.view.uses_of(published.driver, published.name):
                 state.claim_queue.add((use.namespace, use.name))
     return step

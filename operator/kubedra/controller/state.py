@@ -20,7 +20,7 @@ from kubedra.api.resource import OwnerReference
 from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.histograms import OperatorHistograms
-from kubedra.controller.kept import opened
+from kubedra.controller.kept import LEFT_OUT_METADATA, opened
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.nodes import declared_features
 from kubedra.controller.queue import WorkQueue
@@ -166,9 +166,28 @@ def allocation_results(claim: Mapping[str, Any]) -> list[dict[str, Any]]:
     return ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
 
 
+_VOLATILE_METADATA = frozenset({"resourceVersion", *LEFT_OUT_METADATA})
+"""Metadata :func:`stable_metadata` leaves out: the version, which every write changes, and
+what the cached records leave out (managedFields, annotations: no decision reads them)."""
+
+
+def stable_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` of a raw object but its resourceVersion, managedFields and annotations
+    (the cached object the write was decided from holds neither of the last two): what a
+    status write's answer must share with that object for its watch event to be an echo
+    (:meth:`StatusOverlay.is_quiet_echo`)."""
+    return {k: v for k, v in (obj.get("metadata") or {}).items()
+            if k not in _VOLATILE_METADATA}
+
+
 def _rv(obj: Mapping[str, Any]) -> int:
+    return _version((obj.get("metadata") or {}).get("resourceVersion"))
+
+
+def _version(resource_version: str | None) -> int:
+    """A resourceVersion as a number (etcd's revision; 0 when absent or not a number)."""
     try:
-        return int(obj["metadata"].get("resourceVersion") or 0)
+        return int(resource_version or 0)
     except ValueError:
         return 0
 
@@ -263,7 +282,7 @@ class StatusOverlay(Generic[K]):
     watched object is at least as new, is another object (UID), or is gone."""
 
     written: dict[K, dict[str, Any]] = field(default_factory=dict)
-    quiet: dict[K, str] = field(default_factory=dict)
+    quiet: dict[K, int] = field(default_factory=dict)
     """Key → resourceVersion of a write whose watch event needs no reconcile
     (:meth:`is_quiet_echo`)."""
 
@@ -272,8 +291,9 @@ class StatusOverlay(Generic[K]):
         what the reconcile that wrote it decided from only in what it wrote, so the watch
         event of this very version has nothing to reconcile."""
         self.written[key] = obj
-        if quiet:
-            self.quiet[key] = str(obj["metadata"].get("resourceVersion") or "")
+        version = _rv(obj)
+        if quiet and version:
+            self.quiet[key] = version
         else:
             self.quiet.pop(key, None)
 
@@ -284,13 +304,10 @@ class StatusOverlay(Generic[K]):
         version = self.quiet.get(key)
         if version is None:
             return False
-        seen = str((watched.get("metadata") or {}).get("resourceVersion") or "")
-        if seen == version:
+        seen = _rv(watched)
+        if seen >= version:
             del self.quiet[key]
-            return True
-        if seen and _rv(watched) >= _rv({"metadata": {"resourceVersion": version}}):
-            del self.quiet[key]
-        return False
+        return seen == version
 
     def merge(self, key: K, watched: dict[str, Any] | None) -> dict[str, Any] | None:
         """The watched object, or the one last written if that is newer."""

@@ -92,3 +92,12 @@ def test_a_newer_version_or_a_loud_write_is_no_echo() -> None:
     overlay.record("n-gpu", inventory(13, allocations=1), quiet=True)
     overlay.record("n-gpu", inventory(14, allocations=2))  # a full reconcile's write
     assert not overlay.is_quiet_echo("n-gpu", inventory(14, allocations=2))
+
+
+def test_a_write_without_a_resource_version_is_no_quiet_write() -> None:
+    overlay: StatusOverlay[str] = StatusOverlay()
+    unversioned = inventory(11, allocations=1)
+    del unversioned["metadata"]["resourceVersion"]
+    overlay.record("n-gpu", unversioned, quiet=True)
+    assert overlay.quiet == {}
+    assert not overlay.is_quiet_echo("n-gpu", unversioned)
