@@ -251,7 +251,7 @@ class SliceOverlay:
         (issue 16, item 1). The event's version also moves :attr:`seen` on, for
         :meth:`record`.
         """
-        version = _rv({"metadata": {"resourceVersion": resource_version}})
+        version = _version(resource_version)
         self.seen = max(self.seen, version)
         mine = self.written.get(inventory, {})
         if name not in mine:
