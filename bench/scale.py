@@ -37,6 +37,15 @@ Usage (after ``make venv binaries``; Go ≥ 1.26 builds the peer and the agents 
     PYTHONPATH=.:operator .venv/bin/python -m bench.scale --nodes 500 [--mig] [--steady 600]
 
 prints one JSON object with every figure; ``--phases`` picks phases (default all).
+
+``--tracemalloc DIR`` runs each operator under :mod:`bench.memtrace` (opt-in: tracing slows it
+and costs memory of its own, so its RSS figures are not comparable with a run without it):
+``DIR/<phase>/`` gets ``peak.txt`` and ``peak.tracemalloc`` (the top allocations by line, file
+and traceback at the highest traced memory seen) and ``end.txt`` / ``end.tracemalloc`` (when
+the phase is done: published and settled, or every pool verified), with ``VmRSS``, glibc's
+``mallinfo2`` and the RSS after ``malloc_trim``; ``python -m bench.memtrace compare A B``
+prints what differs. Glibc's allocator is tuned as usual through the environment
+(``MALLOC_ARENA_MAX=2``), which the operator inherits.
 """
 
 from __future__ import annotations
@@ -64,6 +73,7 @@ import yaml
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
+from bench import memtrace
 from bench.claimload import create_claims, pod_with_claim
 from bench.publish import cpu_seconds, peak_rss_mib, rss_mib, writes_by_resource
 from e2e.harness import ControlPlane
@@ -491,6 +501,9 @@ class Options:
     cores the leader may miss its 10 s renew deadline and exit (``bench/RESULTS.md``)."""
     lease_duration: int = LEASE_DURATION
     """The agents' Lease duration (seconds); renewed every third of it."""
+    tracemalloc: Path | None = None
+    """Where :mod:`bench.memtrace` writes each operator's snapshots (one directory per phase);
+    None: the operator runs untraced."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -508,6 +521,8 @@ class ScaleBench:
         self.liveness_port = 0
         self.renewer_pid = 0
         """``hack/benchagents``' process, once started."""
+        self.traces: Path | None = None
+        """Where the running operator's snapshots go (``--tracemalloc``), else None."""
 
     async def run(self) -> Json:
         """Every chosen phase in order; returns the figures."""
@@ -593,21 +608,37 @@ class ScaleBench:
         await eventually(deleted, timeout=900, interval=1.0, what="the Go peer's slices deleted")
         return result
 
-    def start_operator(self, source: Path | None = None) -> None:
-        """Start the operator (``source``: another checkout's ``operator/``)."""
+    def start_operator(self, source: Path | None = None, phase: str = "publish") -> None:
+        """Start the operator (``source``: another checkout's ``operator/``; ``phase``: where
+        its snapshots go with ``--tracemalloc``)."""
         self.liveness_port = free_port()
+        self.traces = None
+        launcher: tuple[str, ...] = ("-m", "kubedra")
+        if self.options.tracemalloc is not None:
+            self.traces = self.options.tracemalloc / (
+                phase if source is None else f"{phase}-baseline")
+            launcher = ("-m", "bench.memtrace", "--dir", str(self.traces), "kubedra")
         # plain HTTP /healthz: a baseline checkout may predate HTTPS metrics (it ignores the
         # setting), and the bench measures publishing, not scrapes
         self.kubedra.start_operator(liveness_port=self.liveness_port, source=source,
                                     leader_elect=self.options.leader_elect,
-                                    metrics_secure=False)
+                                    metrics_secure=False, launcher=launcher)
+
+    async def snapshot_end(self) -> str | None:
+        """With ``--tracemalloc``: the traced operator's ``end`` snapshot, taken now (its
+        report's path), else None."""
+        if self.traces is None:
+            return None
+        done = memtrace.request(self.traces, "end")
+        await self.until(lambda: done.exists(), timeout=600, what="the end snapshot")
+        return str(done)
 
     async def switch_operator(self, source: Path | None, nodes: int) -> None:
         """Stop the operator and start the one of ``source`` (None: this checkout's), then
         wait until it has verified every pool."""
         if self.kubedra.operator is not None:  # stopped, or reaped if it exited
             self.plane.stop_component(self.kubedra.operator)
-        self.start_operator(source)
+        self.start_operator(source, "claims")
         await self.verified(nodes)
 
     def exited(self) -> bool:
@@ -693,10 +724,12 @@ class ScaleBench:
         await self.settle()
         after = await writes_by_resource(self.plane)
         requests = self.audit.requests_since(audit)
+        rss_now = rss_mib(pid)
         return {"publish_s": round(published, 2), "cpu_s_publish": round(cpu_published, 2),
                 "settled_s": round(time.monotonic() - start, 2),
                 "cpu_s": round(cpu_seconds(pid), 2), "rss_mib": round(peak_rss_mib(pid), 1),
-                "rss_now_mib": round(rss_mib(pid), 1), "helpers_rss_mib": helpers_rss_mib(pid),
+                "rss_now_mib": round(rss_now, 1), "helpers_rss_mib": helpers_rss_mib(pid),
+                "tracemalloc_end": await self.snapshot_end(),
                 "election": election_figures(await self.healthz()),
                 "slice_writes": after.get("resourceslices", 0) - before.get("resourceslices", 0),
                 "status_writes": requests.get("patch deviceinventories/status", 0),
@@ -724,7 +757,7 @@ class ScaleBench:
             self.plane.stop_component(self.kubedra.operator)
         audit = self.audit.offset()
         start = time.monotonic()
-        self.start_operator(source)
+        self.start_operator(source, "restart")
         assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
         try:
@@ -734,11 +767,13 @@ class ScaleBench:
         elapsed = time.monotonic() - start
         requests = self.audit.requests_since(audit)
         probe = await self.probe()
+        rss_now = rss_mib(pid)
         return {"verified_s": round(elapsed, 2), "cpu_s": round(cpu_seconds(pid), 2),
                 "reconciled": probe.get("inventoriesReconciled"),
                 "unchanged": probe.get("inventoriesUnchanged"),
                 "rss_mib": round(peak_rss_mib(pid), 1),
-                "rss_now_mib": round(rss_mib(pid), 1), "helpers_rss_mib": helpers_rss_mib(pid),
+                "rss_now_mib": round(rss_now, 1), "helpers_rss_mib": helpers_rss_mib(pid),
+                "tracemalloc_end": await self.snapshot_end(),
                 "election": election_figures(await self.healthz()),
                 "operator_writes": writes(requests),
                 "operator_requests": sum(requests.values()), "requests": requests}
@@ -1013,6 +1048,10 @@ def main() -> None:
                         help="run the operator without leader election")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout's operator/ to run first in restart and claims")
+    parser.add_argument("--tracemalloc", type=Path, default=None, metavar="DIR",
+                        help="run each operator under bench.memtrace: tracemalloc snapshots "
+                        "at its peak and at the end of each phase in DIR/<phase>/ (slows it; "
+                        "its RSS is not comparable with an untraced run)")
     args = parser.parse_args()
     phases = tuple(p for p in args.phases.split(",") if p)
     unknown = set(phases) - set(PHASES)
@@ -1023,7 +1062,8 @@ def main() -> None:
                       churn_s=args.churn, churn_percent=args.churn_percent,
                       claims=args.claims, claim_rate=args.claim_rate,
                       baseline=args.baseline and args.baseline.resolve(),
-                      leader_elect=args.leader_elect, lease_duration=args.lease_duration)
+                      leader_elect=args.leader_elect, lease_duration=args.lease_duration,
+                      tracemalloc=args.tracemalloc and args.tracemalloc.resolve())
     if args.workdir:
         result = run(options, args.workdir)
     else:

@@ -115,7 +115,8 @@ class Kubedra:
                        election: ElectionTiming | None = None,
                        metrics_secure: bool = True,
                        feature_detection_interval: float | None = None,
-                       pool_selector: str = "") -> Component:
+                       pool_selector: str = "",
+                       launcher: Sequence[str] = ("-m", "kubedra")) -> Component:
         """Start ``kubedra operator`` as the kubedra-operator ServiceAccount (with a
         ``health_hold_down`` of seconds, not the shipped five minutes, a ``drain_grace`` of
         seconds, and the ``attacher`` of devices with binding conditions); a non-zero
@@ -129,7 +130,9 @@ class Kubedra:
         serves (None: the shipped 300);
         ``pool_selector``: the pools it owns (``KUBEDRA_POOL_SELECTOR``; its log is then
         ``kubedra-operator-<selector>.log``, so that operators of disjoint pools run side by
-        side)."""
+        side); ``launcher``: the interpreter's arguments that run the ``kubedra`` command
+        (``bench.memtrace`` runs it traced; with ``source``, this checkout's root stays on
+        the path after it, for such a launcher)."""
         self.operator_options = {"lease_check_interval": lease_check_interval,
                                  "explain_event_interval": explain_event_interval,
                                  "health_hold_down": health_hold_down,
@@ -138,7 +141,7 @@ class Kubedra:
                                  "leader_elect": leader_elect, "election": election,
                                  "metrics_secure": metrics_secure,
                                  "feature_detection_interval": feature_detection_interval,
-                                 "pool_selector": pool_selector}
+                                 "pool_selector": pool_selector, "launcher": launcher}
         config = self.plane.kubeconfig_for_service_account(NAMESPACE, "kubedra-operator")
         env = self._env(metrics_secure=metrics_secure, namespace=NAMESPACE,
                         lease_check_interval=str(lease_check_interval),
@@ -153,11 +156,11 @@ class Kubedra:
                        KUBEDRA_LEADER_RENEW_DEADLINE=str(election.renew_deadline),
                        KUBEDRA_LEADER_RETRY_PERIOD=str(election.retry_period))
         if source is not None:
-            env["PYTHONPATH"] = str(source)
+            env["PYTHONPATH"] = os.pathsep.join([str(source), str(REPO_ROOT)])
         suffix = "".join(c if c.isalnum() else "-" for c in pool_selector)
         self.operator = self.plane.spawn(
             f"kubedra-operator-{suffix}" if suffix else "kubedra-operator",
-            [sys.executable, "-m", "kubedra", "operator", f"--kubeconfig={config}",
+            [sys.executable, *launcher, "operator", f"--kubeconfig={config}",
              f"--liveness-port={liveness_port}",
              *([] if leader_elect else ["--no-leader-elect"])], env=env)
         return self.operator
