@@ -10,26 +10,29 @@ Run mode (the module's own arguments follow its name)::
 allocation. A thread of the process then looks every ``--interval`` seconds at the memory
 tracemalloc traces and writes
 
-* ``peak.txt`` / ``peak.tracemalloc`` whenever the traced memory has grown by ``--step`` (a
+* ``peak.tracemalloc`` / ``peak.json`` whenever the traced memory has grown by ``--step`` (a
   fraction) since the last peak written, each replacing the last, so that the files left hold
   the highest point the thread saw (within ``--step`` and ``--interval``);
-* ``<label>.txt`` / ``<label>.tracemalloc`` when a file ``<label>.request`` appears in ``DIR``
-  (the bench asks for ``end`` when a phase is done), then deletes the request. After such a
-  snapshot it calls glibc's ``malloc_trim(0)`` and records the RSS before and after: what
-  the allocator kept of freed memory (``malloc_trim(3)``).
+* ``<label>.tracemalloc`` / ``<label>.json`` when a file ``<label>.request`` appears in
+  ``DIR`` (the bench asks for ``end`` when a phase is done), then deletes the request. After
+  such a snapshot it calls glibc's ``malloc_trim(0)`` and records the RSS after it: what the
+  allocator kept of freed memory (``malloc_trim(3)``).
 
-A ``.txt`` report holds the process's figures (traced memory now and at its peak, ``VmRSS``,
-``VmHWM``, glibc's ``mallinfo2``: bytes in use, free in the heap, mmapped) and the top
-allocations grouped by line, by file and by traceback (``tracemalloc.Snapshot.statistics``);
-the ``.tracemalloc`` file is the whole snapshot (``Snapshot.dump``), for::
+The ``.tracemalloc`` file is the whole snapshot (``Snapshot.dump``); the ``.json`` file the
+process's figures then (traced memory now and at its peak, ``VmRSS``, ``VmHWM``, glibc's
+``mallinfo2``: bytes in use, free in the heap, mmapped). Grouping millions of traces is a
+minute of pure Python, so it is done afterwards, in another process::
 
+    python -m bench.memtrace report DIR       # DIR/<label>.txt for each snapshot
     python -m bench.memtrace compare BEFORE.tracemalloc AFTER.tracemalloc [--top 25] \\
         [--by lineno|filename|traceback]
 
-which prints the largest differences (``Snapshot.compare_to``). tracemalloc slows the process
-(every allocation records its traceback) and costs memory of its own, which ``VmRSS`` shows
-but the traced figures do not: measure RSS in a run without it. Taking a snapshot holds the
-interpreter lock for seconds at thousands of nodes (the operator's event loop waits).
+``report`` writes the figures and the top allocations by line, by file and by traceback
+(``tracemalloc.Snapshot.statistics``); ``compare`` prints the largest differences
+(``Snapshot.compare_to``). tracemalloc slows the process (every allocation records its
+traceback) and costs memory of its own, which ``VmRSS`` shows but the traced figures do not:
+measure RSS in a run without it. Taking and dumping a snapshot holds the interpreter lock for
+seconds at thousands of nodes (the operator's event loop waits).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import json
 import linecache
 import runpy
 import sys
@@ -54,7 +58,8 @@ _HIDDEN = (tracemalloc.Filter(False, tracemalloc.__file__),
            tracemalloc.Filter(False, linecache.__file__),
            tracemalloc.Filter(False, "<frozen importlib._bootstrap>"),
            tracemalloc.Filter(False, "<frozen importlib._bootstrap_external>"))
-"""What a report leaves out: tracemalloc's own allocations and the import machinery's."""
+"""What a report leaves out: tracemalloc's own allocations and the import machinery's (code
+objects of the modules imported)."""
 
 
 class _MallInfo2(ctypes.Structure):
@@ -71,10 +76,11 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def malloc_info() -> dict[str, int]:
-    """glibc's ``mallinfo2()`` of this process, in bytes: ``heap`` (``arena``:
-    bytes the main and other arenas got with ``sbrk``/``mmap``), ``in_use`` (``uordblks``),
-    ``free`` (``fordblks``: freed, kept by the allocator), ``mmapped`` (``hblkhd``: large
-    blocks, returned on free), ``top_releasable`` (``keepcost``); ``{}`` without glibc."""
+    """glibc's ``mallinfo2()`` of this process, in bytes: ``heap`` (``arena``: what the
+    arenas got from the system), ``in_use`` (``uordblks``), ``free`` (``fordblks``: freed,
+    kept by the allocator), ``mmapped`` (``hblkhd``: large blocks, returned on free),
+    ``top_releasable`` (``keepcost``); ``{}`` without glibc. Python's own small-object
+    arenas (pymalloc, 1 MiB each, mmapped) are in none of them."""
     libc = _libc()
     if libc is None or not hasattr(libc, "mallinfo2"):
         return {}
@@ -109,7 +115,8 @@ def report(snapshot: tracemalloc.Snapshot, label: str, figures: dict[str, str]) 
     """The text of a ``.txt`` report: ``figures`` (name → value), then the top allocations of
     ``snapshot`` by line, by file and by traceback."""
     shown = snapshot.filter_traces(_HIDDEN)
-    lines = [f"# {label}", *(f"{k}: {v}" for k, v in figures.items()), ""]
+    lines = [f"# {label}", *(f"{k}: {v}" for k, v in figures.items()),
+             f"traced_in_snapshot: {_mib(sum(t.size for t in snapshot.traces))}", ""]
     for key in ("lineno", "filename"):
         stats = shown.statistics(key)
         lines.append(f"## top {REPORT_TOP} by {key} (of {len(stats)}; "
@@ -149,8 +156,9 @@ class Tracer:
                 request.unlink()
 
     def write(self, label: str, *, trim: bool = False) -> None:
-        """Snapshot now: ``<label>.tracemalloc`` and ``<label>.txt`` (each written whole, then
-        renamed over the last); ``trim``: then ``malloc_trim`` and the RSS after it."""
+        """Snapshot now: ``<label>.tracemalloc`` and ``<label>.json`` (each written whole,
+        then renamed over the last, the figures last); ``trim``: then ``malloc_trim`` and the
+        RSS after it."""
         taken = time.monotonic()
         snapshot = tracemalloc.take_snapshot()
         current, peak = tracemalloc.get_traced_memory()
@@ -165,9 +173,8 @@ class Tracer:
             malloc_trim()
             figures["VmRSS_after_malloc_trim"] = _mib(proc_status_kib("VmRSS")["VmRSS"] * 1024)
         self._replace(f"{label}.tracemalloc", lambda path: snapshot.dump(str(path)))
-        text = report(snapshot, label, {**figures,
-                                        "snapshot_s": f"{time.monotonic() - taken:.1f}"})
-        self._replace(f"{label}.txt", lambda path: path.write_text(text))
+        figures["snapshot_s"] = f"{time.monotonic() - taken:.1f}"
+        self._replace(f"{label}.json", lambda path: path.write_text(json.dumps(figures)))
 
     def _replace(self, name: str, write: Callable[[Path], object]) -> None:
         partial = self.directory / f".{name}.partial"
@@ -177,11 +184,24 @@ class Tracer:
 
 def request(directory: Path, label: str) -> Path:
     """Ask the traced process writing to ``directory`` for a snapshot ``label``; returns the
-    report it will write (``<label>.txt``; an old one is removed first)."""
-    done = directory / f"{label}.txt"
+    file of figures it writes last (``<label>.json``; an old one is removed first)."""
+    done = directory / f"{label}.json"
     done.unlink(missing_ok=True)
     (directory / f"{label}.request").touch()
     return done
+
+
+def write_reports(directory: Path) -> list[Path]:
+    """``<label>.txt`` (:func:`report`) for every ``<label>.tracemalloc`` in ``directory``,
+    with the figures of its ``<label>.json``; returns the reports written."""
+    written = []
+    for dump in sorted(directory.glob("*.tracemalloc")):
+        figures_file = dump.with_suffix(".json")
+        figures = json.loads(figures_file.read_text()) if figures_file.exists() else {}
+        written.append(dump.with_suffix(".txt"))
+        written[-1].write_text(report(tracemalloc.Snapshot.load(str(dump)), dump.stem,
+                                      figures))
+    return written
 
 
 def compare(before: Path, after: Path, *, by: str, top: int) -> str:
@@ -200,8 +220,16 @@ def compare(before: Path, after: Path, *, by: str, top: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Trace a module (``--dir DIR MODULE ARGS...``) or compare two snapshots (``compare``)."""
+    """Trace a module (``--dir DIR MODULE ARGS...``), write the reports of a directory's
+    snapshots (``report DIR``) or compare two snapshots (``compare``)."""
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["report"]:
+        parser = argparse.ArgumentParser(prog="memtrace.py report",
+                                         description="a .txt report of every snapshot")
+        parser.add_argument("dir", type=Path)
+        for path in write_reports(parser.parse_args(args[1:]).dir):
+            print(path)
+        return
     if args[:1] == ["compare"]:
         parser = argparse.ArgumentParser(prog="memtrace.py compare",
                                          description="largest differences of two snapshots")
@@ -215,7 +243,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     parser = argparse.ArgumentParser(prog="memtrace.py",
                                      description=__doc__.split("\n\n")[0],
-                                     epilog="or: memtrace.py compare BEFORE AFTER [--by ...]")
+                                     epilog="or: memtrace.py report DIR; "
+                                     "memtrace.py compare BEFORE AFTER [--by ...]")
     parser.add_argument("--dir", type=Path, required=True, help="where snapshots are written")
     parser.add_argument("--frames", type=int, default=16, help="frames kept per allocation")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between looks")

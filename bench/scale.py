@@ -40,11 +40,12 @@ prints one JSON object with every figure; ``--phases`` picks phases (default all
 
 ``--tracemalloc DIR`` runs each operator under :mod:`bench.memtrace` (opt-in: tracing slows it
 and costs memory of its own, so its RSS figures are not comparable with a run without it):
-``DIR/<phase>/`` gets ``peak.txt`` and ``peak.tracemalloc`` (the top allocations by line, file
-and traceback at the highest traced memory seen) and ``end.txt`` / ``end.tracemalloc`` (when
-the phase is done: published and settled, or every pool verified), with ``VmRSS``, glibc's
-``mallinfo2`` and the RSS after ``malloc_trim``; ``python -m bench.memtrace compare A B``
-prints what differs. Glibc's allocator is tuned as usual through the environment
+``DIR/<phase>/`` gets ``peak.tracemalloc`` (at the highest traced memory seen) and
+``end.tracemalloc`` (when the phase is done: published and settled, or every pool verified),
+each with a ``.json`` of ``VmRSS``, glibc's ``mallinfo2`` and, at the end, the RSS after
+``malloc_trim``; then ``python -m bench.memtrace report DIR/<phase>`` writes the top
+allocations by line, file and traceback, and ``python -m bench.memtrace compare A B`` what
+differs. Glibc's allocator is tuned as usual through the environment
 (``MALLOC_ARENA_MAX=2``), which the operator inherits.
 """
 
@@ -625,8 +626,8 @@ class ScaleBench:
                                     metrics_secure=False, launcher=launcher)
 
     async def snapshot_end(self) -> str | None:
-        """With ``--tracemalloc``: the traced operator's ``end`` snapshot, taken now (its
-        report's path), else None."""
+        """With ``--tracemalloc``: the traced operator's ``end`` snapshot, taken now (the path
+        of its figures), else None."""
         if self.traces is None:
             return None
         done = memtrace.request(self.traces, "end")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,6 +36,7 @@ def _allocate() -> list[bytes]:
 def test_a_snapshot_names_the_line_holding_the_memory(traced: None, tmp_path: Path) -> None:
     held = _allocate()
     memtrace.Tracer(tmp_path, interval=1.0, step=0.1).write("peak")
+    assert memtrace.write_reports(tmp_path) == [tmp_path / "peak.txt"]
     text = (tmp_path / "peak.txt").read_text()
     by_line = text.split("## top 40 by lineno")[1].splitlines()[1]
     size_mib = float(by_line.split()[0])
@@ -55,10 +57,9 @@ def test_a_requested_snapshot_is_written_and_the_request_removed(traced: None,
     while not done.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert (done.exists(), (tmp_path / "end.request").exists(),
-            (tmp_path / "peak.txt").exists()) == (True, False, True)
-    trimmed = next(line for line in done.read_text().splitlines()
-                   if line.startswith("VmRSS_after_malloc_trim: "))
-    assert float(trimmed.split()[1]) > 0
+            (tmp_path / "peak.json").exists()) == (True, False, True)
+    figures = json.loads(done.read_text())
+    assert float(figures["VmRSS_after_malloc_trim"].split()[0]) > 0
 
 
 def test_the_comparison_shows_what_grew_between_two_snapshots(traced: None,
@@ -78,7 +79,7 @@ def test_a_module_runs_traced_with_its_own_arguments(tmp_path: Path) -> None:
     """The module (timeit, its statements as arguments) runs traced, and waits for the first
     peak snapshot."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'operator'}"}
-    peak = tmp_path / "out" / "peak.txt"
+    peak = tmp_path / "out" / "peak.json"
     done = subprocess.run(
         [sys.executable, "-m", "bench.memtrace", "--dir", str(tmp_path / "out"),
          "--interval", "0.05", "timeit", "-n", "1", "-r", "1",
