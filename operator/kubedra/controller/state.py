@@ -20,7 +20,7 @@ from kubedra.api.resource import OwnerReference
 from kubedra.binding.attach import Attacher, AttachResult, ImmediateAttacher
 from kubedra.controller.explain_state import ExplainState
 from kubedra.controller.histograms import OperatorHistograms
-from kubedra.controller.kept import LEFT_OUT_METADATA, opened
+from kubedra.controller.kept import LEFT_OUT_METADATA, KeptObject, Packer, opened
 from kubedra.controller.leases import LeaseCache
 from kubedra.controller.nodes import declared_features
 from kubedra.controller.queue import WorkQueue
@@ -279,18 +279,28 @@ class StatusOverlay(Generic[K]):
     claim's (namespace, name), an inventory's name): a reconcile right after a write (a slice
     or Lease event, another event of the object) would otherwise find the old status in the
     cached object and write it again, with a new transition time. An entry is dropped once the
-    watched object is at least as new, is another object (UID), or is gone."""
+    watched object is at least as new, is another object (UID), or is gone: when the watch
+    event shows it (:meth:`observe`), or at the next :meth:`merge`.
 
-    written: dict[K, dict[str, Any]] = field(default_factory=dict)
+    The object a write returned is kept as a :class:`~kubedra.controller.kept.KeptObject`
+    record, as the indexes keep the watched one (no managedFields, packed): an 8-H200
+    inventory's answer is 44 KiB as dicts and 0.9 KiB as a record, and while publishing a
+    fleet every inventory has one such answer waiting for its watch event and its next
+    reconcile (``bench/RESULTS.md``, scale round 12)."""
+
+    written: dict[K, KeptObject] = field(default_factory=dict)
     quiet: dict[K, int] = field(default_factory=dict)
     """Key → resourceVersion of a write whose watch event needs no reconcile
     (:meth:`is_quiet_echo`)."""
+    packer: Packer = field(default_factory=Packer)
+    """Makes the records of :attr:`written` (one preset dictionary for the kind)."""
 
     def record(self, key: K, obj: dict[str, Any], *, quiet: bool = False) -> None:
-        """Remember the object the status write returned; ``quiet``: the object differs from
-        what the reconcile that wrote it decided from only in what it wrote, so the watch
-        event of this very version has nothing to reconcile."""
-        self.written[key] = obj
+        """Remember the object the status write returned (as a record: ``obj`` is not
+        kept); ``quiet``: the object differs from what the reconcile that wrote it decided
+        from only in what it wrote, so the watch event of this very version has nothing to
+        reconcile."""
+        self.written[key] = self.packer.keep(obj)
         version = _rv(obj)
         if quiet and version:
             self.quiet[key] = version
@@ -309,16 +319,32 @@ class StatusOverlay(Generic[K]):
             del self.quiet[key]
         return seen == version
 
+    def observe(self, key: K, watched: Mapping[str, Any]) -> None:
+        """A watch event of the object (``watched``: its object, of a DELETED event the last
+        state): a write the event is at least as new as, or of another object, is dropped
+        now. The index already holds the event's object (kopf fills indexes before it calls
+        event handlers), so a reconcile reads at least that version without it; kept until
+        the next :meth:`merge`, each answer stayed while the reconcile queue was drained."""
+        mine = self.written.get(key)
+        if mine is not None and self._superseded(mine, watched):
+            del self.written[key]
+
     def merge(self, key: K, watched: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The watched object, or the one last written if that is newer."""
+        """The watched object, or the one last written if that is newer (a fresh copy of it,
+        without managedFields and annotations, as the indexes give objects)."""
         mine = self.written.get(key)
         if mine is None:
             return watched
-        if (watched is None or watched["metadata"].get("uid") != mine["metadata"].get("uid")
-                or _rv(watched) >= _rv(mine)):
+        if watched is None or self._superseded(mine, watched):
             del self.written[key]
             return watched
-        return mine
+        return mine.body()
+
+    @staticmethod
+    def _superseded(mine: KeptObject, watched: Mapping[str, Any]) -> bool:
+        """Whether ``watched`` is another object than the one written, or at least as new."""
+        return (watched["metadata"].get("uid") != mine.uid
+                or _rv(watched) >= _version(mine.resource_version))
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,7 @@ async def on_inventory(name: str, body: kopf.Body, memo: Any, **kwargs: Any) -> 
     and nothing else changed (:meth:`~kubedra.controller.state.StatusOverlay.is_quiet_echo`:
     one reconcile per claim saved, ``bench/RESULTS.md``, claims at 1,000 nodes)."""
     state = _state(memo, kwargs)
+    state.inventory_overlay.observe(name, body)
     if state.inventory_overlay.is_quiet_echo(name, body):
         return
     state.inventory_queue.add(name)
@@ -206,6 +207,7 @@ async def on_claim(namespace: str | None, name: str, type: str | None, body: kop
     (:func:`kubedra.controller.claims.same_inputs`: one claim reconcile per claim saved,
     ``bench/RESULTS.md``, claims at 50/s)."""
     state = _state(memo, kwargs)
+    state.claim_overlay.observe((namespace or "", name), body)
     if state.claim_overlay.is_quiet_echo((namespace or "", name), body):
         return
     state.explain.claims_version += 1

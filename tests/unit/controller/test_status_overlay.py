@@ -4,8 +4,13 @@ it writes the same status again with a new transition time (bench/scale.py measu
 per claim, and two status writes per inventory when a slice event came before the watch showed
 the first)."""
 
+import tracemalloc
 from typing import Any
 
+import msgspec
+
+from bench.cache_memory import _objects
+from kubedra.controller.kept import LEFT_OUT_METADATA
 from kubedra.controller.state import StatusOverlay
 
 KEY = ("ns", "claim")
@@ -28,8 +33,8 @@ def test_a_write_the_watch_has_not_shown_wins() -> None:
     overlay = StatusOverlay()
     written = claim(7, ready=True)
     overlay.record(KEY, written)
-    assert overlay.merge(KEY, claim(6)) is written
-    assert overlay.merge(KEY, claim(6)) is written  # until the watch catches up
+    assert overlay.merge(KEY, claim(6)) == written
+    assert overlay.merge(KEY, claim(6)) == written  # until the watch catches up
 
 
 def test_the_watch_catching_up_drops_the_write() -> None:
@@ -60,7 +65,7 @@ def test_an_inventory_reads_its_own_status_write_until_the_watch_shows_it() -> N
                "status": {**reported["status"], "conditions": [
                    {"type": "Published", "status": "True", "reason": "SlicesPublished"}]}}
     overlay.record("n-gpu", written)
-    assert overlay.merge("n-gpu", reported) is written
+    assert overlay.merge("n-gpu", reported) == written
     assert overlay.merge("other", reported) is reported
     assert overlay.merge("n-gpu", None) is None  # deleted: nothing kept
     assert overlay.written == {}
@@ -81,7 +86,7 @@ def test_the_watch_event_of_a_quiet_write_is_its_echo_once() -> None:
     assert not overlay.is_quiet_echo("n-gpu", inventory(10))  # an older event: reconcile
     assert overlay.is_quiet_echo("n-gpu", inventory(11, allocations=1))
     assert not overlay.is_quiet_echo("n-gpu", inventory(11, allocations=1))  # once only
-    assert overlay.written["n-gpu"]["metadata"]["resourceVersion"] == "11"  # merge unchanged
+    assert overlay.written["n-gpu"].resource_version == "11"  # merge unchanged
 
 
 def test_a_newer_version_or_a_loud_write_is_no_echo() -> None:
@@ -101,3 +106,41 @@ def test_a_write_without_a_resource_version_is_no_quiet_write() -> None:
     overlay.record("n-gpu", unversioned, quiet=True)
     assert overlay.quiet == {}
     assert not overlay.is_quiet_echo("n-gpu", unversioned)
+
+
+def test_the_watch_event_of_a_write_drops_it_before_the_next_reconcile() -> None:
+    """While a fleet is published every inventory's answer waited for its next reconcile,
+    thousands queued behind each other; its watch event is enough (the index holds it)."""
+    overlay: StatusOverlay[str] = StatusOverlay()
+    overlay.record("n-gpu", inventory(11, allocations=1))
+    overlay.observe("n-gpu", inventory(10))  # older: the write still stands
+    assert overlay.merge("n-gpu", inventory(10)) == {
+        **inventory(11, allocations=1), "metadata": {
+            k: v for k, v in inventory(11)["metadata"].items() if k != "managedFields"}}
+    overlay.observe("n-gpu", inventory(11, allocations=1))
+    assert overlay.written == {}
+    overlay.record("n-gpu", inventory(12))
+    overlay.observe("n-gpu", {"metadata": {"uid": "i2", "resourceVersion": "3"}})  # recreated
+    assert overlay.written == {}
+
+
+def test_a_written_inventory_is_kept_as_a_record_not_as_the_answer() -> None:
+    """The answer to an 8-H200 inventory's status write (managedFields included) is 44 KiB
+    of dicts; kept whole until the watch showed it, 5,000 of them were held at a fleet's
+    publish peak."""
+    answer = _objects(2, False)[0]
+    overlay: StatusOverlay[str] = StatusOverlay()
+    overlay.record("other", msgspec.json.decode(answer[1]))  # the dictionary: the kind's first
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    decoded = msgspec.json.decode(answer[0])
+    answer_size = tracemalloc.get_traced_memory()[0] - before
+    overlay.record("n-gpu", decoded)
+    del decoded
+    held = tracemalloc.get_traced_memory()[0] - before  # the record, msgspec's key cache
+    tracemalloc.stop()
+    assert (answer_size > 40 * 1024, held < answer_size / 4) == (True, True), (answer_size, held)
+    written = msgspec.json.decode(answer[0])
+    older = {**written, "metadata": {**written["metadata"], "resourceVersion": "1"}}
+    assert overlay.merge("n-gpu", older) == {**written, "metadata": {
+        k: v for k, v in written["metadata"].items() if k not in LEFT_OUT_METADATA}}
