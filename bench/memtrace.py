@@ -16,7 +16,10 @@ tracemalloc traces and writes
 * ``<label>.tracemalloc`` / ``<label>.json`` when a file ``<label>.request`` appears in
   ``DIR`` (the bench asks for ``end`` when a phase is done), then deletes the request. After
   such a snapshot it calls glibc's ``malloc_trim(0)`` and records the RSS after it: what the
-  allocator kept of freed memory (``malloc_trim(3)``).
+  allocator kept of freed memory (``malloc_trim(3)``);
+* ``holders.txt`` when ``holders.request`` appears: the API objects (dicts with a ``kind`` and
+  ``metadata``) alive, by kind, and what holds them (:func:`holders`; the garbage collector's
+  frozen objects are unfrozen to be seen, so ask for it last).
 
 The ``.tracemalloc`` file is the whole snapshot (``Snapshot.dump``); the ``.json`` file the
 process's figures then (traced memory now and at its peak, ``VmRSS``, ``VmHWM``, glibc's
@@ -40,6 +43,8 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import functools
+import gc
 import json
 import linecache
 import runpy
@@ -132,6 +137,56 @@ def report(snapshot: tracemalloc.Snapshot, label: str, figures: dict[str, str]) 
     return "\n".join(lines) + "\n"
 
 
+HOLDER_SAMPLES = 12
+"""Objects of each kind whose holders :func:`holders` follows."""
+HOLDER_DEPTH = 6
+"""Steps of referrers :func:`holders` follows from each object."""
+
+
+def _describe(obj: object) -> str:
+    """One step of a holder chain: the type, and for frames their function and line, for
+    dicts a few keys."""
+    if isinstance(obj, type(sys._getframe())):
+        return f"frame {obj.f_code.co_name} {obj.f_code.co_filename}:{obj.f_lineno}"
+    if isinstance(obj, dict):
+        return f"dict keys={list(obj)[:4]}"
+    return type(obj).__qualname__
+
+
+def holders() -> str:
+    """The API objects alive (dicts with ``kind`` and ``metadata``) by kind, and for a few of
+    each kind the chain of their first referrers (:data:`HOLDER_DEPTH` steps): who holds the
+    raw bodies. A chain ends early where the holder is no object the collector tracks: most
+    often a local variable of a running coroutine or function (the frames of running code
+    are not objects). Unfreezes the collector's frozen objects (``gc.get_objects`` does not
+    list them)."""
+    gc.unfreeze()
+    here = sys._getframe()
+    found: dict[str, list[dict[str, object]]] = {}
+    for obj in gc.get_objects():
+        if type(obj) is dict and isinstance(obj.get("kind"), str) and "metadata" in obj:
+            found.setdefault(str(obj["kind"]), []).append(obj)
+    lines = [f"{kind}: {len(objs)} alive" for kind, objs in sorted(found.items())]
+    ignored = {id(found), id(here), *(id(v) for v in found.values())}
+    for kind, objs in sorted(found.items()):
+        chains: dict[str, int] = {}
+        for obj in objs[:HOLDER_SAMPLES]:
+            steps: list[str] = []
+            current: object = obj
+            for _ in range(HOLDER_DEPTH):
+                referrers = [r for r in gc.get_referrers(current) if id(r) not in ignored
+                             and r is not steps]
+                if not referrers:
+                    break
+                current = referrers[0]
+                del referrers  # a referrer of the next step's object, else
+                steps.append(_describe(current))
+            chains[" <- ".join(steps)] = chains.get(" <- ".join(steps), 0) + 1
+        lines.append(f"## {kind}: holders of {min(len(objs), HOLDER_SAMPLES)} of them")
+        lines += [f"{n} x {chain}" for chain, n in sorted(chains.items(), key=lambda c: -c[1])]
+    return "\n".join(lines) + "\n"
+
+
 class Tracer:
     """The snapshot thread of a traced process (see the module's docstring)."""
 
@@ -152,7 +207,10 @@ class Tracer:
                 self.write("peak")
                 self.next_peak = int(current * (1 + self.step))
             for request in sorted(self.directory.glob("*.request")):
-                self.write(request.stem, trim=True)
+                if request.stem == "holders":
+                    self._replace("holders.txt", functools.partial(_write_text, holders()))
+                else:
+                    self.write(request.stem, trim=True)
                 request.unlink()
 
     def write(self, label: str, *, trim: bool = False) -> None:
@@ -182,10 +240,15 @@ class Tracer:
         partial.replace(self.directory / name)
 
 
+def _write_text(text: str, path: Path) -> None:
+    path.write_text(text)
+
+
 def request(directory: Path, label: str) -> Path:
-    """Ask the traced process writing to ``directory`` for a snapshot ``label``; returns the
-    file of figures it writes last (``<label>.json``; an old one is removed first)."""
-    done = directory / f"{label}.json"
+    """Ask the traced process writing to ``directory`` for a snapshot ``label`` (or, for
+    ``holders``, :func:`holders`); returns the file it writes last (``<label>.json``,
+    ``holders.txt``; an old one is removed first)."""
+    done = directory / ("holders.txt" if label == "holders" else f"{label}.json")
     done.unlink(missing_ok=True)
     (directory / f"{label}.request").touch()
     return done

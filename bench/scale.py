@@ -43,7 +43,8 @@ and costs memory of its own, so its RSS figures are not comparable with a run wi
 ``DIR/<phase>/`` gets ``peak.tracemalloc`` (at the highest traced memory seen) and
 ``end.tracemalloc`` (when the phase is done: published and settled, or every pool verified),
 each with a ``.json`` of ``VmRSS``, glibc's ``mallinfo2`` and, at the end, the RSS after
-``malloc_trim``; then ``python -m bench.memtrace report DIR/<phase>`` writes the top
+``malloc_trim``, and ``holders.txt`` (the API objects alive by kind, and what holds them);
+then ``python -m bench.memtrace report DIR/<phase>`` writes the top
 allocations by line, file and traceback, and ``python -m bench.memtrace compare A B`` what
 differs. Glibc's allocator is tuned as usual through the environment
 (``MALLOC_ARENA_MAX=2``), which the operator inherits.
@@ -626,13 +627,14 @@ class ScaleBench:
                                     metrics_secure=False, launcher=launcher)
 
     async def snapshot_end(self) -> str | None:
-        """With ``--tracemalloc``: the traced operator's ``end`` snapshot, taken now (the path
-        of its figures), else None."""
+        """With ``--tracemalloc``: the traced operator's ``end`` snapshot and its holders,
+        taken now (the directory of the files), else None."""
         if self.traces is None:
             return None
-        done = memtrace.request(self.traces, "end")
-        await self.until(lambda: done.exists(), timeout=600, what="the end snapshot")
-        return str(done)
+        for label in ("end", "holders"):
+            done = memtrace.request(self.traces, label)
+            await self.until(done.exists, timeout=600, what=f"the {label} snapshot")
+        return str(done.parent)
 
     async def switch_operator(self, source: Path | None, nodes: int) -> None:
         """Stop the operator and start the one of ``source`` (None: this checkout's), then

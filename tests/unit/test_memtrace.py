@@ -90,3 +90,17 @@ def test_a_module_runs_traced_with_its_own_arguments(tmp_path: Path) -> None:
     assert (done.returncode, done.stderr) == (0, "")
     assert "1 loop" in done.stdout
     assert peak.exists()
+
+
+class _Holder:
+    def __init__(self, body: dict[str, object]) -> None:
+        self.body = body
+
+
+def test_holders_names_what_keeps_an_api_object_alive() -> None:
+    held = _Holder({"kind": "MemtraceProbe", "metadata": {"name": "x"}})
+    text = memtrace.holders()
+    assert "MemtraceProbe: 1 alive" in text.splitlines()
+    chain = text.split("## MemtraceProbe: holders of 1 of them\n")[1].splitlines()[0]
+    assert chain == "1 x _Holder"  # held by this running function's local: not tracked
+    assert held.body["kind"] == "MemtraceProbe"
