@@ -163,9 +163,11 @@ def holders() -> str:
     gc.unfreeze()
     here = sys._getframe()
     found: dict[str, list[dict[str, object]]] = {}
-    for obj in gc.get_objects():
+    tracked = gc.get_objects()
+    for obj in tracked:
         if type(obj) is dict and isinstance(obj.get("kind"), str) and "metadata" in obj:
             found.setdefault(str(obj["kind"]), []).append(obj)
+    del tracked, obj  # holders of everything
     lines = [f"{kind}: {len(objs)} alive" for kind, objs in sorted(found.items())]
     ignored = {id(found), id(here), *(id(v) for v in found.values())}
     for kind, objs in sorted(found.items()):
