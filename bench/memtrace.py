@@ -172,9 +172,9 @@ def holders() -> str:
     ignored = {id(found), id(here), *(id(v) for v in found.values())}
     for kind, objs in sorted(found.items()):
         chains: dict[str, int] = {}
-        for obj in objs[:HOLDER_SAMPLES]:
+        for index in range(min(len(objs), HOLDER_SAMPLES)):  # a slice would hold them
             steps: list[str] = []
-            current: object = obj
+            current: object = objs[index]
             for _ in range(HOLDER_DEPTH):
                 referrers = [r for r in gc.get_referrers(current) if id(r) not in ignored
                              and r is not steps]

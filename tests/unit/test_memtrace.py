@@ -99,8 +99,10 @@ class _Holder:
 
 def test_holders_names_what_keeps_an_api_object_alive() -> None:
     held = _Holder({"kind": "MemtraceProbe", "metadata": {"name": "x"}})
+    holders = [held]
     text = memtrace.holders()
     assert "MemtraceProbe: 1 alive" in text.splitlines()
     chain = text.split("## MemtraceProbe: holders of 1 of them\n")[1].splitlines()[0]
-    assert chain == "1 x _Holder"  # held by this running function's local: not tracked
+    assert chain == "1 x _Holder <- list"  # the list is held by this running function's local
+    assert holders == [held]
     assert held.body["kind"] == "MemtraceProbe"
