@@ -92,12 +92,8 @@ class Runtime:
             api=self.api, settings=self.settings, view=view, leases=self.leases,
             explain=ExplainState(event_interval=self.settings.explain_event_interval),
             attacher=load_attacher(self.settings.attacher), metrics=self.metrics)
-        # what is cached now lives long: the cyclic collector need not walk it again (a full
-        # collection of the millions of objects a large fleet's caches hold is seconds of CPU
-        # under the interpreter lock, the election thread's too); freed objects are still
-        # freed by their reference counts
-        gc.freeze()
-        self.ready.set()
+        self.ready.set()  # the caches are frozen after the first pass, not now: see
+        # freeze_after_first_pass
         return self.state
 
     def start(self) -> None:
@@ -195,7 +191,33 @@ def inventory_step(state: OperatorState) -> Step[str]:
         if published and published != before:
             for use in state.view.uses_of(published.driver, published.name):
                 state.claim_queue.add((use.namespace, use.name))
+        freeze_after_first_pass(state)
     return step
+
+
+def freeze_after_first_pass(state: OperatorState) -> None:
+    """Once, when the first pass over the inventories is done (at least as many reconciles
+    as inventories, and nothing queued or in progress but this one): collect the cyclic
+    garbage, then freeze what is left (``gc.freeze``). What the caches hold lives long, so
+    the cyclic collector need not walk it again (a full collection of the millions of
+    objects a large fleet's caches hold is seconds of CPU under the interpreter lock);
+    frozen objects are still freed by their reference counts.
+
+    Frozen at the first event, when kopf had filled every index, it froze kopf's body of
+    every listed object as well: each listed object's worker holds it until every index is
+    filled, and a ``kopf.Body`` is a reference cycle with its views (``Body._meta`` is a
+    ``Meta`` whose source is the body), so once the workers let go each was cyclic garbage
+    in the permanent generation, never collected, holding the raw event it wraps: one
+    listed inventory (60 KiB as ``json.loads`` makes it, 8 H200) per node for the life of
+    the process (``bench/RESULTS.md``, scale round 12). By the end of the first pass every
+    listed object's handler has run, so their bodies are garbage the collection frees.
+    """
+    if (state.caches_frozen or state.inventory_queue.busy() > 1
+            or state.inventories_reconciled < len(state.view.inventories)):
+        return
+    gc.collect()
+    gc.freeze()
+    state.caches_frozen = True
 
 
 def claim_step(state: OperatorState) -> Step[tuple[str, str]]:

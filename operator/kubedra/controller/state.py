@@ -431,6 +431,9 @@ class OperatorState:
     inventories_unchanged: int = 0
     """Of those, the ones that found the pool as ``status.publishedFrom`` recorded it
     (:mod:`kubedra.controller.fingerprint`)."""
+    caches_frozen: bool = False
+    """Whether what the caches hold was frozen after the first pass over the inventories
+    (:func:`kubedra.controller.runtime.freeze_after_first_pass`)."""
     metrics: OperatorHistograms = field(default_factory=OperatorHistograms)
     """How long reconciles and publishes take (served on ``/metrics``)."""
     fleet: Rows | None = None
