@@ -154,8 +154,9 @@ def _describe(obj: object) -> str:
 
 
 def holders() -> str:
-    """The API objects alive (dicts with ``kind`` and ``metadata``) by kind, and for a few of
-    each kind the chain of their first referrers (:data:`HOLDER_DEPTH` steps): who holds the
+    """The API objects alive (dicts with ``kind`` and ``metadata``) by kind, and the
+    ``metadata`` dicts (with ``managedFields``) alive without their object, and for a few of
+    each the chain of their first referrers (:data:`HOLDER_DEPTH` steps): who holds the
     raw bodies. A chain ends early where the holder is no object the collector tracks: most
     often a local variable of a running coroutine or function (the frames of running code
     are not objects). Unfreezes the collector's frozen objects (``gc.get_objects`` does not
@@ -167,6 +168,8 @@ def holders() -> str:
     for obj in tracked:
         if type(obj) is dict and isinstance(obj.get("kind"), str) and "metadata" in obj:
             found.setdefault(str(obj["kind"]), []).append(obj)
+        elif type(obj) is dict and "managedFields" in obj:  # an object's metadata, alone
+            found.setdefault("metadata (with managedFields)", []).append(obj)
     del tracked, obj  # holders of everything
     lines = [f"{kind}: {len(objs)} alive" for kind, objs in sorted(found.items())]
     ignored = {id(found), id(here), *(id(v) for v in found.values())}
