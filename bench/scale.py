@@ -93,6 +93,9 @@ LEASE_DURATION = 40
 """Seconds, the agent's default (``Settings.lease_duration``); renewed every third of it
 (``--lease-duration`` sets another, where the API server of a small machine cannot take the
 renewals of thousands of agents: ``bench/RESULTS.md``, 5,000 nodes)."""
+SCHEDULER_QPS = 50.0
+"""kube-scheduler's client QPS by default (``clientConnection.qps``,
+``pkg/scheduler/apis/config/v1/defaults.go``; burst 100)."""
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONCURRENCY = 16
@@ -491,6 +494,8 @@ class Options:
     cores the leader may miss its 10 s renew deadline and exit (``bench/RESULTS.md``)."""
     lease_duration: int = LEASE_DURATION
     """The agents' Lease duration (seconds); renewed every third of it."""
+    scheduler_qps: float = SCHEDULER_QPS
+    """kube-scheduler's client QPS (its burst is twice that)."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -986,11 +991,25 @@ def build_go(tool: str) -> Path:
     return out
 
 
+def scheduler_args(qps: float) -> list[str]:
+    """kube-scheduler flags for a client of ``qps`` requests a second, burst twice that.
+
+    ``--kube-api-qps`` and ``--kube-api-burst`` are kube-scheduler's deprecated flags
+    (``cmd/kube-scheduler/app/options/deprecated.go``), still applied when it runs without
+    ``--config``, as the harness runs it; at :data:`SCHEDULER_QPS` they change nothing.
+    """
+    if qps == SCHEDULER_QPS:
+        return []
+    return [f"--kube-api-qps={qps:g}", f"--kube-api-burst={2 * qps:g}"]
+
+
 def run(options: Options, workdir: Path) -> Json:
     """One whole run on a fresh control plane in ``workdir``."""
     audit = AuditLog(workdir / "audit")
-    with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args()) as plane:
-        return asyncio.run(ScaleBench(plane, audit, options).run())
+    with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args(),
+                      scheduler_args=scheduler_args(options.scheduler_qps)) as plane:
+        result = asyncio.run(ScaleBench(plane, audit, options).run())
+    return {**result, "scheduler_qps": options.scheduler_qps}
 
 
 def main() -> None:
@@ -1008,6 +1027,9 @@ def main() -> None:
                         help="the agents' Lease duration, seconds (renewed every third)")
     parser.add_argument("--claims", type=int, default=200)
     parser.add_argument("--claim-rate", type=float, default=50.0, help="per second")
+    parser.add_argument("--scheduler-qps", type=float, default=SCHEDULER_QPS,
+                        help="kube-scheduler's client QPS, burst twice that (default: "
+                             "upstream's 50)")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                         help="run the operator without leader election")
@@ -1023,7 +1045,8 @@ def main() -> None:
                       churn_s=args.churn, churn_percent=args.churn_percent,
                       claims=args.claims, claim_rate=args.claim_rate,
                       baseline=args.baseline and args.baseline.resolve(),
-                      leader_elect=args.leader_elect, lease_duration=args.lease_duration)
+                      leader_elect=args.leader_elect, lease_duration=args.lease_duration,
+                      scheduler_qps=args.scheduler_qps)
     if args.workdir:
         result = run(options, args.workdir)
     else:

@@ -142,6 +142,8 @@ class ControlPlane:
         apiserver_args: more kube-apiserver flags (``bench/scale.py`` turns on an audit log).
         kcm_args: more kube-controller-manager flags (``e2e/test_pool_status.py`` turns on an
             alpha feature gate).
+        scheduler_args: more kube-scheduler flags (``bench/scale.py --scheduler-qps`` raises
+            its client's QPS).
         workloads: run :data:`WORKLOAD_CONTROLLERS` too.
         feature_gates: ``--feature-gates`` of kube-apiserver, kube-controller-manager and
             kube-scheduler alike (``DRADeviceTaints=false,...``; they must agree: a scheduler
@@ -150,11 +152,13 @@ class ControlPlane:
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
                  apiserver_args: Sequence[str] = (), kcm_args: Sequence[str] = (),
-                 workloads: bool = False, feature_gates: str = ""):
+                 scheduler_args: Sequence[str] = (), workloads: bool = False,
+                 feature_gates: str = ""):
         self.workdir = workdir.resolve()
         self.gate_args = [f"--feature-gates={feature_gates}"] if feature_gates else []
         self.apiserver_args = [*apiserver_args, *self.gate_args]
         self.kcm_args = list(kcm_args)
+        self.scheduler_args = list(scheduler_args)
         self.controllers = CONTROLLERS + (WORKLOAD_CONTROLLERS if workloads else ())
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
         self.detached = detached
@@ -267,7 +271,7 @@ class ControlPlane:
             f"--authorization-kubeconfig={sched_cfg}", "--leader-elect=false",
             "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
             "--cert-dir", str(self.pki / "scheduler-generated"), "--profiling=false",
-            "--authentication-skip-lookup=true", *self.gate_args,
+            "--authentication-skip-lookup=true", *self.gate_args, *self.scheduler_args,
         ])
         self._spawn("kwok", [
             f"--kubeconfig={kwok_cfg}", f"--config={self._write_kwok_config()}",
