@@ -66,6 +66,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from bench.claimload import create_claims, pod_with_claim
 from bench.publish import cpu_seconds, peak_rss_mib, rss_mib, writes_by_resource
+from bench.py_spy import PhaseProfiles
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
 from e2e.harness.kubedra import H200_CAPTURE, NAMESPACE, Kubedra, kubectl
@@ -496,6 +497,8 @@ class Options:
     """The agents' Lease duration (seconds); renewed every third of it."""
     scheduler_qps: float = SCHEDULER_QPS
     """kube-scheduler's client QPS (its burst is twice that)."""
+    py_spy: Path | None = None
+    """A directory for py-spy profiles of the operator, one per phase (:mod:`bench.py_spy`)."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -513,6 +516,9 @@ class ScaleBench:
         self.liveness_port = 0
         self.renewer_pid = 0
         """``hack/benchagents``' process, once started."""
+        self.profiles = PhaseProfiles(options.py_spy)
+        self.phase = ""
+        """The phase running now."""
 
     async def run(self) -> Json:
         """Every chosen phase in order; returns the figures."""
@@ -542,11 +548,16 @@ class ScaleBench:
             try:
                 for phase in PHASES:
                     if phase in opts.phases:
+                        self.phase = phase
+                        if self.kubedra.operator is not None and not self.exited():
+                            self.profiles.start(self.kubedra.operator.pid, phase)
                         self.results[phase] = await getattr(self, phase)(api, agents, watcher)
+                        self.profiles.stop()
                         self.results[phase]["load_average"] = os.getloadavg()[0]
                         print(f"{phase}: {json.dumps(self.results[phase])}", file=sys.stderr,
                               flush=True)
             finally:
+                self.profiles.stop()
                 watching.cancel()
                 await asyncio.gather(watching, return_exceptions=True)
                 renewer_cpu = cpu_seconds(renewer.pid)
@@ -606,6 +617,8 @@ class ScaleBench:
         self.kubedra.start_operator(liveness_port=self.liveness_port, source=source,
                                     leader_elect=self.options.leader_elect,
                                     metrics_secure=False)
+        assert self.kubedra.operator is not None
+        self.profiles.start(self.kubedra.operator.pid, self.phase)
 
     async def switch_operator(self, source: Path | None, nodes: int) -> None:
         """Stop the operator and start the one of ``source`` (None: this checkout's), then
@@ -1030,6 +1043,9 @@ def main() -> None:
     parser.add_argument("--scheduler-qps", type=float, default=SCHEDULER_QPS,
                         help="kube-scheduler's client QPS, burst twice that (default: "
                              "upstream's 50)")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                        help="py-spy profiles of the operator, DIR/<phase>.raw "
+                             "(python -m bench.py_spy FILE.raw summarises one)")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                         help="run the operator without leader election")
@@ -1046,7 +1062,8 @@ def main() -> None:
                       claims=args.claims, claim_rate=args.claim_rate,
                       baseline=args.baseline and args.baseline.resolve(),
                       leader_elect=args.leader_elect, lease_duration=args.lease_duration,
-                      scheduler_qps=args.scheduler_qps)
+                      scheduler_qps=args.scheduler_qps,
+                      py_spy=args.py_spy and args.py_spy.resolve())
     if args.workdir:
         result = run(options, args.workdir)
     else:
