@@ -94,6 +94,11 @@ LEASE_DURATION = 40
 """Seconds, the agent's default (``Settings.lease_duration``); renewed every third of it
 (``--lease-duration`` sets another, where the API server of a small machine cannot take the
 renewals of thousands of agents: ``bench/RESULTS.md``, 5,000 nodes)."""
+NODE_STATUS_PERIOD_S = 300.0
+"""A real kubelet's ``nodeStatusReportFrequency`` (seconds): how often it posts a Node status
+that did not change (its heartbeats go to its Lease in ``kube-node-lease``, which nothing of
+kubedra watches). kwok's own heartbeat stage posts one every 20 to 25 s, 12 to 15 times as
+many Node events as a fleet of kubelets sends (``--node-status-period 0``: kwok's)."""
 SCHEDULER_QPS = 50.0
 """kube-scheduler's client QPS by default (``clientConnection.qps``,
 ``pkg/scheduler/apis/config/v1/defaults.go``; burst 100)."""
@@ -497,6 +502,9 @@ class Options:
     """The agents' Lease duration (seconds); renewed every third of it."""
     scheduler_qps: float = SCHEDULER_QPS
     """kube-scheduler's client QPS (its burst is twice that)."""
+    node_status_period_s: float | None = NODE_STATUS_PERIOD_S
+    """Seconds between two status updates of a kwok Node (None: kwok's 20 to 25 s; see
+    :class:`~e2e.harness.ControlPlane`)."""
     py_spy: Path | None = None
     """A directory for py-spy profiles of the operator, one per phase (:mod:`bench.py_spy`)."""
     peer_hold_s: float = 35.0
@@ -1020,9 +1028,11 @@ def run(options: Options, workdir: Path) -> Json:
     """One whole run on a fresh control plane in ``workdir``."""
     audit = AuditLog(workdir / "audit")
     with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args(),
-                      scheduler_args=scheduler_args(options.scheduler_qps)) as plane:
+                      scheduler_args=scheduler_args(options.scheduler_qps),
+                      node_status_period_s=options.node_status_period_s) as plane:
         result = asyncio.run(ScaleBench(plane, audit, options).run())
-    return {**result, "scheduler_qps": options.scheduler_qps}
+    return {**result, "scheduler_qps": options.scheduler_qps,
+            "node_status_period_s": options.node_status_period_s}
 
 
 def main() -> None:
@@ -1043,6 +1053,9 @@ def main() -> None:
     parser.add_argument("--scheduler-qps", type=float, default=SCHEDULER_QPS,
                         help="kube-scheduler's client QPS, burst twice that (default: "
                              "upstream's 50)")
+    parser.add_argument("--node-status-period", type=float, default=NODE_STATUS_PERIOD_S,
+                        help="seconds between two status updates of a kwok Node (default: a "
+                             "kubelet's 300; 0: kwok's heartbeat stage, 20 to 25 s)")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
                         help="py-spy profiles of the operator, DIR/<phase>.raw "
                              "(python -m bench.py_spy FILE.raw summarises one)")
@@ -1063,6 +1076,7 @@ def main() -> None:
                       baseline=args.baseline and args.baseline.resolve(),
                       leader_elect=args.leader_elect, lease_duration=args.lease_duration,
                       scheduler_qps=args.scheduler_qps,
+                      node_status_period_s=args.node_status_period or None,
                       py_spy=args.py_spy and args.py_spy.resolve())
     if args.workdir:
         result = run(options, args.workdir)
