@@ -134,6 +134,8 @@ class Storm:
     fleet: Agents | None = None
     churns: int = 0
     paused: asyncio.Event = field(default_factory=asyncio.Event)
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by :meth:`run` while paused, once no step is in flight."""
     pods: list[str] = field(default_factory=list)
     rounds: int = 0
     checks: int = 0
@@ -145,6 +147,7 @@ class Storm:
         are expected: skipped)."""
         while True:
             if self.paused.is_set():
+                self.idle.set()
                 await asyncio.sleep(0.2)
                 continue
             try:
@@ -158,6 +161,14 @@ class Storm:
             except Exception:  # the API server may be restarting
                 await asyncio.sleep(0.5)
             self.rounds += 1
+
+    async def pause(self) -> None:
+        """Pause, and return once the round under way (if any) has ended: no change of the
+        storm lands after the pause (one in flight did, and a convergence could be declared
+        before it: 2 of 10 fleet pools changed after converging, in the first fleet run)."""
+        self.idle.clear()
+        self.paused.set()
+        await asyncio.wait_for(self.idle.wait(), timeout=CONVERGE_S)
 
     async def more_rounds(self, n: int) -> None:
         """Wait until ``n`` more rounds ran (the storm must not be paused)."""
@@ -468,7 +479,7 @@ async def _inject(storm: Storm, api: ApiClient, counts: dict[str, int],
             injected = await injectors[fault]()
             start = time.monotonic()
             await storm.more_rounds(2)
-            storm.paused.set()
+            await storm.pause()
             if injected.settle:
                 await injected.settle()
             await converged(api, timeout=CONVERGE_S, nodes=nodes, pools=pools)
