@@ -16,7 +16,7 @@ from e2e.test_faults import Storm
 
 async def test_a_pause_returns_once_the_round_under_way_has_ended(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    storm = Storm(api=None, namespace="ns", rng=random.Random(13))  # type: ignore[arg-type]
+    storm = Storm(api=None, namespace="ns", rng=random.Random(13))
     started, release = asyncio.Event(), asyncio.Event()
     steps: list[str] = []
 
