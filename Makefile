@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv binaries promtool image install.yaml test test-fleet test-matrix test-skew test-unit faults fuzz lint \
+.PHONY: venv binaries promtool image install.yaml test test-fleet test-matrix test-skew test-unit faults faults-fleet fuzz lint \
 	cluster-up cluster-down demo demo-down kind-demo kind-down test-kind clean
 
 $(STAMP): pyproject.toml
@@ -50,6 +50,15 @@ test: venv binaries promtool lint
 ## faults: the fault-injection suite at the issue's full counts (figures in docs/reliability.md)
 faults: venv binaries
 	KUBEDRA_FAULTS=full $(PY) -m pytest e2e/test_faults.py -m faults $(PYTEST_ARGS)
+
+## faults-fleet: the bounded fault suite with FLEET_NODES simulated nodes of 8 H200 each whose
+## pools must converge after every fault too (issue 23; figures in docs/reliability.md), the
+## faults of FLEET_FAULTS (KUBEDRA_FAULT_KINDS; the kwok nodes' faults, not the real node's)
+FLEET_NODES ?= 1000
+FLEET_FAULTS ?= operator SIGKILL,kube-apiserver restart,watch expiry
+faults-fleet: venv binaries
+	KUBEDRA_FAULT_FLEET_NODES=$(FLEET_NODES) KUBEDRA_FAULT_KINDS="$(FLEET_FAULTS)" \
+	  $(PY) -m pytest e2e/test_faults.py -m faults $(PYTEST_ARGS)
 
 ## fuzz: the fuzz tests of bad input at larger example counts (figures in docs/reliability.md)
 FUZZ_COUNTS := KUBEDRA_FUZZ_CAPTURES=500 KUBEDRA_FUZZ_EXAMPLES=100 KUBEDRA_FUZZ_STATUSES=60 \

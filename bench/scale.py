@@ -78,6 +78,7 @@ from kubernetes_asyncio.client import ApiClient
 from bench import memtrace
 from bench.claimload import create_claims, pod_with_claim
 from bench.publish import cpu_seconds, peak_rss_mib, rss_mib, writes_by_resource
+from bench.py_spy import PhaseProfiles
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
 from e2e.harness.kubedra import H200_CAPTURE, NAMESPACE, Kubedra, kubectl
@@ -105,6 +106,14 @@ LEASE_DURATION = 40
 """Seconds, the agent's default (``Settings.lease_duration``); renewed every third of it
 (``--lease-duration`` sets another, where the API server of a small machine cannot take the
 renewals of thousands of agents: ``bench/RESULTS.md``, 5,000 nodes)."""
+NODE_STATUS_PERIOD_S = 300.0
+"""A real kubelet's ``nodeStatusReportFrequency`` (seconds): how often it posts a Node status
+that did not change (its heartbeats go to its Lease in ``kube-node-lease``, which nothing of
+kubedra watches). kwok's own heartbeat stage posts one every 20 to 25 s, 12 to 15 times as
+many Node events as a fleet of kubelets sends (``--node-status-period 0``: kwok's)."""
+SCHEDULER_QPS = 50.0
+"""kube-scheduler's client QPS by default (``clientConnection.qps``,
+``pkg/scheduler/apis/config/v1/defaults.go``; burst 100)."""
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONCURRENCY = 16
@@ -506,6 +515,13 @@ class Options:
     tracemalloc: Path | None = None
     """Where :mod:`bench.memtrace` writes each operator's snapshots (one directory per phase);
     None: the operator runs untraced."""
+    scheduler_qps: float = SCHEDULER_QPS
+    """kube-scheduler's client QPS (its burst is twice that)."""
+    node_status_period_s: float | None = NODE_STATUS_PERIOD_S
+    """Seconds between two status updates of a kwok Node (None: kwok's 20 to 25 s; see
+    :class:`~e2e.harness.ControlPlane`)."""
+    py_spy: Path | None = None
+    """A directory for py-spy profiles of the operator, one per phase (:mod:`bench.py_spy`)."""
     peer_hold_s: float = 35.0
     """How long the Go peer runs after publishing: its controllers sync every pool again
     30 s after the informer's last event (``DefaultSyncDelay``)."""
@@ -525,6 +541,9 @@ class ScaleBench:
         """``hack/benchagents``' process, once started."""
         self.traces: Path | None = None
         """Where the running operator's snapshots go (``--tracemalloc``), else None."""
+        self.profiles = PhaseProfiles(options.py_spy)
+        self.phase = ""
+        """The phase running now."""
 
     async def run(self) -> Json:
         """Every chosen phase in order; returns the figures."""
@@ -554,11 +573,16 @@ class ScaleBench:
             try:
                 for phase in PHASES:
                     if phase in opts.phases:
+                        self.phase = phase
+                        if self.kubedra.operator is not None and not self.exited():
+                            self.profiles.start(self.kubedra.operator.pid, phase)
                         self.results[phase] = await getattr(self, phase)(api, agents, watcher)
+                        self.profiles.stop()
                         self.results[phase]["load_average"] = os.getloadavg()[0]
                         print(f"{phase}: {json.dumps(self.results[phase])}", file=sys.stderr,
                               flush=True)
             finally:
+                self.profiles.stop()
                 watching.cancel()
                 await asyncio.gather(watching, return_exceptions=True)
                 renewer_cpu = cpu_seconds(renewer.pid)
@@ -610,21 +634,23 @@ class ScaleBench:
         await eventually(deleted, timeout=900, interval=1.0, what="the Go peer's slices deleted")
         return result
 
-    def start_operator(self, source: Path | None = None, phase: str = "publish") -> None:
-        """Start the operator (``source``: another checkout's ``operator/``; ``phase``: where
-        its snapshots go with ``--tracemalloc``)."""
+    def start_operator(self, source: Path | None = None) -> None:
+        """Start the operator (``source``: another checkout's ``operator/``; with
+        ``--tracemalloc`` its snapshots go to a directory named after the phase)."""
         self.liveness_port = free_port()
         self.traces = None
         launcher: tuple[str, ...] = ("-m", "kubedra")
         if self.options.tracemalloc is not None:
             self.traces = self.options.tracemalloc / (
-                phase if source is None else f"{phase}-baseline")
+                self.phase if source is None else f"{self.phase}-baseline")
             launcher = ("-m", "bench.memtrace", "--dir", str(self.traces), "kubedra")
         # plain HTTP /healthz: a baseline checkout may predate HTTPS metrics (it ignores the
         # setting), and the bench measures publishing, not scrapes
         self.kubedra.start_operator(liveness_port=self.liveness_port, source=source,
                                     leader_elect=self.options.leader_elect,
                                     metrics_secure=False, launcher=launcher)
+        assert self.kubedra.operator is not None
+        self.profiles.start(self.kubedra.operator.pid, self.phase)
 
     async def snapshot_end(self) -> str | None:
         """With ``--tracemalloc``: the traced operator's ``end`` snapshot and its holders,
@@ -641,7 +667,7 @@ class ScaleBench:
         wait until it has verified every pool."""
         if self.kubedra.operator is not None:  # stopped, or reaped if it exited
             self.plane.stop_component(self.kubedra.operator)
-        self.start_operator(source, "claims")
+        self.start_operator(source)
         await self.verified(nodes)
 
     def exited(self) -> bool:
@@ -760,7 +786,7 @@ class ScaleBench:
             self.plane.stop_component(self.kubedra.operator)
         audit = self.audit.offset()
         start = time.monotonic()
-        self.start_operator(source, "restart")
+        self.start_operator(source)
         assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
         try:
@@ -1024,11 +1050,27 @@ def build_go(tool: str) -> Path:
     return out
 
 
+def scheduler_args(qps: float) -> list[str]:
+    """kube-scheduler flags for a client of ``qps`` requests a second, burst twice that.
+
+    ``--kube-api-qps`` and ``--kube-api-burst`` are kube-scheduler's deprecated flags
+    (``cmd/kube-scheduler/app/options/deprecated.go``), still applied when it runs without
+    ``--config``, as the harness runs it; at :data:`SCHEDULER_QPS` they change nothing.
+    """
+    if qps == SCHEDULER_QPS:
+        return []
+    return [f"--kube-api-qps={qps:g}", f"--kube-api-burst={2 * qps:g}"]
+
+
 def run(options: Options, workdir: Path) -> Json:
     """One whole run on a fresh control plane in ``workdir``."""
     audit = AuditLog(workdir / "audit")
-    with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args()) as plane:
-        return asyncio.run(ScaleBench(plane, audit, options).run())
+    with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args(),
+                      scheduler_args=scheduler_args(options.scheduler_qps),
+                      node_status_period_s=options.node_status_period_s) as plane:
+        result = asyncio.run(ScaleBench(plane, audit, options).run())
+    return {**result, "scheduler_qps": options.scheduler_qps,
+            "node_status_period_s": options.node_status_period_s}
 
 
 def main() -> None:
@@ -1046,6 +1088,15 @@ def main() -> None:
                         help="the agents' Lease duration, seconds (renewed every third)")
     parser.add_argument("--claims", type=int, default=200)
     parser.add_argument("--claim-rate", type=float, default=50.0, help="per second")
+    parser.add_argument("--scheduler-qps", type=float, default=SCHEDULER_QPS,
+                        help="kube-scheduler's client QPS, burst twice that (default: "
+                             "upstream's 50)")
+    parser.add_argument("--node-status-period", type=float, default=NODE_STATUS_PERIOD_S,
+                        help="seconds between two status updates of a kwok Node (default: a "
+                             "kubelet's 300; 0: kwok's heartbeat stage, 20 to 25 s)")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                        help="py-spy profiles of the operator, DIR/<phase>.raw "
+                             "(python -m bench.py_spy FILE.raw summarises one)")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--no-leader-elect", dest="leader_elect", action="store_false",
                         help="run the operator without leader election")
@@ -1066,7 +1117,10 @@ def main() -> None:
                       claims=args.claims, claim_rate=args.claim_rate,
                       baseline=args.baseline and args.baseline.resolve(),
                       leader_elect=args.leader_elect, lease_duration=args.lease_duration,
-                      tracemalloc=args.tracemalloc and args.tracemalloc.resolve())
+                      tracemalloc=args.tracemalloc and args.tracemalloc.resolve(),
+                      scheduler_qps=args.scheduler_qps,
+                      node_status_period_s=args.node_status_period or None,
+                      py_spy=args.py_spy and args.py_spy.resolve())
     if args.workdir:
         result = run(options, args.workdir)
     else:

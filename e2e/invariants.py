@@ -5,7 +5,8 @@ on disk (:class:`NodeFiles`: the checkpoint of prepared claims and the CDI specs
 :func:`violations` lists what is wrong right now; :func:`converged` polls it until nothing is
 (a fault may leave the cluster briefly inconsistent: the invariants hold once it converges,
 except the safety ones, which must never be broken even for a moment — a device in two
-claims or an over-consumed counter is reported by :func:`safety_violations`).
+claims or an over-consumed counter is reported by :func:`safety_violations`). For a fleet of
+simulated nodes, :func:`pool_violations` says which of their pools have not converged.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import time
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from e2e.harness.wait import eventually
 from kubedra.api import inventory as inv
-from kubedra.api.inventory import InventoryDevice
+from kubedra.api.inventory import DiscoveredState, InventoryDevice
 from kubedra.api.mig import expand
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import CounterSet
@@ -168,6 +169,110 @@ def claim_status_violations(claims: list[dict[str, Any]], inventories: list[dict
     return found
 
 
+@dataclass
+class PoolViolations:
+    """What keeps the pools of :func:`pool_violations` from having converged, one list per
+    kind, each entry ``(inventory name, what is wrong)``."""
+
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    """No DeviceInventory, not ``Ready=True``, no ``status.pool``, or no slice of its pool."""
+    stale: list[tuple[str, str]] = field(default_factory=list)
+    """A slice of the pool at a generation below the one the inventory's status reports."""
+    content: list[tuple[str, str]] = field(default_factory=list)
+    """The devices or counter sets of the pool's current slices differ from the report."""
+
+    def unconverged(self) -> set[str]:
+        """The inventories with at least one violation."""
+        return {name for kind in (self.missing, self.stale, self.content) for name, _ in kind}
+
+    def lines(self) -> list[str]:
+        """One line per violation, for :func:`violations`."""
+        return [f"pool of {name}: {kind}: {what}"
+                for kind, found in (("missing", self.missing), ("stale", self.stale),
+                                    ("content", self.content)) for name, what in found]
+
+
+def _reported(discovered: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(devices by name, counter sets by name)`` of a raw ``status.discovered``, as a pool
+    publishes them: name, attributes, capacity (:class:`Quantity`); counters (the compact MIG
+    form written out first)."""
+    if discovered.get("migModels"):
+        result = expand(DiscoveredState.from_api(discovered))
+        discovered = DiscoveredState(devices=result.devices,
+                                     counter_sets=result.counter_sets or None).to_api()
+    return ({d["name"]: _content(d) for d in discovered.get("devices") or []},
+            {c["name"]: _counters(c["counters"]) for c in discovered.get("counterSets") or []})
+
+
+def _content(device: dict[str, Any]) -> tuple[Any, dict[str, Quantity], Any]:
+    return (device.get("attributes") or {},
+            {k: Quantity(v["value"]) for k, v in (device.get("capacity") or {}).items()},
+            _consumes(device.get("consumesCounters") or []))
+
+
+def _consumes(uses: list[dict[str, Any]]) -> list[tuple[str, dict[str, Quantity]]]:
+    return sorted(((u["counterSet"], _counters(u["counters"])) for u in uses),
+                  key=lambda u: u[0])
+
+
+def _counters(counters: dict[str, Any]) -> dict[str, Quantity]:
+    return {k: Quantity(v["value"]) for k, v in counters.items()}
+
+
+def pool_violations(slices: list[dict[str, Any]], inventories: list[dict[str, Any]],
+                    pools: Collection[str]) -> PoolViolations:
+    """Which pools of the inventories named in ``pools`` have not converged, by kind
+    (:class:`PoolViolations`): each inventory must exist, be ``Ready=True`` with a
+    ``status.pool``, have no slice of that pool below the pool's generation, and its pool's
+    slices at that generation must publish exactly the devices (name, attributes, capacity,
+    counters consumed) and counter sets of its ``status.discovered``. That is the whole check
+    for pools whose every reported device is published as reported: no devices in the spec,
+    no overrides, all devices healthy (the simulated fleet of the fault suite, whose reports
+    the storm changes)."""
+    found = PoolViolations()
+    by_name = {i["metadata"]["name"]: i for i in inventories}
+    pool_slices: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for s in slices:
+        pool_slices[(s["spec"]["driver"], s["spec"]["pool"]["name"])].append(s)
+    for name in sorted(pools):
+        inventory = by_name.get(name)
+        if inventory is None:
+            found.missing.append((name, "no DeviceInventory"))
+            continue
+        status = inventory.get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+        pool = status.get("pool") or {}
+        mine = pool_slices.get((inventory["spec"]["driver"], pool.get("name", "")), [])
+        if not ready or ready["status"] != "True":
+            found.missing.append((name, f"Ready is {ready['status']} ({ready.get('reason')})"
+                                  if ready else "no Ready condition"))
+            continue
+        if not pool or not mine:
+            found.missing.append((name, "no slices" if pool else "no status.pool"))
+            continue
+        generation = pool["generation"]
+        found.stale += [(name, f"slice {s['metadata']['name']} at generation "
+                               f"{s['spec']['pool']['generation']}, the pool at {generation}")
+                        for s in sorted(mine, key=lambda s: str(s["metadata"]["name"]))
+                        if s["spec"]["pool"]["generation"] < generation]
+        current = [s for s in mine if s["spec"]["pool"]["generation"] == generation]
+        devices = {d["name"]: _content(d) for s in current for d in s["spec"].get("devices") or []}
+        counter_sets = {c["name"]: _counters(c["counters"]) for s in current
+                        for c in s["spec"].get("sharedCounters") or []}
+        want_devices, want_sets = _reported(status.get("discovered") or {})
+        differ = []
+        for what, have, want in (("devices", devices, want_devices),
+                                 ("counter sets", counter_sets, want_sets)):
+            missing = sorted(want.keys() - have.keys())
+            extra = sorted(have.keys() - want.keys())
+            changed = sorted(k for k in want.keys() & have.keys() if want[k] != have[k])
+            differ += [f"{what} {label} {keys}" for label, keys in (
+                ("unpublished", missing), ("not reported", extra), ("changed", changed)) if keys]
+        if differ:
+            found.content.append((name, "; ".join(differ)))
+    return found
+
+
 @dataclass(frozen=True)
 class NodeFiles:
     """Where the agent of real node ``node`` keeps its state for driver ``driver``: the
@@ -285,9 +390,11 @@ async def node_pods(api: ApiClient, node: str) -> list[dict[str, Any]]:
                         field_selector=f"spec.nodeName={node}")
 
 
-async def violations(api: ApiClient, nodes: Sequence[NodeFiles] = ()) -> list[str]:
+async def violations(api: ApiClient, nodes: Sequence[NodeFiles] = (),
+                     pools: Collection[str] = ()) -> list[str]:
     """Every invariant broken now (safety, consistency, claim and inventory status; for each
-    real node of ``nodes`` its prepared claims and CDI specs)."""
+    real node of ``nodes`` its prepared claims and CDI specs; the pools of the inventories
+    named in ``pools`` converged, :func:`pool_violations`)."""
     claims, slices, inventories = await cluster_state(api)
     allocated = {(r["driver"], r["pool"], r["device"]) for c in claims for r in _results(c)}
     found = (safety_violations(claims, slices)
@@ -296,12 +403,15 @@ async def violations(api: ApiClient, nodes: Sequence[NodeFiles] = ()) -> list[st
     for files in nodes:
         found += node_violations(files, claims, await node_pods(api, files.node),
                                  node_inventory(files, inventories))
+    if pools:
+        found += pool_violations(slices, inventories, pools).lines()
     return found
 
 
 async def converged(api: ApiClient, *, timeout: float = 60.0,
-                    nodes: Sequence[NodeFiles] = ()) -> float:
-    """Wait until no invariant is broken (:func:`violations`); the seconds it took.
+                    nodes: Sequence[NodeFiles] = (), pools: Collection[str] = ()) -> float:
+    """Wait until no invariant is broken (:func:`violations`, ``pools`` included); the seconds
+    it took.
 
     Raises:
         AssertionError: still broken after ``timeout`` seconds (the message lists what).
@@ -310,7 +420,7 @@ async def converged(api: ApiClient, *, timeout: float = 60.0,
     seen: list[str] = []
 
     async def clean() -> bool:
-        seen[:] = await violations(api, nodes)
+        seen[:] = await violations(api, nodes, pools)
         return not seen
     try:
         await eventually(clean, timeout=timeout, interval=0.5, what="every invariant to hold")

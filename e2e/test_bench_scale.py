@@ -18,9 +18,13 @@ NODES = 3
 
 def test_scale_bench_tiny(tmp_path: Path) -> None:
     result = run(Options(nodes=NODES, steady_s=3, churn_s=4, churn_percent=2000, claims=4,
-                         claim_rate=10, peer_hold_s=0), tmp_path)
+                         claim_rate=10, peer_hold_s=0, scheduler_qps=200), tmp_path)
 
     assert (result["devices"], result["slices"]) == (8 * NODES, NODES)  # 8 GPUs: one slice
+    # kube-scheduler started with --kube-api-qps=200 --kube-api-burst=400 (a flag it refused
+    # would have failed the control plane's start) and allocated every claim below
+    assert result["scheduler_qps"] == 200
+    assert result["node_status_period_s"] == 300  # a kubelet's nodeStatusReportFrequency
     # hack/benchagents created every agent's Lease and renewed each once per period (a third
     # of the Lease duration), the nodes spread evenly over it, for as long as it ran; a turn
     # skipped while the previous renewal is in flight is counted late. The run's length

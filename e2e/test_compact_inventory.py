@@ -2,7 +2,8 @@
 ``migModels`` entry, the operator publishes the same slices as from the full form, an agent of
 the previous version (the full form) is still published, and upgrading it to the compact form
 writes no slice. The inventory of an 8-GPU H200 MIG node as the API server sends it
-(``managedFields`` included) is at most 20 KB; in the full form it is 397 KB."""
+(``managedFields`` included) is at most 20 KB; in the full form it is 210 KB (397 KB while
+the agent's managedFields named every field of ``status.discovered``)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ async def test_upgrading_an_agent_to_the_compact_form_writes_no_slice_and_shrink
     slices = await slices_of(admin_api, name)
     assert slice_specs(slices) == published_slices(node, explicit)
     full_bytes = len(listed_bytes(kubedra, name))
-    assert full_bytes > 390_000, full_bytes
+    assert full_bytes > 200_000, full_bytes
     versions = {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in slices}
 
     await kube.apply_discovered(admin_api, name, compact)
@@ -121,3 +122,4 @@ async def test_upgrading_an_agent_to_the_compact_form_writes_no_slice_and_shrink
         f"gpu-{i}" for i in range(8)]
     assert obj["status"]["deviceCount"] == 208
     assert len(listed) <= MAX_LISTED_BYTES, len(listed)
+    print(f"MIG inventory as listed: full form {full_bytes} B, compact {len(listed)} B")

@@ -21,6 +21,12 @@ operator is started again when its leader stops because it could not renew its L
 Deployment would; counted), any other exit of it fails the run. Each run writes its table to
 ``$KUBEDRA_FAULT_REPORT`` (default ``.cache/faults-report.json``), the figures of
 docs/reliability.md.
+
+Fleet mode (``KUBEDRA_FAULT_FLEET_NODES=N``, ``make faults-fleet``; issue 23): N simulated
+nodes of 8 H200 GPUs each besides the suite's, the agents of bench/scale.py (kwok nodes, their
+Leases renewed by ``hack/benchagents``, their reports written by the suite); the storm also
+changes :data:`FLEET_CHURN` of their reports each round, and after each fault every fleet pool
+must have converged too (:func:`e2e.invariants.pool_violations`). Unset or 0: no fleet.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
+from bench.scale import Agents, build_go, h200_node, inventory_body, node_name
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import REPO_ROOT
 from e2e.harness.kubedra import NAMESPACE, Kubedra, own_control_plane
@@ -53,6 +60,7 @@ from e2e.invariants import (
     cluster_state,
     converged,
     node_inventory,
+    pool_violations,
     prepared_twice,
     safety_violations,
 )
@@ -67,8 +75,19 @@ from kubedra.node.edits import NVIDIA_CONTROL_NODES
 from kubedra.settings import Settings
 
 FULL = os.environ.get("KUBEDRA_FAULTS") == "full"
+FLEET_NODES = int(os.environ.get("KUBEDRA_FAULT_FLEET_NODES") or 0)
+"""Simulated nodes of the fleet mode (0: none)."""
+FLEET_S_PER_NODE = 2.0
+"""What each fleet node adds to the module's time limit and to the deadline of its first
+publication (seconds): 1,000 nodes took 26 min in all, 3-5 min of it to publish (issue 23)."""
+FLEET_CONVERGE_S_PER_NODE = 0.2
+"""What each fleet node adds to the convergence deadline (seconds): a restarted operator
+verifies every pool before it catches up (99-119 s for 1,000 nodes after a SIGKILL)."""
+FLEET_CHURN = 2
+"""Fleet nodes whose report each storm round changes (an attribute of gpu-0, as the churn of
+bench/scale.py changes it)."""
 pytestmark = [pytest.mark.cluster, pytest.mark.faults,
-              pytest.mark.timeout(5400 if FULL else 900)]
+              pytest.mark.timeout((5400 if FULL else 900) + FLEET_S_PER_NODE * FLEET_NODES)]
 COUNTS = {"operator SIGKILL": 50 if FULL else 3,
           "kube-apiserver restart": 10 if FULL else 1,
           "etcd restart (data kept)": 5 if FULL else 1,
@@ -84,7 +103,7 @@ NODES = ("f-a", "f-b")
 REAL_NODE = "f-real"
 PROFILES = ("1g.18gb", "2g.35gb", "3g.71gb")
 LIVE_PODS = 6
-CONVERGE_S = 180.0
+CONVERGE_S = 180.0 + FLEET_CONVERGE_S_PER_NODE * FLEET_NODES
 REPORT = Path(os.environ.get("KUBEDRA_FAULT_REPORT", REPO_ROOT / ".cache" / "faults-report.json"))
 INVENTORIES = ("kubedra.io", "v1alpha1", "deviceinventories")
 WATCH_RESTART = re.compile(r"Restarting the watch-stream for (\S+)")
@@ -105,13 +124,18 @@ FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 @dataclass
 class Storm:
     """Claims and inventory changes in a loop; the safety invariants checked each round (on
-    the real nodes of ``nodes`` too)."""
+    the real nodes of ``nodes`` too); with a ``fleet``, :data:`FLEET_CHURN` of its reports
+    changed each round too (counted in ``churns``)."""
 
     api: ApiClient
     namespace: str
     rng: random.Random
     nodes: list[NodeFiles] = field(default_factory=list)
+    fleet: Agents | None = None
+    churns: int = 0
     paused: asyncio.Event = field(default_factory=asyncio.Event)
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by :meth:`run` while paused, once no step is in flight."""
     pods: list[str] = field(default_factory=list)
     rounds: int = 0
     checks: int = 0
@@ -123,6 +147,7 @@ class Storm:
         are expected: skipped)."""
         while True:
             if self.paused.is_set():
+                self.idle.set()
                 await asyncio.sleep(0.2)
                 continue
             try:
@@ -137,6 +162,14 @@ class Storm:
                 await asyncio.sleep(0.5)
             self.rounds += 1
 
+    async def pause(self) -> None:
+        """Pause, and return once the round under way (if any) has ended: no change of the
+        storm lands after the pause (one in flight did, and a convergence could be declared
+        before it: 2 of 10 fleet pools changed after converging, in the first fleet run)."""
+        self.idle.clear()
+        self.paused.set()
+        await asyncio.wait_for(self.idle.wait(), timeout=CONVERGE_S)
+
     async def more_rounds(self, n: int) -> None:
         """Wait until ``n`` more rounds ran (the storm must not be paused)."""
         target = self.rounds + n
@@ -147,7 +180,8 @@ class Storm:
 
     async def step(self) -> None:
         """Create a pod asking for a random MIG profile, delete the oldest beyond
-        ``LIVE_PODS``, or toggle an override on a random partition."""
+        ``LIVE_PODS``, or toggle an override on a random partition; then change the reports
+        of random fleet nodes."""
         choice = self.rng.random()
         if choice < 0.2:
             node = self.rng.choice(NODES)
@@ -172,6 +206,11 @@ class Storm:
                 name, self.namespace, grace_period_seconds=0)
             await client.ResourceV1Api(self.api).delete_namespaced_resource_claim_template(
                 name, self.namespace)
+        if self.fleet is not None:
+            for node in self.rng.sample(self.fleet.nodes, min(FLEET_CHURN,
+                                                              len(self.fleet.nodes))):
+                self.churns += 1
+                await self.fleet.churn(node, self.churns)
 
 
 @dataclass
@@ -193,15 +232,19 @@ class Results:
     rows: list[dict[str, Any]] = field(default_factory=list)
     storms: list[Storm] = field(default_factory=list)
     evidence: dict[str, Counter[str]] = field(default_factory=dict)
+    fleet: Agents | None = None
 
     def report(self) -> dict[str, Any]:
         """The figures so far (written after each kind of fault)."""
         violations = [v for s in self.storms for v in s.violations]
+        fleet = {"fleet_nodes": FLEET_NODES,
+                 "fleet_reports_changed": sum(s.churns for s in self.storms),
+                 "fleet_agents": self.fleet.counts() if self.fleet else {}} if FLEET_NODES else {}
         return {"mode": "full" if FULL else "bounded",
                 "storm_rounds": sum(s.rounds for s in self.storms),
                 "safety_checks": sum(s.checks for s in self.storms),
                 "safety_violations": violations[:20], "faults": self.rows,
-                "load_average": os.getloadavg()}
+                **fleet, "load_average": os.getloadavg()}
 
 
 RESULTS = Results()
@@ -231,6 +274,39 @@ async def fault_cluster(tmp_path_factory: pytest.TempPathFactory
             await eventually(lambda n=node: _published(api, n, 26),  # type: ignore[misc]
                              timeout=120, what=f"{node} published")
         yield plane, kubedra, api
+
+
+@pytest.fixture(scope="module")
+async def fleet(fault_cluster: tuple[ControlPlane, Kubedra, ApiClient]
+                ) -> AsyncIterator[Agents | None]:
+    """The simulated nodes of the fleet mode (None without): ``FLEET_NODES`` kwok nodes with
+    8 H200 GPUs each, their agents' Leases renewed by ``hack/benchagents`` for the whole
+    module, their inventories reported, every pool published."""
+    if not FLEET_NODES:
+        yield None
+        return
+    plane, _, api = fault_cluster
+    agents = Agents(api, [node_name(i) for i in range(FLEET_NODES)], h200_node(0, mig=False))
+    await agents.create_nodes()
+    binary = await asyncio.to_thread(build_go, "benchagents")
+    renewer = plane.spawn("benchagents", agents.renewer_args(binary, plane.admin_kubeconfig,
+                                                             plane.workdir))
+
+    async def renewing() -> bool:
+        return bool(agents.counts().get("renewing"))
+    await eventually(renewing, timeout=CONVERGE_S + FLEET_S_PER_NODE * FLEET_NODES,
+                     what="every fleet agent's Lease")
+    await agents.report()
+    await converged(api, timeout=CONVERGE_S + FLEET_S_PER_NODE * FLEET_NODES,
+                    pools=fleet_pools(agents))
+    RESULTS.fleet = agents
+    yield agents
+    plane.stop_component(renewer)
+
+
+def fleet_pools(fleet: Agents | None) -> list[str]:
+    """The inventories of the fleet's nodes (none without a fleet)."""
+    return [inventory_body(n)["metadata"]["name"] for n in fleet.nodes] if fleet else []
 
 
 @pytest.fixture(scope="module")
@@ -387,42 +463,53 @@ async def _inject(storm: Storm, api: ApiClient, counts: dict[str, int],
                   injectors: dict[str, Injector], evidence: Counter[str],
                   nodes: list[NodeFiles], supervisor: OperatorSupervisor) -> None:
     """Each fault of ``counts`` as often as it says, after a random number of storm rounds;
-    after each, the storm pauses and every invariant must hold within ``CONVERGE_S``."""
+    after each, the storm pauses and every invariant must hold within ``CONVERGE_S`` (the
+    pools of the storm's fleet converged too, counted once more after each)."""
+    pools = fleet_pools(storm.fleet)
     for fault, count in counts.items():
         times: list[float] = []
         before = len(storm.violations)
         evidence.clear()
         fenced = supervisor.fenced
+        churns = storm.churns
+        pools_converged: list[int] = []
         for _ in range(count):
             storm.paused.clear()
             await storm.more_rounds(storm.rng.randrange(1, 6))
             injected = await injectors[fault]()
             start = time.monotonic()
             await storm.more_rounds(2)
-            storm.paused.set()
+            await storm.pause()
             if injected.settle:
                 await injected.settle()
-            await converged(api, timeout=CONVERGE_S, nodes=nodes)
+            await converged(api, timeout=CONVERGE_S, nodes=nodes, pools=pools)
             times.append(time.monotonic() - start)
+            if pools:
+                _, slices, inventories = await cluster_state(api)
+                pools_converged.append(len(pools) - len(
+                    pool_violations(slices, inventories, pools).unconverged()))
             if injected.undo:
                 await injected.undo()
         if supervisor.fenced > fenced:
             evidence["operator leader stopped (Lease not renewed), started again"] += (
                 supervisor.fenced - fenced)
+        fleet = {"converge_max_s": round(max(times), 1),
+                 "fleet_pools_converged": pools_converged,
+                 "fleet_reports_changed": storm.churns - churns} if pools else {}
         RESULTS.rows.append({"fault": fault, "injected": count,
                              "violations": len(storm.violations) - before,
                              "converge_p50_s": round(statistics.median(times), 1),
                              "converge_p99_s": round(_percentile(times, 0.99), 1),
-                             "evidence": dict(evidence)})
+                             "evidence": dict(evidence), **fleet})
         await asyncio.to_thread(_write_report, RESULTS.report())
 
 
-async def _storm(api: ApiClient, namespace: str, nodes: list[NodeFiles]
+async def _storm(api: ApiClient, namespace: str, nodes: list[NodeFiles], fleet: Agents | None
                  ) -> tuple[Storm, list[asyncio.Task[None]]]:
-    """A storm in a new ``namespace``, running."""
+    """A storm in a new ``namespace`` (changing the reports of ``fleet`` too), running."""
     await client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
     storm = Storm(api, namespace, random.Random(int(os.environ.get("KUBEDRA_FAULT_SEED", "13"))),
-                  nodes)
+                  nodes, fleet)
     RESULTS.storms.append(storm)
     return storm, [asyncio.create_task(storm.run())]
 
@@ -435,11 +522,11 @@ async def _stop(tasks: list[asyncio.Task[None]]) -> None:
 
 async def test_every_invariant_holds_through_injected_faults(
         fault_cluster: tuple[ControlPlane, Kubedra, ApiClient],
-        supervisor: OperatorSupervisor) -> None:
+        supervisor: OperatorSupervisor, fleet: Agents | None) -> None:
     if not COUNTS:
         pytest.skip("KUBEDRA_FAULT_KINDS picks none of these faults")
     plane, kubedra, api = fault_cluster
-    storm, tasks = await _storm(api, "storm", [])
+    storm, tasks = await _storm(api, "storm", [], fleet)
     try:
         faults = ClusterFaults(plane, kubedra, storm, supervisor)
         await _inject(storm, api, COUNTS, faults.injectors(), faults.evidence, [], supervisor)
@@ -549,12 +636,12 @@ async def real_faults(fault_cluster: tuple[ControlPlane, Kubedra, ApiClient],
 
 async def test_real_node_prepares_no_device_twice_and_keeps_cdi_specs_through_faults(
         fault_cluster: tuple[ControlPlane, Kubedra, ApiClient], real_faults: RealNodeFaults,
-        supervisor: OperatorSupervisor) -> None:
+        supervisor: OperatorSupervisor, fleet: Agents | None) -> None:
     if not NODE_COUNTS:
         pytest.skip("KUBEDRA_FAULT_KINDS picks none of these faults")
     _, _, api = fault_cluster
     files = NodeFiles(REAL_NODE, real_faults.real.root, real_faults.real.cdi_dir)
-    storm, tasks = await _storm(api, "storm-node", [files])
+    storm, tasks = await _storm(api, "storm-node", [files], fleet)
     try:
         runs = await real_faults.next_pod()
         await runs()

@@ -52,6 +52,12 @@ KWOK_NODE_IP = "127.0.0.2"
 KWOK_POD_CIDR = "127.64.0.0/16"
 """Addresses kwok writes into its nodes' and pods' status: loopback, never another host."""
 
+NODE_MONITOR_GRACE_S = 50
+"""kube-controller-manager's ``--node-monitor-grace-period`` by default (seconds, since v1.32)."""
+HEARTBEAT_JITTER = 0.1
+"""A kwok Node's status period is drawn from [period, 1.1 * period] (kwok's
+``jitterDurationMilliseconds`` is the upper bound of the delay)."""
+
 CONTROLLERS = (
     "resourceclaim-controller",
     "node-lifecycle-controller",
@@ -142,6 +148,14 @@ class ControlPlane:
         apiserver_args: more kube-apiserver flags (``bench/scale.py`` turns on an audit log).
         kcm_args: more kube-controller-manager flags (``e2e/test_pool_status.py`` turns on an
             alpha feature gate).
+        scheduler_args: more kube-scheduler flags (``bench/scale.py --scheduler-qps`` raises
+            its client's QPS).
+        node_status_period_s: seconds between two status updates of a kwok Node (None:
+            kwok's heartbeat stage as built, 20 to 25 s). A real kubelet posts an unchanged
+            Node status every ``nodeStatusReportFrequency`` (5 min) and heartbeats through its
+            Lease in ``kube-node-lease``, which kwok here does not renew; so with a period set,
+            kube-controller-manager's ``--node-monitor-grace-period`` is raised to the period
+            plus its default 50 s, and a Node stays Ready on its status updates alone.
         workloads: run :data:`WORKLOAD_CONTROLLERS` too.
         feature_gates: ``--feature-gates`` of kube-apiserver, kube-controller-manager and
             kube-scheduler alike (``DRADeviceTaints=false,...``; they must agree: a scheduler
@@ -150,11 +164,17 @@ class ControlPlane:
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None, *, detached: bool = False,
                  apiserver_args: Sequence[str] = (), kcm_args: Sequence[str] = (),
-                 workloads: bool = False, feature_gates: str = ""):
+                 scheduler_args: Sequence[str] = (), workloads: bool = False,
+                 feature_gates: str = "", node_status_period_s: float | None = None):
         self.workdir = workdir.resolve()
         self.gate_args = [f"--feature-gates={feature_gates}"] if feature_gates else []
         self.apiserver_args = [*apiserver_args, *self.gate_args]
+        self.node_status_period_s = node_status_period_s
         self.kcm_args = list(kcm_args)
+        if node_status_period_s is not None:
+            grace = NODE_MONITOR_GRACE_S + node_status_period_s * (1 + HEARTBEAT_JITTER)
+            self.kcm_args.append(f"--node-monitor-grace-period={grace:.0f}s")
+        self.scheduler_args = list(scheduler_args)
         self.controllers = CONTROLLERS + (WORKLOAD_CONTROLLERS if workloads else ())
         self.bin_dir = (bin_dir or default_bin_dir()).resolve()
         self.detached = detached
@@ -267,7 +287,7 @@ class ControlPlane:
             f"--authorization-kubeconfig={sched_cfg}", "--leader-elect=false",
             "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
             "--cert-dir", str(self.pki / "scheduler-generated"), "--profiling=false",
-            "--authentication-skip-lookup=true", *self.gate_args,
+            "--authentication-skip-lookup=true", *self.gate_args, *self.scheduler_args,
         ])
         self._spawn("kwok", [
             f"--kubeconfig={kwok_cfg}", f"--config={self._write_kwok_config()}",
@@ -421,8 +441,17 @@ class ControlPlane:
         stages = sorted(stage_dir.glob("*.yaml"))
         if not stages:
             raise ControlPlaneError(f"no kwok stages in {stage_dir}; run `make binaries`")
+        texts = [s.read_text() for s in stages]
+        if self.node_status_period_s is not None:
+            period_ms = int(self.node_status_period_s * 1000)
+            documents = [yaml.safe_load(text) for text in texts]
+            heartbeat, = (d for d in documents if d["metadata"]["name"] == "node-heartbeat")
+            heartbeat["spec"]["delay"] = {
+                "durationMilliseconds": period_ms,
+                "jitterDurationMilliseconds": int(period_ms * (1 + HEARTBEAT_JITTER))}
+            texts = [yaml.safe_dump(d) for d in documents]
         path = self.workdir / "kwok.yaml"
-        path.write_text("\n---\n".join(s.read_text() for s in stages))
+        path.write_text("\n---\n".join(texts))
         return path
 
     def binary(self, name: str) -> Path:

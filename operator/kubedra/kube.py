@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import msgspec
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient, ApiException
@@ -87,7 +88,7 @@ def _tls_client(configuration: client.Configuration, where: str) -> ApiClient:
             OpenSSL's reason rather than a traceback from ``ssl.create_default_context``.
     """
     try:
-        return ApiClient(configuration)
+        return _without_proxy_environment(ApiClient(configuration))
     except OSError as err:  # ssl.SSLError is one
         files = ", ".join(f"{what} {path}" for what, path in (
             ("certificate authority", configuration.ssl_ca_cert),
@@ -97,6 +98,30 @@ def _tls_client(configuration: client.Configuration, where: str) -> ApiClient:
             else err.strerror or str(err)
         raise KubeconfigError(f"{where} cannot be used: its TLS files ({files}) cannot be "
                               f"loaded: {reason}") from None
+
+
+READ_BUFSIZE = 2**21
+"""Bytes aiohttp buffers per read, kubernetes-asyncio's (a watch event may be as large as
+etcd's 1.5 MiB request limit)."""
+
+
+def _without_proxy_environment(api: ApiClient) -> ApiClient:
+    """``api`` with its aiohttp session replaced by one that does not read ``$HTTPS_PROXY``,
+    ``$NO_PROXY`` and ``~/.netrc`` (``trust_env=False``), on the same connection pool.
+
+    kubernetes-asyncio opens its session with ``trust_env=True``, so aiohttp looked up the
+    proxy variables and read ``~/.netrc`` in a thread for every request: 4.4 % of the
+    operator's CPU while publishing 1,000 nodes (``bench/RESULTS.md``, scale, round 13). kopf's
+    own session (``settings.networking.trust_env``) and the elector's do not read them either,
+    so every request of a process goes the same way; a kubeconfig's ``proxy-url`` still
+    applies (kubernetes-asyncio passes it per request).
+    """
+    rest = api.rest_client
+    connector = rest.pool_manager.connector
+    rest.pool_manager.detach()  # the old session is closed, the connector kept
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False,
+                                              read_bufsize=READ_BUFSIZE)
+    return api
 
 
 async def make_api_client(kubeconfig: Path | None = None) -> ApiClient:
@@ -376,7 +401,8 @@ async def delete_resource_slice(api: ApiClient, name: str, resource_version: str
     """DELETE a ResourceSlice if it still has ``resource_version``; a missing slice is fine."""
     options = {"preconditions": {"resourceVersion": resource_version}} if resource_version else {}
     try:
-        await client.ResourceV1Api(api).delete_resource_slice(name, body=options)
+        await _raw(client.ResourceV1Api(api).delete_resource_slice(
+            name, body=options, _preload_content=False))
     except ApiException as err:
         if err.status != 404:
             raise
@@ -503,7 +529,10 @@ async def post_event(api: ApiClient, regarding: dict[str, Any], *, event_type: s
         "reportingInstance": component,
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }
-    await client.CoreV1Api(api).create_namespaced_event(namespace, event)
+    # the answer is read as JSON, not built into a V1Event (0.56 ms each, the client's
+    # model deserializer; an Event per pool published at a fleet's start)
+    await _raw(client.CoreV1Api(api).create_namespaced_event(namespace, event,
+                                                             _preload_content=False))
     logger = log.warning if event_type == "Warning" else log.info
     logger("event", kind=regarding["kind"], object=f"{meta.get('namespace') or ''}/{meta['name']}"
            .lstrip("/"), reason=reason, message=message)
