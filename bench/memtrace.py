@@ -7,8 +7,9 @@ Run mode (the module's own arguments follow its name)::
         kubedra operator --kubeconfig ...
 
 ``tracemalloc`` starts before the module is imported, keeping ``--frames`` frames per
-allocation. A thread of the process then looks every ``--interval`` seconds at the memory
-tracemalloc traces and writes
+allocation (``--frames 0``: no tracing, the figures of each requested snapshot only: the
+allocator's figures of an untraced process). A thread of the process then looks every
+``--interval`` seconds at the memory tracemalloc traces and writes
 
 * ``peak.tracemalloc`` / ``peak.json`` whenever the traced memory has grown by ``--step`` (a
   fraction) since the last peak written, each replacing the last, so that the files left hold
@@ -208,7 +209,7 @@ class Tracer:
         while True:
             time.sleep(self.interval)
             current, _peak = tracemalloc.get_traced_memory()
-            if current >= self.next_peak:
+            if tracemalloc.is_tracing() and current >= self.next_peak:
                 self.write("peak")
                 self.next_peak = int(current * (1 + self.step))
             for request in sorted(self.directory.glob("*.request")):
@@ -220,10 +221,10 @@ class Tracer:
 
     def write(self, label: str, *, trim: bool = False) -> None:
         """Snapshot now: ``<label>.tracemalloc`` and ``<label>.json`` (each written whole,
-        then renamed over the last, the figures last); ``trim``: then ``malloc_trim`` and the
-        RSS after it."""
+        then renamed over the last, the figures last; without tracing, the figures only);
+        ``trim``: then ``malloc_trim`` and the RSS after it."""
         taken = time.monotonic()
-        snapshot = tracemalloc.take_snapshot()
+        snapshot = tracemalloc.take_snapshot() if tracemalloc.is_tracing() else None
         current, peak = tracemalloc.get_traced_memory()
         status = proc_status_kib("VmRSS", "VmHWM")
         figures = {"seconds_since_start": f"{taken - self.started:.1f}",
@@ -235,7 +236,8 @@ class Tracer:
         if trim:
             malloc_trim()
             figures["VmRSS_after_malloc_trim"] = _mib(proc_status_kib("VmRSS")["VmRSS"] * 1024)
-        self._replace(f"{label}.tracemalloc", lambda path: snapshot.dump(str(path)))
+        if snapshot is not None:
+            self._replace(f"{label}.tracemalloc", functools.partial(_dump, snapshot))
         figures["snapshot_s"] = f"{time.monotonic() - taken:.1f}"
         self._replace(f"{label}.json", lambda path: path.write_text(json.dumps(figures)))
 
@@ -243,6 +245,10 @@ class Tracer:
         partial = self.directory / f".{name}.partial"
         write(partial)
         partial.replace(self.directory / name)
+
+
+def _dump(snapshot: tracemalloc.Snapshot, path: Path) -> None:
+    snapshot.dump(str(path))
 
 
 def _write_text(text: str, path: Path) -> None:
@@ -314,7 +320,8 @@ def main(argv: list[str] | None = None) -> None:
                                      epilog="or: memtrace.py report DIR; "
                                      "memtrace.py compare BEFORE AFTER [--by ...]")
     parser.add_argument("--dir", type=Path, required=True, help="where snapshots are written")
-    parser.add_argument("--frames", type=int, default=16, help="frames kept per allocation")
+    parser.add_argument("--frames", type=int, default=16,
+                        help="frames kept per allocation (0: no tracing, the figures only)")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between looks")
     parser.add_argument("--step", type=float, default=0.1,
                         help="growth of the traced memory (a fraction) between peak snapshots")
@@ -322,7 +329,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("module_args", nargs=argparse.REMAINDER)
     options = parser.parse_args(args)
     options.dir.mkdir(parents=True, exist_ok=True)
-    tracemalloc.start(options.frames)
+    if options.frames:
+        tracemalloc.start(options.frames)
     tracer = Tracer(options.dir, interval=options.interval, step=options.step)
     threading.Thread(target=tracer.run, name="memtrace", daemon=True).start()
     sys.argv = [options.module, *options.module_args]

@@ -515,6 +515,9 @@ class Options:
     tracemalloc: Path | None = None
     """Where :mod:`bench.memtrace` writes each operator's snapshots (one directory per phase);
     None: the operator runs untraced."""
+    tracemalloc_frames: int = 16
+    """Frames per traced allocation; 0: no tracing, only the figures (RSS, ``mallinfo2``, RSS
+    after ``malloc_trim``) at each phase's end."""
     scheduler_qps: float = SCHEDULER_QPS
     """kube-scheduler's client QPS (its burst is twice that)."""
     node_status_period_s: float | None = NODE_STATUS_PERIOD_S
@@ -643,7 +646,8 @@ class ScaleBench:
         if self.options.tracemalloc is not None:
             self.traces = self.options.tracemalloc / (
                 self.phase if source is None else f"{self.phase}-baseline")
-            launcher = ("-m", "bench.memtrace", "--dir", str(self.traces), "kubedra")
+            launcher = ("-m", "bench.memtrace", "--dir", str(self.traces),
+                        f"--frames={self.options.tracemalloc_frames}", "kubedra")
         # plain HTTP /healthz: a baseline checkout may predate HTTPS metrics (it ignores the
         # setting), and the bench measures publishing, not scrapes
         self.kubedra.start_operator(liveness_port=self.liveness_port, source=source,
@@ -657,7 +661,7 @@ class ScaleBench:
         taken now (the directory of the files), else None."""
         if self.traces is None:
             return None
-        for label in ("end", "holders"):
+        for label in ("end", "holders") if self.options.tracemalloc_frames else ("end",):
             done = memtrace.request(self.traces, label)
             await self.until(done.exists, timeout=600, what=f"the {label} snapshot")
         return str(done.parent)
@@ -1106,6 +1110,9 @@ def main() -> None:
                         help="run each operator under bench.memtrace: tracemalloc snapshots "
                         "at its peak and at the end of each phase in DIR/<phase>/ (slows it; "
                         "its RSS is not comparable with an untraced run)")
+    parser.add_argument("--tracemalloc-frames", type=int, default=16, metavar="N",
+                        help="frames per traced allocation; 0: untraced, only the allocator's "
+                        "figures and the RSS after malloc_trim at each phase's end")
     args = parser.parse_args()
     phases = tuple(p for p in args.phases.split(",") if p)
     unknown = set(phases) - set(PHASES)
@@ -1118,6 +1125,7 @@ def main() -> None:
                       baseline=args.baseline and args.baseline.resolve(),
                       leader_elect=args.leader_elect, lease_duration=args.lease_duration,
                       tracemalloc=args.tracemalloc and args.tracemalloc.resolve(),
+                      tracemalloc_frames=args.tracemalloc_frames,
                       scheduler_qps=args.scheduler_qps,
                       node_status_period_s=args.node_status_period or None,
                       py_spy=args.py_spy and args.py_spy.resolve())

@@ -106,3 +106,12 @@ def test_holders_names_what_keeps_an_api_object_alive() -> None:
     assert chain == "1 x _Holder <- list"  # the list is held by this running function's local
     assert holders == [held]
     assert held.body["kind"] == "MemtraceProbe"
+
+
+def test_without_tracing_a_request_writes_the_figures_only(tmp_path: Path) -> None:
+    assert not tracemalloc.is_tracing()
+    memtrace.Tracer(tmp_path, interval=1.0, step=0.1).write("end", trim=True)
+    figures = json.loads((tmp_path / "end.json").read_text())
+    assert (sorted(p.name for p in tmp_path.iterdir()), figures["traced_now"]) == (
+        ["end.json"], "0.0 MiB")
+    assert float(figures["VmRSS_after_malloc_trim"].split()[0]) > 0
