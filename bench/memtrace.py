@@ -229,7 +229,8 @@ class Tracer:
         status = proc_status_kib("VmRSS", "VmHWM")
         figures = {"seconds_since_start": f"{taken - self.started:.1f}",
                    "traced_now": _mib(current), "traced_peak": _mib(peak),
-                   "traced_frames": str(tracemalloc.get_traceback_limit()),
+                   "traced_frames": str(tracemalloc.get_traceback_limit()
+                                        if tracemalloc.is_tracing() else 0),
                    "VmRSS": _mib(status["VmRSS"] * 1024), "VmHWM": _mib(status["VmHWM"] * 1024),
                    "python_blocks": str(sys.getallocatedblocks()),
                    **{f"malloc_{k}": _mib(v) for k, v in malloc_info().items()}}

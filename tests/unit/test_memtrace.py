@@ -112,6 +112,6 @@ def test_without_tracing_a_request_writes_the_figures_only(tmp_path: Path) -> No
     assert not tracemalloc.is_tracing()
     memtrace.Tracer(tmp_path, interval=1.0, step=0.1).write("end", trim=True)
     figures = json.loads((tmp_path / "end.json").read_text())
-    assert (sorted(p.name for p in tmp_path.iterdir()), figures["traced_now"]) == (
-        ["end.json"], "0.0 MiB")
+    assert (sorted(p.name for p in tmp_path.iterdir()), figures["traced_frames"]) == (
+        ["end.json"], "0")
     assert float(figures["VmRSS_after_malloc_trim"].split()[0]) > 0
