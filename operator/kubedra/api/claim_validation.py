@@ -25,7 +25,13 @@ from kubedra.api.limits import (
     DEVICE_TOLERATIONS_MAX_LENGTH,
     FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE,
 )
-from kubedra.api.names import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, qualified_name_error
+from kubedra.api.names import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    is_label_key,
+    is_label_value,
+    qualified_name_error,
+)
 from kubedra.api.resource import (
     DeviceClaim,
     DeviceConstraint,
@@ -38,8 +44,6 @@ from kubedra.api.validation import FieldError
 
 _DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
 _DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
-_LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 ALLOCATION_MODES = ("ExactCount", "All")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TOLERATION_EFFECTS = ("NoSchedule", "NoExecute")
@@ -154,9 +158,7 @@ def _selector_errors(path: str, selectors: Sequence[DeviceSelector],
 def _toleration_errors(path: str, toleration: DeviceToleration) -> list[FieldError]:
     errors = []
     key = toleration.key or ""
-    prefix, _, name = key.rpartition("/")
-    if key and (len(name) > 63 or not _LABEL_KEY_NAME.match(name)
-                or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)))):
+    if key and not is_label_key(key):
         errors.append(FieldError(f"{path}.key", f"{key!r} is not a label key"))
     operator = toleration.operator or "Equal"
     value = toleration.value or ""
@@ -165,7 +167,7 @@ def _toleration_errors(path: str, toleration: DeviceToleration) -> list[FieldErr
                                                      f"{', '.join(TOLERATION_OPERATORS)}"))
     elif operator == "Exists" and value:
         errors.append(FieldError(f"{path}.value", "must be empty when operator is 'Exists'"))
-    elif len(value) > 63 or not _LABEL_VALUE.match(value):
+    elif not is_label_value(value):
         errors.append(FieldError(f"{path}.value", f"{value!r} is not a label value"))
     if toleration.effect and toleration.effect not in TOLERATION_EFFECTS:
         errors.append(FieldError(f"{path}.effect", f"{toleration.effect!r} is not one of "

@@ -23,7 +23,12 @@ from pydantic.json_schema import SkipJsonSchema
 from kubedra.api.base import KubeModel
 from kubedra.api.limits import DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH as MAX_VALUE_BYTES
 from kubedra.api.limits import RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE
-from kubedra.api.names import DNSLabel
+from kubedra.api.names import (
+    LABEL_KEY_SCHEMA,
+    LABEL_VALUE_MAX_LENGTH,
+    LABEL_VALUE_PATTERN,
+    DNSLabel,
+)
 from kubedra.api.quantity import Quantity
 
 SEMVER_PATTERN = (r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -225,12 +230,25 @@ class DeviceCounterConsumption(KubeModel):
     (:mod:`kubedra.allocation.pools`)."""
 
 
+DEVICE_TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
+"""The effects a device taint may have (``validDeviceTaintEffects`` in
+k8s.io/kubernetes/pkg/apis/resource/validation/validation.go, v1.37.2)."""
+
+
 class DeviceTaint(KubeModel):
     """A taint on a device; ``effect`` is ``None``, ``NoSchedule`` or ``NoExecute`` (KEP-5055)."""
 
-    key: str
-    value: str | None = None
-    effect: str = Field(json_schema_extra={"enum": ["None", "NoSchedule", "NoExecute"]})
+    # The schema (the DeviceInventory CRD's spec.overrides[].taints) states what
+    # validateDeviceTaint in k8s.io/kubernetes/pkg/apis/resource/validation/validation.go
+    # (v1.37.2) requires, so that the API server refuses a taint no ResourceSlice could carry:
+    # the key a label key (ValidateLabelName), the value empty or a label value
+    # (IsLabelValue), the effect one of validDeviceTaintEffects. Python does not check them: a
+    # taint stored before the CRD did is read, and the operator reports it
+    # (kubedra.api.validation.taint_errors) instead of failing on the whole inventory.
+    key: str = Field(json_schema_extra=LABEL_KEY_SCHEMA)
+    value: str | None = Field(default=None, json_schema_extra={
+        "pattern": LABEL_VALUE_PATTERN, "maxLength": LABEL_VALUE_MAX_LENGTH})
+    effect: str = Field(json_schema_extra={"enum": list(DEVICE_TAINT_EFFECTS)})
     time_added: str | None = None
 
 

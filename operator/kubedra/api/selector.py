@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from kubedra.api.names import LABEL_NAME_PATTERN, LABEL_VALUE_PATTERN
+from kubedra.api.names import is_label_key, is_label_value
 
 _REQUIREMENT = re.compile(
     r"^(?P<not>!)?\s*(?P<key>[A-Za-z0-9](?:[-A-Za-z0-9_./]*[A-Za-z0-9])?)\s*"
@@ -58,13 +58,12 @@ def _check_label(requirement: str, key: str, values: list[str]) -> None:
     Raises:
         ValueError: ``key`` is not a label key or a value not a label value.
     """
-    prefix, _, _ = key.rpartition("/")
-    if not re.match(LABEL_NAME_PATTERN, key) or len(prefix) > 253:
+    if not is_label_key(key):
         raise ValueError(f"{requirement!r}: the key {key!r} is not a label key (name or "
                          "prefix/name: a DNS subdomain of at most 253 characters, '/', and at "
                          "most 63 alphanumerics, '-', '_' or '.', alphanumeric at both ends)")
     for value in values:
-        if not re.match(LABEL_VALUE_PATTERN, value):
+        if not is_label_value(value):
             raise ValueError(f"{requirement!r}: {value!r} is not a label value (at most 63 "
                              "alphanumerics, '-', '_' or '.', alphanumeric at both ends)")
 

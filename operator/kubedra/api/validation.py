@@ -26,19 +26,19 @@ from kubedra.api.limits import (
     RESOURCE_SLICE_MAX_COUNTERS_PER_DEVICE_COUNTER_CONSUMPTION,
     RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
 )
-from kubedra.api.names import qualified_name_error
-from kubedra.api.resource import SEMVER_PATTERN, CounterSet, DeviceAttribute, DeviceTaint
+from kubedra.api.names import is_label_key, is_label_value, qualified_name_error
+from kubedra.api.resource import (
+    DEVICE_TAINT_EFFECTS,
+    SEMVER_PATTERN,
+    CounterSet,
+    DeviceAttribute,
+    DeviceTaint,
+)
 
 if TYPE_CHECKING:  # claim validation (explain, simulate) needs no inventory models: 60 ms
     from kubedra.api.inventory import InventoryDevice, Rejection
 
 _SEMVER = re.compile(SEMVER_PATTERN)
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_MAX = 63
-_PREFIX_MAX = 253
-TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True)
@@ -180,21 +180,20 @@ def consumption_errors(device: InventoryDevice,
 
 def taint_errors(taint: DeviceTaint) -> list[FieldError]:
     """Problems of one device taint: the key a label key (``[prefix/]name``), the value a label
-    value, the effect one of None, NoSchedule, NoExecute (``validateDeviceTaint``)."""
+    value, the effect one of None, NoSchedule, NoExecute (``validateDeviceTaint``). The CRD
+    refuses them too; this finds those stored before it did."""
     errors = []
-    prefix, _, name = taint.key.rpartition("/")
-    if (not _LABEL_NAME.match(name) or len(name) > _LABEL_MAX
-            or (prefix and (not _LABEL_PREFIX.match(prefix) or len(prefix) > _PREFIX_MAX))):
+    if not is_label_key(taint.key):
         errors.append(FieldError("key", f"{taint.key!r} is not a label key: an optional DNS "
                                         "subdomain and '/', then at most 63 letters, digits, "
                                         "'-', '_' or '.'"))
     value = taint.value or ""
-    if len(value) > _LABEL_MAX or not _LABEL_VALUE.match(value):
+    if not is_label_value(value):
         errors.append(FieldError("value", f"{value!r} is not a label value: at most 63 "
                                           "letters, digits, '-', '_' or '.'"))
-    if taint.effect not in TAINT_EFFECTS:
+    if taint.effect not in DEVICE_TAINT_EFFECTS:
         errors.append(FieldError("effect", f"{taint.effect!r} is not one of "
-                                           f"{', '.join(TAINT_EFFECTS)}"))
+                                           f"{', '.join(DEVICE_TAINT_EFFECTS)}"))
     return errors
 
 

@@ -30,6 +30,7 @@ from kubedra.controller.leases import LeaseCache
 from kubedra.controller.listwatch import Index, ListWatch
 from kubedra.controller.nodes import NODE_DECODER, NODES_PATH, declared_features
 from kubedra.controller.queue import Retry, WorkQueue
+from kubedra.controller.resync import ResyncRound
 from kubedra.controller.slices import SliceCache, SliceRecord
 from kubedra.controller.state import ClusterView, OperatorState
 from kubedra.logging import get_logger
@@ -42,8 +43,6 @@ CLAIM_WORKERS = 16
 """Claims reconciled at once. A claim's reconcile is mostly waiting for its status write, so
 with 2 the claims of a burst queued behind each other's API round trips (bench/scale.py at
 100 nodes, 10 claims/s: 12.6 s p50 from the allocation seen to the reconcile start)."""
-RESYNC_INTERVAL = 300.0
-"""Seconds between two reconciles of every inventory, events or not."""
 
 K = TypeVar("K", bound=Hashable)
 Step = Callable[[K], Awaitable[None]]
@@ -316,7 +315,7 @@ async def tick(state: OperatorState) -> None:
     not watch events) and resync everything now and then. Only the Leases that expired since
     the last tick are looked at (:meth:`LeaseCache.expired`); a Lease's other changes come
     through its watch (``lease_changed``)."""
-    since_resync = 0.0
+    resync = ResyncRound()
     interval = state.settings.lease_check_interval
     while True:
         now = utcnow()
@@ -326,9 +325,6 @@ async def tick(state: OperatorState) -> None:
             if until <= now:
                 del state.wake_ups[name]
                 state.inventory_queue.add(name)
-        since_resync += interval
-        if since_resync >= RESYNC_INTERVAL:
-            since_resync = 0.0
-            for name in state.view.inventory_names():
-                state.inventory_queue.add(name)
+        for name in resync.due(state.view.inventory_names, interval):
+            state.inventory_queue.add(name)
         await asyncio.sleep(interval)

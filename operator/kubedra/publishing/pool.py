@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from kubedra.api.inventory import DeviceInventory, DiscoveryResult, InventoryDevice, Rejection
 from kubedra.api.mig import expand
+from kubedra.api.names import is_label_key
 from kubedra.api.resource import (
     CounterSet,
     Device,
@@ -123,10 +124,15 @@ def binding_errors(device: InventoryDevice, node_name: str | None) -> list[Field
     if bool(conditions) != bool(failures):
         return [FieldError("bindingConditions", "bindingConditions and "
                            "bindingFailureConditions go together: set both or neither")]
-    errors = [FieldError(name, f"{names} lists a name twice")
-              for name, names in (("bindingConditions", conditions),
-                                  ("bindingFailureConditions", failures))
-              if len(set(names)) != len(names)]
+    lists = (("bindingConditions", conditions), ("bindingFailureConditions", failures))
+    # the model checks the pattern; a prefix over 253 characters only the CRD refuses, and an
+    # inventory stored before it did would fail the ResourceSlice write
+    errors = [FieldError(f"{path}[{i}]", f"{name!r} is not a label key: the prefix before "
+                                         "'/' is at most 253 characters")
+              for path, names in lists for i, name in enumerate(names)
+              if not is_label_key(name)]
+    errors += [FieldError(path, f"{names} lists a name twice")
+               for path, names in lists if len(set(names)) != len(names)]
     if overlap := sorted(set(conditions) & set(failures)):
         errors.append(FieldError("bindingFailureConditions",
                                  f"{overlap} are also binding conditions"))

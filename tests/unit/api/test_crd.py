@@ -6,6 +6,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kubedra.api.crd import inventory_crd, inventory_crd_yaml
+from kubedra.api.names import LABEL_NAME_PATTERN, LABEL_VALUE_PATTERN
 from kubedra.api.quantity import QUANTITY_PATTERN
 from kubedra.cli import main
 
@@ -72,3 +73,29 @@ def test_a_quantity_field_has_the_quantity_grammar_as_its_pattern() -> None:
     accepted = [v for v in ("256Mi", "0.5", "1e3", "+1", ".5", "500m", "abc", "1.5.5Mi", "1 Gi",
                             "Mi", "") if re.fullmatch(QUANTITY_PATTERN, v)]
     assert accepted == ["256Mi", "0.5", "1e3", "+1", ".5", "500m"]
+
+
+def test_taints_and_binding_conditions_carry_the_label_rules() -> None:
+    """What ``validateDeviceTaint`` and ``validateDeviceBindingParameters`` refuse is refused
+    at admission (tests/integration/test_inventory_admission.py has the messages): a
+    label key (pattern, at most 317 characters, CEL for the 253-character prefix and the
+    63-character name), a label value, an effect of the three."""
+    spec = inventory_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"]
+    taint = spec["properties"]["overrides"]["items"]["properties"]["taints"]["items"]
+    key_rules = [{"rule": "self.indexOf('/') <= 253",
+                  "message": "prefix part (before '/') must be no more than 253 characters"},
+                 {"rule": "size(self) - self.indexOf('/') - 1 <= 63",
+                  "message": "name part must be no more than 63 characters"}]
+    assert taint["properties"]["key"] == {
+        "type": "string", "maxLength": 317, "pattern": LABEL_NAME_PATTERN,
+        "x-kubernetes-validations": key_rules}
+    assert taint["properties"]["value"] == {
+        "type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN}
+    assert taint["properties"]["effect"]["enum"] == ["None", "NoSchedule", "NoExecute"]
+    assert taint["required"] == ["key", "effect"]
+    device = spec["properties"]["devices"]["items"]["properties"]
+    for field in ("bindingConditions", "bindingFailureConditions"):
+        assert device[field]["items"] == {
+            "type": "string", "maxLength": 317, "pattern": LABEL_NAME_PATTERN,
+            "x-kubernetes-validations": key_rules}

@@ -287,6 +287,9 @@ def test_binding_conditions_are_published_for_network_attached_devices() -> None
      "spec.devices[0].bindingConditions", "lists a name twice"),
     ({"bindingConditions": ["a"], "bindingFailureConditions": ["a"]}, False,
      "spec.devices[0].bindingFailureConditions", "['a'] are also binding conditions"),
+    # stored before the CRD refused it: the ResourceSlice write failed
+    ({"bindingConditions": ["a"], "bindingFailureConditions": ["a" * 254 + "/f"]}, False,
+     "spec.devices[0].bindingFailureConditions[0]", "the prefix before '/' is at most 253"),
 ])
 def test_bad_binding_conditions_leave_the_device_out_naming_the_field(
         device: dict[str, Any], node_local: bool, field: str, message: str) -> None:
