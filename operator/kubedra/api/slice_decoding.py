@@ -77,8 +77,8 @@ def _shared_map(cache: dict[tuple[Any, ...], _M | None], model: type[_M],
     A value of one field (every attribute, and a capacity without a request policy) is keyed
     ``(field, scalar, type)``, built from its one item without unpacking the dict twice; a
     value of more fields by all its items and then their types (a key of another length, so
-    the two never meet). On the 2,000-node dump that halved the cost of the keys (the
-    decoder's CPU 0.21 -> 0.15 s, bench/RESULTS.md "Cold start")."""
+    the two never meet). On the 2,000-node dump the decoder's CPU went from 0.19-0.20 s to
+    0.15-0.16 s (bench/RESULTS.md "Cold start")."""
     shared: dict[str, Any] = {}
     for name, value in values.items():
         if type(value) is dict:

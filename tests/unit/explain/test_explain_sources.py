@@ -183,7 +183,7 @@ def test_the_executables_end_at_once_after_all_their_output(tmp_path: Path) -> N
 
 def test_explain_from_a_json_dump_never_imports_pyyaml(tmp_path: Path) -> None:
     """A JSON dump (what ``kubedra dump`` writes) is read without importing PyYAML (about
-    0.05 s of the command's imports, bench/RESULTS.md "Cold start"); a YAML dump imports it.
+    15 ms of CPU, bench/RESULTS.md "Cold start"); a YAML dump imports it.
     Each in a fresh interpreter, so that other tests' imports do not count."""
     yaml_dump = _cluster(tmp_path)
     json_dump = tmp_path / "cluster.json"
