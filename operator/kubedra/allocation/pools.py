@@ -139,6 +139,8 @@ class SliceEntry:
         "devices",
         "driver",
         "generation",
+        "has_binding_conditions",
+        "has_counters",
         "list_attributes",
         "name",
         "node_selection",
@@ -170,16 +172,11 @@ class SliceEntry:
                         for i, d in enumerate(spec.devices or ())]
         self.uses_compatibility_groups = any(
             c.compatibility_groups for d in spec.devices or () for c in d.consumes_counters or ())
-
-    @property
-    def has_binding_conditions(self) -> bool:
+        # read for every node the slice serves, at every gathering of its pools: kept
+        self.has_binding_conditions = any(d.binding_conditions is not None for d in self.devices)
         """Whether a device of the slice has binding conditions (``hasBindingConditions``)."""
-        return any(d.binding_conditions is not None for d in self.devices)
-
-    @property
-    def has_counters(self) -> bool:
+        self.has_counters = bool(self.counter_sets)
         """Whether the slice publishes shared counters (``len(sharedCounters) > 0``)."""
-        return bool(self.counter_sets)
 
 
 @dataclass(slots=True, eq=False)
@@ -316,7 +313,9 @@ def _is_relevant(entry: SliceEntry, node: NodeInfo) -> bool | None:
 def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: AllocatorFeatures,
                 all_slices: list[SliceEntry] | None) -> Pool:
     pool = Pool(*key)
-    if features.pools_in_random_order:  # as listed; experimental: binding conditions last
+    if len(slices) < 2:  # one slice (a node's own pool, most often): no order to make
+        pass
+    elif features.pools_in_random_order:  # as listed; experimental: binding conditions last
         if not features.runs_stable:
             slices = sorted(slices, key=lambda s: s.has_binding_conditions)
     else:
@@ -332,13 +331,14 @@ def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: Alloca
                 continue
             (counter_slices if partitionable and entry.has_counters else other_slices).append(entry)
 
-    seen: set[str] = set()
-    for entry in device_slices:
-        for device in entry.devices:
-            if device.name in seen:
-                pool.invalid_reason = f"duplicate device name {device.name}"
+    names = [device.name for entry in device_slices for device in entry.devices]
+    if len(set(names)) != len(names):  # then the first name seen before
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                pool.invalid_reason = f"duplicate device name {name}"
                 return pool
-            seen.add(device.name)
+            seen.add(name)
     if not partitionable:
         pool.slices = device_slices
         return pool
@@ -443,11 +443,12 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
                 continue
         pool = _build_pool(key, slices, features, all_slices)
         has_binding = features.binding_pools_last and any(
-            d.binding_conditions is not None for s in pool.slices for d in s.devices)
+            s.has_binding_conditions for s in pool.slices)
         (pools_with_binding if has_binding else pools).append(pool)
-    order = {key: i for i, key in enumerate(features.pool_order)}
-    pools.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
-    pools_with_binding.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
+    if len(pools) + len(pools_with_binding) > 1:  # one pool (most nodes): in order already
+        order = {key: i for i, key in enumerate(features.pool_order)}
+        pools.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
+        pools_with_binding.sort(key=lambda p: (order.get(p.key, len(order)), p.key))
     pools.extend(pools_with_binding)
 
     devices: list[DeviceEntry] = []

@@ -14,13 +14,13 @@ server's lists as JSON; those objects are then read as a dump's are.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import yaml
 
 from kubedra.explain.kubectl import METADATA_LIST, KubectlProxy
 
@@ -45,10 +45,6 @@ _NODES_PATH = "/api/v1/nodes"
 """Nodes, listed as metadata only (:data:`~kubedra.explain.kubectl.METADATA_LIST`): explain
 reads a Node's name and labels, nothing of its status (2 KB of a kwok Node's 2.5; the
 bulk of a real one's: images, conditions, addresses)."""
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when PyYAML has it: three times faster than PyYAML's own on a large
-dump, and still twenty times slower than JSON (bench/RESULTS.md, round 6)."""
 
 _JSON = msgspec.json.Decoder()
 """Decodes a JSON dump into plain dicts and lists: the fastest of ``json``, ``orjson`` and
@@ -228,21 +224,34 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, ...]:
     return (obj["kind"], meta.get("namespace") or "", name)
 
 
-def _documents(data: bytes) -> list[Any]:
+def _documents(source: Path) -> list[Any]:
     """The documents of a file: JSON (a subset of YAML, as ``kubectl get -o json`` and
     ``kubedra dump`` write it) through the JSON decoder, twenty times faster than YAML's
-    on a 13 MB dump (with Python's garbage collector off; sixty with it on); else YAML.
+    on a 13 MB dump (with Python's garbage collector off; sixty with it on); else YAML,
+    with libyaml's safe loader when PyYAML has it (three times faster than PyYAML's own on
+    a large dump, bench/RESULTS.md round 6). PyYAML is imported only for a file that is
+    not JSON: reading JSON dumps never imports it (bench/RESULTS.md "Cold start").
 
     Raises:
-        UnicodeDecodeError: the file is not UTF-8.
-        yaml.YAMLError: it is neither JSON nor YAML.
+        DumpError: the file cannot be read, is not UTF-8, or is neither JSON nor YAML
+            (:func:`unreadable`).
     """
+    try:
+        data = source.read_bytes()
+    except OSError as err:
+        raise DumpError(unreadable(source, err)) from None
     if data.lstrip()[:1] in (b"{", b"["):
         try:
             return [_JSON.decode(data)]
         except msgspec.DecodeError:
             pass
-    return list(yaml.load_all(data.decode(), Loader=_LOADER))
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return list(yaml.load_all(data.decode(), Loader=loader))
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise DumpError(unreadable(source, err)) from None
 
 
 def unreadable(source: Path | str, err: Exception) -> str:
@@ -250,7 +259,9 @@ def unreadable(source: Path | str, err: Exception) -> str:
     parsing … that starts at line:column)`` for a YAML syntax error (PyYAML's own message is
     four lines, the marks of a decoded dump naming ``<unicode string>``), ``file: not UTF-8
     text (byte 0xff at offset 6)``, else ``file: <the error>``."""
-    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+    yaml = sys.modules.get("yaml")  # a YAML error comes only after PyYAML was imported
+    if (yaml is not None and isinstance(err, yaml.MarkedYAMLError)
+            and err.problem_mark is not None):
         mark, context = err.problem_mark, ""
         at = err.context_mark
         if err.context and at is not None and (at.line, at.column) != (mark.line, mark.column):
@@ -278,11 +289,7 @@ def read_dump(paths: Iterable[Path]) -> ClusterObjects:
     recorded: list[tuple[str, Path]] = []
     for path in paths:
         for source in _dump_files(path):
-            try:
-                documents = _documents(source.read_bytes())
-            except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-                raise DumpError(unreadable(source, err)) from None
-            for document in documents:
+            for document in _documents(source):
                 version = document.get(SERVER_VERSION) if isinstance(document, dict) else None
                 if version is not None and not isinstance(version, str):
                     raise DumpError(f"{source}: {SERVER_VERSION} {version} is not a version "

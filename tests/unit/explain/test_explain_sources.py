@@ -181,6 +181,24 @@ def test_the_executables_end_at_once_after_all_their_output(tmp_path: Path) -> N
                                                                   expected.stderr)
 
 
+def test_explain_from_a_json_dump_never_imports_pyyaml(tmp_path: Path) -> None:
+    """A JSON dump (what ``kubedra dump`` writes) is read without importing PyYAML (about
+    15 ms of CPU, bench/RESULTS.md "Cold start"); a YAML dump imports it.
+    Each in a fresh interpreter, so that other tests' imports do not count."""
+    yaml_dump = _cluster(tmp_path)
+    json_dump = tmp_path / "cluster.json"
+    json_dump.write_text(dump_text(read_dump([yaml_dump])))
+    probe = ("import sys\nfrom kubedra.cli import main\n"
+             "main(['explain', 'resourceclaim', 'too-big', '-n', 'demo', '--from', sys.argv[1]],"
+             " standalone_mode=False)\nprint('yaml' in sys.modules)")
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "none")}
+    for dump, imported in ((json_dump, "False"), (yaml_dump, "True")):
+        ran = subprocess.run([sys.executable, "-c", probe, str(dump)], capture_output=True,
+                             text=True, env=env, check=True, timeout=60)
+        lines = ran.stdout.splitlines()
+        assert (lines[2], lines[-1]) == ("Verdict:        Unschedulable", imported)
+
+
 def test_pods_of_other_namespaces_do_not_use_the_claim() -> None:
     claim = ResourceClaim.from_api(gpu_claim("too-big", TOO_BIG))
     elsewhere = {**POD, "metadata": {**POD["metadata"], "namespace": "other"}}
