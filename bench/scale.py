@@ -57,6 +57,7 @@ import asyncio
 import datetime
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -1055,7 +1056,8 @@ def build_go(tool: str) -> Path:
 
 
 def scheduler_args(qps: float) -> list[str]:
-    """kube-scheduler flags for a client of ``qps`` requests a second, burst twice that.
+    """kube-scheduler flags for a client of ``qps`` requests a second, burst twice that
+    (rounded up: kube-scheduler takes the burst as an integer).
 
     ``--kube-api-qps`` and ``--kube-api-burst`` are kube-scheduler's deprecated flags
     (``cmd/kube-scheduler/app/options/deprecated.go``), still applied when it runs without
@@ -1063,7 +1065,7 @@ def scheduler_args(qps: float) -> list[str]:
     """
     if qps == SCHEDULER_QPS:
         return []
-    return [f"--kube-api-qps={qps:g}", f"--kube-api-burst={2 * qps:g}"]
+    return [f"--kube-api-qps={qps:g}", f"--kube-api-burst={math.ceil(2 * qps)}"]
 
 
 def run(options: Options, workdir: Path) -> Json:
@@ -1118,6 +1120,11 @@ def main() -> None:
     unknown = set(phases) - set(PHASES)
     if unknown:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
+    if args.scheduler_qps <= 0:
+        parser.error(f"--scheduler-qps must be above 0, not {args.scheduler_qps:g}")
+    if args.node_status_period < 0:
+        parser.error(f"--node-status-period must be 0 (kwok's) or above, not "
+                     f"{args.node_status_period:g}")
     options = Options(nodes=args.nodes, mig=args.mig, mig_form=args.mig_form, phases=phases,
                       steady_s=args.steady,
                       churn_s=args.churn, churn_percent=args.churn_percent,

@@ -126,3 +126,22 @@ async def test_a_valid_taint_and_binding_condition_are_accepted(
         assert created["spec"]["devices"][0]["bindingConditions"] == binding
     finally:
         await custom.delete_cluster_custom_object(*INVENTORIES, "good-taint")
+
+
+@pytest.mark.usefixtures("crd")
+async def test_an_override_leaves_room_for_the_operators_own_taints(
+        admin_api: ApiClient) -> None:
+    """At most 14 taints: a device carries at most 16, and the operator may add
+    kubedra.io/unhealthy and kubedra.io/draining (with 16 the slice of an unhealthy device was
+    refused, and the device stayed published without its taint)."""
+    body = _inventory("many-taints")
+    taints = [{"key": f"k{i}", "effect": "NoSchedule"} for i in range(15)]
+    body["spec"]["overrides"] = [{"device": "dev-0", "taints": taints}]
+    assert await _causes(admin_api, body) == [
+        ("<nil>", "Invalid value: null: some validation rules were not checked because the "
+                  "object was invalid; correct the existing errors to complete validation"),
+        ("spec.overrides[0].taints", "Too many: 15: must have at most 14 items")]
+    body["spec"]["overrides"][0]["taints"] = taints[:14]
+    custom = client.CustomObjectsApi(admin_api)
+    await custom.create_cluster_custom_object(*INVENTORIES, body)
+    await custom.delete_cluster_custom_object(*INVENTORIES, "many-taints")

@@ -19,6 +19,8 @@ from kubedra.api.base import KubeModel
 from kubedra.api.limits import (
     BINDING_CONDITIONS_MAX_SIZE,
     BINDING_FAILURE_CONDITIONS_MAX_SIZE,
+    DEVICE_TAINTS_MAX_LENGTH,
+    OVERRIDE_TAINTS_MAX_LENGTH,
 )
 from kubedra.api.limits import (
     RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE as MAX_ENTRIES,
@@ -187,8 +189,14 @@ class DeviceOverride(KubeModel):
 
     device: DNSLabel = Field(description="Name of the device this override applies to.")
     disabled: bool = Field(default=False, description="Do not publish this device.")
+    # The CRD refuses more than OVERRIDE_TAINTS_MAX_LENGTH (the operator adds up to two of its
+    # own and a slice's device carries at most 16); the model reads up to 16, so that one stored
+    # before leaves its device out (publishing.pool) instead of failing the whole inventory.
     taints: list[DeviceTaint] | None = Field(
-        default=None, max_length=16, description="Taints to publish on the device (at most 16).")
+        default=None, max_length=DEVICE_TAINTS_MAX_LENGTH,
+        json_schema_extra={"maxItems": OVERRIDE_TAINTS_MAX_LENGTH},
+        description=f"Taints to publish on the device (at most {OVERRIDE_TAINTS_MAX_LENGTH}: the "
+                    "operator may add kubedra.io/unhealthy and kubedra.io/draining).")
 
 
 class DeviceInventorySpec(KubeModel):

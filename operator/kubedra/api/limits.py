@@ -16,6 +16,11 @@ DEVICE_MAX_DOMAIN_LENGTH = 63
 DEVICE_MAX_ID_LENGTH = 32
 DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH = 64  # bytes of UTF-8 (Go len), not characters
 DEVICE_TAINTS_MAX_LENGTH = 16
+OPERATOR_TAINTS_MAX = 2
+"""Taints the operator itself may add to one device: ``kubedra.io/unhealthy`` (or its
+recovery hold-down) and ``kubedra.io/draining`` (kubedra's, not the API's)."""
+OVERRIDE_TAINTS_MAX_LENGTH = DEVICE_TAINTS_MAX_LENGTH - OPERATOR_TAINTS_MAX
+"""An override's taints: what a slice's device may carry less what the operator adds."""
 RESOURCE_SLICE_MAX_COUNTER_SETS = 8
 RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET = 32
 RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE = 2

@@ -18,6 +18,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from kubedra.api.inventory import DeviceInventory, DiscoveryResult, InventoryDevice, Rejection
+from kubedra.api.limits import (
+    DEVICE_TAINTS_MAX_LENGTH,
+    OPERATOR_TAINTS_MAX,
+    OVERRIDE_TAINTS_MAX_LENGTH,
+)
 from kubedra.api.mig import expand
 from kubedra.api.names import is_label_key
 from kubedra.api.resource import (
@@ -214,6 +219,12 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
         left_out += _rejections(device.name, path, errors)
         taint_problems = [FieldError(f"taints[{i}].{e.field}", e.message)
                           for i, t in enumerate(taints) for e in taint_errors(t)]
+        if len(taints) > OVERRIDE_TAINTS_MAX_LENGTH:  # stored before the CRD refused it
+            taint_problems.append(FieldError("taints", (
+                f"{len(taints)} taints: at most {OVERRIDE_TAINTS_MAX_LENGTH}, since the operator "
+                f"may add {OPERATOR_TAINTS_MAX} of its own (kubedra.io/unhealthy, "
+                "kubedra.io/draining) and a device carries at most "
+                f"{DEVICE_TAINTS_MAX_LENGTH}")))
         left_out += _rejections(device.name, f"spec.overrides[{index}]", taint_problems)
         if errors or taint_problems:
             continue

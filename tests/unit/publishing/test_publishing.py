@@ -594,3 +594,23 @@ def test_a_taint_keeps_its_time_when_its_device_moves_to_another_slice() -> None
                 for d in w.body["spec"]["devices"] if d["name"] == "dev-128"]
     assert device["taints"] == [{"key": DRAINING_TAINT_KEY, "value": "disabled",
                                  "effect": "NoSchedule", "timeAdded": "2026-11-29T00:00:00Z"}]
+
+
+def test_an_unhealthy_device_with_the_most_override_taints_still_gets_its_taint() -> None:
+    taints = [{"key": f"k{i}", "effect": "NoSchedule"} for i in range(14)]
+    inv = inventory(1, taint_every=1, overrides=[{"device": "dev-000", "taints": taints}])
+    pool = build_pool(inv)
+    published = pool.devices[0].taints or []
+    assert [t.key for t in published] == [f"k{i}" for i in range(14)] + [UNHEALTHY_TAINT_KEY]
+    assert pool.left_out == []
+
+
+def test_an_override_stored_with_more_taints_than_leave_room_leaves_its_device_out() -> None:
+    taints = [{"key": f"k{i}", "effect": "NoSchedule"} for i in range(16)]
+    inv = inventory(2, taint_every=2, overrides=[{"device": "dev-000", "taints": taints}])
+    pool = build_pool(inv)
+    assert [d.name for d in pool.devices] == ["dev-001"]  # never published without its taint
+    assert [(r.name, r.field, r.message) for r in pool.left_out] == [
+        ("dev-000", "spec.overrides[0].taints",
+         "16 taints: at most 14, since the operator may add 2 of its own (kubedra.io/unhealthy, "
+         "kubedra.io/draining) and a device carries at most 16")]
