@@ -90,7 +90,9 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
     total, inclusive, on_top = shares(args.raw.read_text())
-    print(f"{total} samples ({total / SAMPLES_PER_S:.0f} s at {SAMPLES_PER_S} Hz)")
+    # py-spy samples every thread that is not idle, SAMPLES_PER_S times a second: the count
+    # is neither wall nor CPU time (a thread waiting in epoll with --nonblocking counts too)
+    print(f"{total} samples of threads not idle, at {SAMPLES_PER_S} Hz per thread")
     print("inclusive   self  frame")
     for frame, share in sorted(inclusive.items(), key=lambda kv: -kv[1])[:args.top]:
         print(f"{100 * share:8.1f}% {100 * on_top.get(frame, 0.0):6.1f}%  {frame}")
