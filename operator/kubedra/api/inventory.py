@@ -268,7 +268,7 @@ class DiscoveredState(KubeModel):
     # An atomic map for server-side apply: the agent applies its whole report every time, so
     # its managedFields entry names f:discovered once instead of every field of every device
     # (5.9 of an 8-H200 inventory's 13.0 KB as listed, which the API server, etcd and every
-    # watcher of inventories carry: bench/RESULTS.md, scale, round 12). The lists inside keep
+    # watcher of inventories carry: bench/RESULTS.md, scale, round 13). The lists inside keep
     # their list-map keys, so device names stay unique.
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-map-type": "atomic"})
 

@@ -85,6 +85,8 @@ def is_label_value(value: str) -> bool:
     """Whether ``value`` is a label value (``IsLabelValue``): empty, or at most 63
     alphanumerics, '-', '_' and '.', alphanumeric at both ends."""
     return bool(_LABEL_VALUE.fullmatch(value))
+
+
 DriverName = Annotated[str, StringConstraints(pattern=DNS_SUBDOMAIN_PATTERN, max_length=63)]
 """A driver name: a DNS subdomain of at most 63 characters (``DriverNameMaxLength``)."""
 

@@ -208,7 +208,7 @@ def freeze_after_first_pass(state: OperatorState) -> None:
     ``Meta`` whose source is the body), so once the workers let go each was cyclic garbage
     in the permanent generation, never collected, holding the raw event it wraps: one
     listed inventory (60 KiB as ``json.loads`` makes it, 8 H200) per node for the life of
-    the process (``bench/RESULTS.md``, scale round 12). By the end of the first pass every
+    the process (``bench/RESULTS.md``, scale, round 15). By the end of the first pass every
     listed object's handler has run, so their bodies are garbage the collection frees.
     """
     if (state.caches_frozen or state.inventory_queue.busy() > 1

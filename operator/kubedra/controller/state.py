@@ -286,7 +286,7 @@ class StatusOverlay(Generic[K]):
     record, as the indexes keep the watched one (no managedFields, packed): an 8-H200
     inventory's answer is 44 KiB as dicts and 0.9 KiB as a record, and while publishing a
     fleet every inventory has one such answer waiting for its watch event and its next
-    reconcile (``bench/RESULTS.md``, scale round 12)."""
+    reconcile (``bench/RESULTS.md``, scale, round 15)."""
 
     written: dict[K, KeptObject] = field(default_factory=dict)
     quiet: dict[K, int] = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """The operator freezes its caches for the cyclic collector once the first pass over the
 inventories is done, not at the first event: frozen then, every listed object's kopf body
 (a reference cycle, held by its worker until every index was filled) was never freed, one raw
-inventory per node for the life of the process (``bench/RESULTS.md``, scale round 12)."""
+inventory per node for the life of the process (``bench/RESULTS.md``, scale, round 15)."""
 
 from __future__ import annotations
 
