@@ -46,8 +46,9 @@ each with a ``.json`` of ``VmRSS``, glibc's ``mallinfo2`` and, at the end, the R
 ``malloc_trim``, and ``holders.txt`` (the API objects alive by kind, and what holds them);
 then ``python -m bench.memtrace report DIR/<phase>`` writes the top
 allocations by line, file and traceback, and ``python -m bench.memtrace compare
-A.tracemalloc B.tracemalloc`` what differs between two snapshot files. Glibc's allocator is tuned as usual through the environment
-(``MALLOC_ARENA_MAX=2``), which the operator inherits.
+A.tracemalloc B.tracemalloc`` what differs between two snapshot files. Glibc's allocator
+is tuned as usual through the environment (``MALLOC_ARENA_MAX=2``), which the operator
+inherits.
 """
 
 from __future__ import annotations
