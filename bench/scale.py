@@ -1076,8 +1076,13 @@ def run(options: Options, workdir: Path) -> Json:
                       scheduler_args=scheduler_args(options.scheduler_qps),
                       node_status_period_s=options.node_status_period_s) as plane:
         result = asyncio.run(ScaleBench(plane, audit, options).run())
+        started = {c.name: c.args for c in plane.components}
     return {**result, "scheduler_qps": options.scheduler_qps,
-            "node_status_period_s": options.node_status_period_s}
+            "node_status_period_s": options.node_status_period_s,
+            "scheduler_client_flags": [a for a in started["kube-scheduler"]
+                                       if a.startswith("--kube-api-")],
+            "node_monitor_flags": [a for a in started["kube-controller-manager"]
+                                   if a.startswith("--node-monitor-")]}
 
 
 def main() -> None:
