@@ -51,12 +51,14 @@ from kubedra.handlers.resources import plain
 OPERATOR_TIME = "2026-12-02T10:00:00Z"
 
 
-def _objects(nodes: int, mig: bool) -> tuple[list[bytes], list[bytes]]:
-    """(inventory JSON, slice watch-event JSON lines) of ``nodes`` nodes."""
+def _objects(nodes: int, mig: bool, mig_form: str = "compact"
+             ) -> tuple[list[bytes], list[bytes]]:
+    """(inventory JSON, slice watch-event JSON lines) of ``nodes`` nodes, the agents' reports
+    in ``mig_form`` (:func:`bench.scale.h200_node`)."""
     inventories, slices = [], []
     for i in range(nodes):
         node = node_name(i)
-        discovered = h200_node(i, mig)
+        discovered = h200_node(i, mig, mig_form)
         body = inventory_body(node)
         body["metadata"].update(uid=f"{i:036d}", resourceVersion=str(1000 + i),
                                 labels={"kubedra.io/node": node},

@@ -90,6 +90,7 @@ from kubedra.api.inventory import (
     AGENT_LEASE_PREFIX,
     DeviceInventory,
     DiscoveredState,
+    DiscoveryResult,
     DiscoverySettings,
 )
 from kubedra.api.mig import compact, expand
@@ -141,14 +142,14 @@ def node_name(index: int) -> str:
 def h200_node(index: int, mig: bool, mig_form: str = "compact") -> Json:
     """``status.discovered`` of node ``index``: the capture's H200 as 8 GPUs (uuid, PCI bus ID and
     minor number per GPU), with every MIG placement and one counter set per GPU if ``mig``:
-    ``mig_form`` ``compact`` as the agent reports them (one ``migModels`` entry, each GPU naming
-    it), ``explicit`` as an agent of the previous version did (every partition listed)."""
+    ``mig_form`` ``compact`` as the agent reports them (:func:`kubedra.api.mig.compact`: one
+    ``migModels`` entry and one ``deviceModels`` entry, each GPU naming them and listing what is
+    its own), ``explicit`` as an agent of an earlier version did (every partition and every
+    attribute listed)."""
     result = discover(f"snapshot:{H200_CAPTURE}",
                       DiscoverySettings(mig="partitions" if mig else "none"))
-    report = compact(result) if mig_form == "compact" else DiscoveredState(
-        devices=result.devices, counter_sets=result.counter_sets or None)
-    one = report.to_api()
-    text = json.dumps({"devices": one["devices"], "counterSets": one.get("counterSets", [])})
+    text = json.dumps({"devices": [d.to_api() for d in result.devices],
+                       "counterSets": [c.to_api() for c in result.counter_sets]})
     uuid = result.devices[0].attributes["uuid"].string_value
     assert uuid
     devices: list[Json] = []
@@ -160,12 +161,12 @@ def h200_node(index: int, mig: bool, mig_form: str = "compact") -> Json:
                           .replace('"minor": {"int": 0}', f'"minor": {{"int": {gpu}}}'))
         devices += copy["devices"]
         counter_sets += copy["counterSets"]
-    discovered: Json = {"devices": devices, "backend": "snapshot", "agentVersion": "bench"}
-    if counter_sets:
-        discovered["counterSets"] = counter_sets
-    if "migModels" in one:
-        discovered["migModels"] = one["migModels"]
-    return discovered
+    full = DiscoveryResult.model_validate({"devices": devices, "counterSets": counter_sets})
+    full.mig_profiles = {f"gpu-{gpu}": profiles for gpu in range(GPUS_PER_NODE)
+                         for profiles in result.mig_profiles.values()}
+    report = compact(full) if mig_form == "compact" else DiscoveredState(
+        devices=full.devices, counter_sets=full.counter_sets or None)
+    return {**report.to_api(), "backend": "snapshot", "agentVersion": "bench"}
 
 
 def inventory_body(node: str) -> Json:
@@ -286,7 +287,7 @@ class Agents:
         """Change gpu-0 of ``node`` (an attribute ``benchChurn: value``) as its agent would
         report a change; remembers when the write returned."""
         devices = [dict(d) for d in self.discovered["devices"]]
-        devices[0] = {**devices[0], "attributes": {**devices[0]["attributes"],
+        devices[0] = {**devices[0], "attributes": {**devices[0].get("attributes", {}),
                                                    CHURN_ATTRIBUTE: {"int": value}}}
         await kube.apply_discovered(self.api, inventory_body(node)["metadata"]["name"],
                                     {**self.discovered, "devices": devices})

@@ -194,9 +194,9 @@ class PoolViolations:
 
 def _reported(discovered: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(devices by name, counter sets by name)`` of a raw ``status.discovered``, as a pool
-    publishes them: name, attributes, capacity (:class:`Quantity`); counters (the compact MIG
-    form written out first)."""
-    if discovered.get("migModels"):
+    publishes them: name, attributes, capacity (:class:`Quantity`); counters (the compact
+    forms, MIG and device models, written out first)."""
+    if discovered.get("migModels") or discovered.get("deviceModels"):
         result = expand(DiscoveredState.from_api(discovered))
         discovered = DiscoveredState(devices=result.devices,
                                      counter_sets=result.counter_sets or None).to_api()

@@ -48,6 +48,7 @@ GPUS = h200_node(0, mig=False)
 def test_pools_published_from_their_reports_have_converged() -> None:
     mig = h200_node(1, mig=True)
     assert "migModels" in mig, "the compact form, written out by the check"
+    assert "deviceModels" in GPUS, "the compact form, written out by the check"
     slices = _slices("n1", GPUS) + _slices("n2", mig)
     inventories = [_inventory("n1", GPUS), _inventory("n2", mig),
                    _inventory("other", GPUS, ready="False")]
@@ -62,7 +63,7 @@ def test_a_quantity_written_another_way_is_the_same_content() -> None:
     slices = _slices("n1", GPUS)
     slices[0]["spec"]["devices"][0]["capacity"]["memory"] = {"value": "143771Mi"}
     other = copy.deepcopy(GPUS)
-    other["devices"][0]["capacity"]["memory"] = {"value": f"{143771 * 2**20}"}
+    other["deviceModels"][0]["capacity"]["memory"] = {"value": f"{143771 * 2**20}"}
     assert pool_violations(slices, [_inventory("n1", other)], [f"n1-{DRIVER}"]) \
         == PoolViolations()
 
@@ -96,7 +97,7 @@ def test_a_slice_at_an_older_generation_is_stale() -> None:
 
 def test_slices_that_do_not_publish_the_report_are_reported_with_the_devices() -> None:
     churned = copy.deepcopy(GPUS)
-    churned["devices"][0]["attributes"]["benchChurn"] = {"int": 7}  # as the storm changes it
+    churned["devices"][0].setdefault("attributes", {})["benchChurn"] = {"int": 7}  # the storm
     fewer = copy.deepcopy(GPUS)
     del fewer["devices"][7]  # a GPU gone from the report, still published
     more = _slices("n3", GPUS)

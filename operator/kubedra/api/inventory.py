@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    field_validator,
+    model_serializer,
+)
 from pydantic.config import JsonDict
 
 from kubedra.api.base import KubeModel
@@ -65,6 +72,9 @@ MAX_DEVICES = 4096
 """Devices one inventory may list; the operator splits them into slices of 128 (or 64)."""
 MAX_COUNTER_SETS = 32
 """Counter sets one inventory may list (in ``spec`` and in ``status.discovered`` each)."""
+MAX_DEVICE_MODELS = 32
+"""``status.discovered.deviceModels`` entries one report may list (one per kind of device:
+an 8-GPU node needs one, a node of GPUs and NICs a few)."""
 MAX_NODE_ALLOCATABLE_RESOURCES = 8
 """Node resources ``spec.nodeAllocatableOverhead`` may name (cpu, memory and hugepages sizes)."""
 
@@ -125,6 +135,38 @@ class DiscoveredDevice(InventoryDevice):
         "MIG-capable GPUs: the status.discovered.migModels entry whose profiles the operator "
         "expands into this GPU's partitions and counter set (<gpu>-counters), and into what "
         "the whole GPU consumes from it (kubedra.api.mig). Unset: the report lists them."))
+    device_model: DNSLabel | None = Field(default=None, description=(
+        "The status.discovered.deviceModels entry whose attributes and capacity this device "
+        "has too: the operator publishes the model's entries with this device's own in their "
+        "place (the device's value wins on a name; kubedra.api.device_models). Unset: the "
+        "device lists all of its own."))
+
+    @model_serializer(mode="wrap")
+    def _without_empty_maps(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A device naming a ``deviceModel`` whose own attributes or capacity are empty is
+        written without them (the report of an 8-GPU node is about 30 B per device smaller)."""
+        data = handler(self)
+        if self.device_model is not None and isinstance(data, dict):
+            for key in ("attributes", "capacity"):
+                if data.get(key) == {}:
+                    del data[key]
+        return data
+
+
+class DeviceModel(KubeModel):
+    """Attributes and capacities that devices of one kind share, listed once for the devices
+    naming it (``deviceModel``): the compact form of whole devices (kubedra.api.device_models).
+    """
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_ENTRIES_RULE]})
+
+    name: DNSLabel = Field(description="e.g. nvidia-h200 (from the product name).")
+    attributes: dict[QualifiedName, DeviceAttribute] = Field(
+        default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
+        description="Attributes by qualified name, in the order devices publish them.")
+    capacity: dict[QualifiedName, DeviceCapacity] = Field(
+        default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
+        description="Capacities by qualified name, in the order devices publish them.")
 
 
 class MigPlacement(KubeModel):
@@ -292,6 +334,12 @@ class DiscoveredState(KubeModel):
         "MIG profiles shared by the GPUs whose migModel names them: the compact form of their "
         "partitions. An agent of an earlier version lists every partition in devices instead, "
         "which the operator publishes the same."))
+    device_models: list[DeviceModel] | None = Field(
+        default=None, max_length=MAX_DEVICE_MODELS, json_schema_extra=_LIST_BY_NAME,
+        description=(
+            "Attributes and capacities shared by the devices whose deviceModel names them: the "
+            "compact form of whole devices. An agent of an earlier version lists every entry in "
+            "each device instead, which the operator publishes the same."))
     rejected: list[Rejection] | None = Field(default=None, max_length=MAX_DEVICES, description=(
         "Devices and counter sets the backend found but left out of this report, each with the "
         "value the API server would refuse (the other devices are reported)."))

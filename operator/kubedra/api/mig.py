@@ -38,7 +38,10 @@ of one model shares the profiles. So the agent reports such a GPU with ``migMode
 ``migModels`` entry (the profiles as NVML gives them) instead of its 25 partitions
 (:func:`compact`), and the operator rebuilds them with the same function the agent models them
 with (:func:`expand`, :func:`mig_partitions`): the published slices are the same either way. A
-MIG node's inventory shrinks from 397 KB to a few (``bench/RESULTS.md``, round 5).
+MIG node's inventory shrinks from 397 KB to a few (``bench/RESULTS.md``, round 5). What the
+GPUs of one kind share besides (product name, versions, memory) is written once too, in
+``deviceModels`` (:mod:`kubedra.api.device_models`): :func:`compact` folds it last and
+:func:`expand` writes it out first.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubedra.api.device_models import fold, model_name, unfold
 from kubedra.api.inventory import (
     MAX_DEVICES,
     DiscoveredDevice,
@@ -241,18 +245,23 @@ def expand(discovered: DiscoveredState) -> DiscoveryResult:
     ``migModel`` followed by its partitions (:func:`mig_partitions` of the model's profiles,
     the GPU consuming the whole counter set), its counter set after the listed ones.
 
+    Devices naming a ``deviceModels`` entry are written out first
+    (:func:`kubedra.api.device_models.unfold`), so partitions inherit the whole attributes.
+
     A report in the full form (an agent of an earlier version) comes back as it is. A
     ``migModel`` naming no ``migModels`` entry, or one whose partitions would take the pool
     past :data:`~kubedra.api.inventory.MAX_DEVICES`, publishes the GPU alone and is in
     ``rejected`` with the field ``status.discovered.devices[<gpu>].migModel``; what the
-    agent left out is in ``rejected`` first.
+    agent left out is in ``rejected`` first, then the devices whose ``deviceModel`` cannot
+    be written out.
     """
     models = {model.name: model for model in discovered.mig_models or []}
     devices: list[InventoryDevice] = []
     counter_sets = list(discovered.counter_sets or [])
-    rejected = list(discovered.rejected or [])
-    total = len(discovered.devices)
-    for reported in discovered.devices:
+    unfolded, refused = unfold(discovered)
+    rejected = [*(discovered.rejected or []), *refused]
+    total = len(unfolded)
+    for reported in unfolded:
         gpu = InventoryDevice(**{field: getattr(reported, field)
                                  for field in InventoryDevice.model_fields})
         devices.append(gpu)
@@ -278,14 +287,6 @@ def expand(discovered: DiscoveredState) -> DiscoveryResult:
     return DiscoveryResult(devices=devices, counter_sets=counter_sets, rejected=rejected)
 
 
-def _model_name(gpu: InventoryDevice) -> str:
-    """A DNS label for the model of ``gpu``: its product name (``NVIDIA H200`` →
-    ``nvidia-h200``), else ``gpu``."""
-    product = gpu.attributes.get("productName")
-    text = product.string_value if product is not None and product.string_value else ""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:50].strip("-") or "gpu"
-
-
 def _api(items: Sequence[InventoryDevice | CounterSet]) -> dict[str, dict[str, Any]]:
     return {item.name: item.to_api() for item in items}
 
@@ -298,8 +299,10 @@ def compact(result: DiscoveryResult) -> DiscoveredState:
     device and counter set stays listed.
 
     Lossless by construction: the result is returned in the full form unless :func:`expand`
-    gives back exactly the devices and counter sets of ``result``. Only ``devices``,
-    ``counterSets``, ``migModels`` and ``rejected`` are set.
+    gives back exactly the devices and counter sets of ``result``. Then devices sharing
+    attributes and capacities are folded into ``deviceModels``
+    (:func:`kubedra.api.device_models.fold`, lossless too). Only ``devices``,
+    ``counterSets``, ``migModels``, ``deviceModels`` and ``rejected`` are set.
     """
     full = DiscoveredState(devices=[DiscoveredDevice.model_validate(d.to_api())
                                     for d in result.devices],
@@ -328,7 +331,7 @@ def compact(result: DiscoveryResult) -> DiscoveredState:
                 or consumers.get(counter_set) != built | {name}
                 or any(listed.get(d.name) != d.to_api() for d in partitions.devices)):
             continue
-        model = MigModel(name=_model_name(gpu), profiles=list(profiles))
+        model = MigModel(name=model_name(gpu.attributes, "gpu"), profiles=list(profiles))
         base, suffix = model.name, 1
         while model.name in models and models[model.name].to_api() != model.to_api():
             suffix += 1
@@ -337,7 +340,7 @@ def compact(result: DiscoveryResult) -> DiscoveredState:
         refs[name] = model.name
         folded |= built | {counter_set}
     if not refs:
-        return full
+        return fold(full)
     state = DiscoveredState(
         devices=[DiscoveredDevice.model_validate({
             **{k: v for k, v in listed[d.name].items() if k != "consumesCounters"},
@@ -348,8 +351,8 @@ def compact(result: DiscoveryResult) -> DiscoveredState:
         rejected=result.rejected or None)
     back = expand(state)
     if _api(back.devices) != listed or _api(back.counter_sets) != sets:
-        return full
-    return state
+        return fold(full)
+    return fold(state)
 
 
 def partition_names(discovered: Mapping[str, Any]) -> dict[str, list[str]]:

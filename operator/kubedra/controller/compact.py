@@ -35,7 +35,7 @@ class Compactor:
 
     def copy(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of API object ``obj`` without ``metadata.managedFields``, its devices
-        (``spec.devices``, ``status.discovered.devices``) and counter sets
+        (``spec.devices``, ``status.discovered.devices`` and ``deviceModels``) and counter sets
         (``spec.sharedCounters``, ``status.discovered.counterSets``) compacted; other nested
         values are shared with ``obj``.
 
@@ -52,8 +52,10 @@ class Compactor:
             copied["spec"] = self.holder(spec, "devices", "sharedCounters")
         if isinstance(status := obj.get("status"), Mapping) and isinstance(
                 discovered := status.get("discovered"), Mapping):
-            copied["status"] = {**status, "discovered": self.holder(
-                discovered, "devices", "counterSets")}
+            held = self.holder(discovered, "devices", "counterSets")
+            if isinstance(models := discovered.get("deviceModels"), list):
+                held["deviceModels"] = [self._device(m) for m in models]
+            copied["status"] = {**status, "discovered": held}
         self._last = (version, copied)
         return copied
 

@@ -166,7 +166,8 @@ class Agent:
             "boot_id": self.boot_id(), "observed_time": now})
         # the kubelet plugin uses it even if the report fails
         self.discovered = report.model_copy(update={
-            "devices": devices, "counter_sets": result.counter_sets or None, "mig_models": None})
+            "devices": devices, "counter_sets": result.counter_sets or None, "mig_models": None,
+            "device_models": None})
         if current is not None and _same(current, report):
             return False
         self.scanned.set()
@@ -176,7 +177,8 @@ class Agent:
         await kube.apply_discovered(self.api, self.name, report.to_api())
         log.info("reported devices", inventory=self.name, devices=len(devices),
                  counter_sets=len(result.counter_sets), listed=len(report.devices),
-                 mig_models=len(report.mig_models or []))
+                 mig_models=len(report.mig_models or []),
+                 device_models=len(report.device_models or []))
         return True
 
     async def run_discovery(self) -> None:

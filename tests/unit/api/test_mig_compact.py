@@ -102,7 +102,8 @@ def test_a_gpu_whose_partitions_differ_from_its_model_stays_listed(
                if d.name == "gpu-0-mig-1g18gb-s3" else d for d in h200.devices]
     report = compact(h200.model_copy(update={"devices": changed}))
     assert report.mig_models is None
-    assert [d.to_api() for d in report.devices] == [d.to_api() for d in changed]
+    assert [d.name for d in report.devices] == [d.name for d in changed]
+    assert [d.to_api() for d in expand(report).devices] == [d.to_api() for d in changed]
     assert [c.to_api() for c in report.counter_sets or []] == [
         c.to_api() for c in h200.counter_sets]
 

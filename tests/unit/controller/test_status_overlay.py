@@ -125,10 +125,10 @@ def test_the_watch_event_of_a_write_drops_it_before_the_next_reconcile() -> None
 
 
 def test_a_written_inventory_is_kept_as_a_record_not_as_the_answer() -> None:
-    """The answer to an 8-H200 inventory's status write (managedFields included) is 44 KiB
-    of dicts; kept whole until the watch showed it, 5,000 of them were held at a fleet's
-    publish peak."""
-    answer = _objects(2, False)[0]
+    """The answer to an 8-H200 inventory's status write (managedFields included, the report in
+    the full form of an earlier agent) is 44 KiB of dicts; kept whole until the watch showed
+    it, 5,000 of them were held at a fleet's publish peak."""
+    answer = _objects(2, False, "explicit")[0]
     overlay: StatusOverlay[str] = StatusOverlay()
     overlay.record("other", msgspec.json.decode(answer[1]))  # the dictionary: the kind's first
     tracemalloc.start()
