@@ -172,7 +172,7 @@ def static_consumption(requests: Mapping[str, Quantity] | None,
         value = number(amount)
         if value < 0 and checked:
             raise CapacityError(f"capacity {name!r}: capacity value is negative")
-        amounts.append((name, amount, value, number(cap.value)))
+        amounts.append((name, amount, value, value if amount is cap.value else number(cap.value)))
     if any(violates_policy(amount, capacity[name].request_policy, fractional, checked)
            for name, amount, _, _ in amounts):
         return None

@@ -100,17 +100,16 @@ class SearchState:
         Raises:
             AllocationError: an unrepresentable or negative amount.
         """
-        try:
-            return data.consumption[device.uid]
-        except KeyError:
-            pass
+        cached = data.consumption
+        if device.uid in cached:  # a miss (the first claim's every device) raises nothing
+            return cached[device.uid]
         try:
             found = static_consumption(
                 data.capacity, device.capacity, self.features.fractional_capacity_range,
                 checked=self.features.version.follows(CAPACITY_AMOUNTS_CHECKED))
         except CapacityError as err:
             raise data.capacity_error(device, err) from None
-        data.consumption[device.uid] = found
+        cached[device.uid] = found
         return found
 
     def capacity_fits(self, data: RequestData, device: DeviceEntry) -> bool:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kubedra.allocation.errors import AllocationError
 from kubedra.allocation.features import AllocatorFeatures
@@ -47,9 +46,8 @@ from kubedra.api.resource import (
     DeviceTaint,
     ResourceSlice,
 )
-
-if TYPE_CHECKING:
-    from kubedra.cel import CELDevice
+from kubedra.cel import CELDevice
+from kubedra.cel.reads import conversion_error as attribute_conversion_error
 
 BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 """Taint effects that prevent allocation unless tolerated (``taintPreventsAllocation``)."""
@@ -99,10 +97,8 @@ class DeviceEntry:
         """The first attribute upstream's ``DeviceMatches`` cannot convert, or None
         (:func:`kubedra.cel.reads.conversion_error`, computed once)."""
         if self._conversion is None:
-            from kubedra.cel.reads import conversion_error
-
-            self._conversion = (conversion_error(self.driver, self.attributes,
-                                                 self.slice.list_attributes),)
+            self._conversion = (attribute_conversion_error(self.driver, self.attributes,
+                                                           self.slice.list_attributes),)
         return self._conversion[0]
 
     def blocking_taints(self) -> Iterable[DeviceTaint]:
@@ -112,8 +108,6 @@ class DeviceEntry:
     def cel_device(self) -> CELDevice:
         """The ``device`` variable for CEL selectors (built once)."""
         if self._cel is None:
-            from kubedra.cel import CELDevice
-
             self._cel = CELDevice(
                 self.driver, self.attributes,
                 {name: cap.value for name, cap in (self.capacity or {}).items()},
@@ -135,9 +129,11 @@ class SliceEntry:
 
     __slots__ = (
         "cel_multiple",
+        "consumes_counters",
         "counter_sets",
         "devices",
         "driver",
+        "duplicate_name",
         "generation",
         "has_binding_conditions",
         "has_counters",
@@ -177,6 +173,11 @@ class SliceEntry:
         """Whether a device of the slice has binding conditions (``hasBindingConditions``)."""
         self.has_counters = bool(self.counter_sets)
         """Whether the slice publishes shared counters (``len(sharedCounters) > 0``)."""
+        self.consumes_counters = any(d.consumes for d in self.devices)
+        """Whether a device of the slice consumes counters (the pool checks their sets)."""
+        self.duplicate_name = _first_repeated(d.name for d in self.devices)
+        """The first device name that repeats within the slice (then a pool of this slice
+        alone is invalid), or None."""
 
 
 @dataclass(slots=True, eq=False)
@@ -310,6 +311,16 @@ def _is_relevant(entry: SliceEntry, node: NodeInfo) -> bool | None:
     return None
 
 
+def _first_repeated(names: Iterable[str]) -> str | None:
+    """The first name that was seen before, or None."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
 def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: AllocatorFeatures,
                 all_slices: list[SliceEntry] | None) -> Pool:
     pool = Pool(*key)
@@ -331,14 +342,11 @@ def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: Alloca
                 continue
             (counter_slices if partitionable and entry.has_counters else other_slices).append(entry)
 
-    names = [device.name for entry in device_slices for device in entry.devices]
-    if len(set(names)) != len(names):  # then the first name seen before
-        seen: set[str] = set()
-        for name in names:
-            if name in seen:
-                pool.invalid_reason = f"duplicate device name {name}"
-                return pool
-            seen.add(name)
+    duplicate = device_slices[0].duplicate_name if len(device_slices) == 1 else \
+        _first_repeated(device.name for entry in device_slices for device in entry.devices)
+    if duplicate is not None:
+        pool.invalid_reason = f"duplicate device name {duplicate}"
+        return pool
     if not partitionable:
         pool.slices = device_slices
         return pool
@@ -351,6 +359,8 @@ def _build_pool(key: tuple[str, str], slices: list[SliceEntry], features: Alloca
                 return pool
             pool.counter_sets[name] = counters
     for entry in (*device_slices, *other_slices):
+        if not entry.consumes_counters:
+            continue
         for device in entry.devices:
             for set_name, consumed in device.consumes:
                 known = pool.counter_sets.get(set_name)
@@ -397,6 +407,17 @@ def newest_slices(entries: Iterable[SliceEntry]) -> dict[tuple[str, str], list[S
     return found
 
 
+def _one_complete_slice(entry: SliceEntry, features: AllocatorFeatures,
+                        skips_incomplete: bool) -> NodePools:
+    """:func:`gather_pools` where one slice is relevant for the node and its pool has one
+    slice (most nodes): the general path's result without its per-pool bookkeeping (there is
+    no other generation, no other pool to order and no other slice of the pool)."""
+    pool = _build_pool((entry.driver, entry.pool_name), [entry], features, None)
+    if (pool.incomplete and skips_incomplete) or pool.invalid:
+        return NodePools([pool], [], [])
+    return NodePools([pool], list(entry.devices), [pool] * len(entry.devices))
+
+
 def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures) -> NodePools:
     """The pools of a node in search order (``GatherPools``).
 
@@ -414,6 +435,8 @@ def gather_pools(index: SliceIndex, node: NodeInfo, features: AllocatorFeatures)
             features.runs_stable or not features.version.follows(COUNTER_SLICES_BY_NODE)):
         chosen = {id(entry) for entry in relevant}  # the counter slices of every node too
         relevant += [e for e in index.all if e.has_counters and id(e) not in chosen]
+    if len(relevant) == 1 and relevant[0].slice_count == 1:
+        return _one_complete_slice(relevant[0], features, skips_incomplete)
     candidates = newest_slices(relevant)
 
     pools: list[Pool] = []

@@ -51,7 +51,8 @@ class SelectorSet:
     ``outcomes[uid]`` is True, False, or the :class:`SelectorError` the device raised.
     """
 
-    __slots__ = ("_compiled", "_reads", "_shared", "class_count", "expressions", "outcomes")
+    __slots__ = ("_compiled", "_reads", "_reads_known", "_shared", "class_count", "expressions",
+                 "outcomes")
 
     def __init__(self, class_expressions: Sequence[str], request_expressions: Sequence[str]):
         self.expressions = (*class_expressions, *request_expressions)
@@ -59,6 +60,9 @@ class SelectorSet:
         self._compiled: list[CompiledSelector | None] = [None] * len(self.expressions)
         self.outcomes: dict[int, bool | SelectorError] = {}
         self._reads = [reads(e) for e in self.expressions]
+        self._reads_known = any(r is not None for r in self._reads)
+        """Whether any selector's outcome is shared by the values it reads (then a device's
+        key needs its conversion error)."""
         self._shared: list[dict[tuple[object, ...], bool | SelectorError]] = [
             {} for _ in self.expressions]
 
@@ -69,7 +73,7 @@ class SelectorSet:
                              on_device=isinstance(err, CELRuntimeError))
 
     def _evaluate(self, device: DeviceEntry) -> bool | SelectorError:
-        error = device.conversion_error() if any(r is not None for r in self._reads) else None
+        error = device.conversion_error() if self._reads_known else None
         for position, expression in enumerate(self.expressions):
             read = self._reads[position]
             key = None if read is None else values_key(

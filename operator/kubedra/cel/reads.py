@@ -78,11 +78,14 @@ def values_key(reads_: Reads, error: str | None, driver: str,
     return tuple(key)
 
 
-def _quantity(capacity: DeviceCapacity) -> tuple[Any, str]:
-    """A capacity's value and format: what its canonical string is made from (equal pairs
-    have equal strings), without writing the string (``Quantity.canonical`` was most of this
-    key's cost)."""
-    return capacity.value.value, capacity.value.format
+def _quantity(capacity: DeviceCapacity) -> tuple[int, int, str]:
+    """A capacity's value (numerator and denominator of the reduced fraction) and format:
+    what its canonical string is made from (equal triples have equal strings), without
+    writing the string (``Quantity.canonical`` was most of this key's cost) and without the
+    ``Fraction`` in the key, whose hash is computed in Python at every look-up."""
+    quantity = capacity.value
+    value = quantity.value
+    return value.numerator, value.denominator, quantity.format
 
 
 def _value(attr: DeviceAttribute | None) -> Any:
@@ -97,20 +100,29 @@ def conversion_error(driver: str, attributes: Mapping[str, DeviceAttribute],
                      list_attributes: bool = True) -> str | None:
     """Whether :class:`~kubedra.cel.device.PreparedDevice` would fail on these attributes
     (a marker naming the first failing attribute), without converting them;
-    ``list_attributes`` as :attr:`~kubedra.cel.device.CELDevice.list_attributes`."""
+    ``list_attributes`` as :attr:`~kubedra.cel.device.CELDevice.list_attributes`.
+
+    The fields are read in the order of ``_attribute_value`` (``getAttributeValue``): the
+    lists ``ints``, ``bools``, ``strings`` (with ``list_attributes``), then ``versions``, then
+    ``int``, ``bool``, ``string``, then ``version``; the first set decides. A scalar attribute
+    without ``versions`` (nearly every attribute) is decided by the first test.
+    """
     for name, attr in attributes.items():
-        if attr.version_value is not None:
-            if not _version_parses(attr.version_value):
-                return name
-        elif not list_attributes and (attr.string_value is None and attr.int_value is None
-                                      and attr.bool_value is None):
-            return name
-        elif attr.version_values is not None:
+        if attr.version_values is None and (attr.string_value is not None
+                                            or attr.int_value is not None
+                                            or attr.bool_value is not None):
+            continue  # a list before it converts too; a version after it is not read
+        if list_attributes and (attr.int_values is not None or attr.bool_values is not None
+                                or attr.string_values is not None):
+            continue
+        if list_attributes and attr.version_values is not None:
             if not all(_version_parses(v) for v in attr.version_values):
                 return name
-        elif (attr.string_value is None and attr.int_value is None and attr.bool_value is None
-              and attr.int_values is None and attr.bool_values is None
-              and attr.string_values is None):
+            continue
+        if attr.string_value is not None or attr.int_value is not None \
+                or attr.bool_value is not None:
+            continue
+        if attr.version_value is None or not _version_parses(attr.version_value):
             return name
     return None
 

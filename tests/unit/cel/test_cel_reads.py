@@ -3,11 +3,12 @@ evaluation (issue 24: a memory selector over 16,000 GPUs)."""
 
 from __future__ import annotations
 
-from fractions import Fraction
+import itertools
 
 import pytest
 
 from kubedra.api.resource import DeviceAttribute, DeviceCapacity
+from kubedra.cel.device import CELDevice
 from kubedra.cel.reads import conversion_error, reads, values_key
 
 D = "gpu.kubedra.io"
@@ -51,8 +52,11 @@ def test_devices_that_differ_only_in_unread_values_have_one_key() -> None:
     two = values_key(read, None, D, _attrs(uuid={"string": "GPU-2"}), memory, False)
     other = values_key(read, None, D, _attrs(uuid={"string": "GPU-2"}),
                        {"memory": DeviceCapacity.model_validate({"value": "80Gi"})}, False)
-    assert one == two == (None, None, (Fraction(143771 * 2**20), "BinarySI"))
-    assert other == (None, None, (Fraction(80 * 2**30), "BinarySI"))
+    assert one == two == (None, None, (143771 * 2**20, 1, "BinarySI"))
+    assert other == (None, None, (80 * 2**30, 1, "BinarySI"))
+    half = values_key(read, None, D, {}, {"memory": DeviceCapacity.model_validate(
+        {"value": "500m"})}, False)
+    assert half == (None, None, (1, 2, "DecimalSI"))
 
 
 def test_a_device_upstream_cannot_convert_keys_apart() -> None:
@@ -63,3 +67,26 @@ def test_a_device_upstream_cannot_convert_keys_apart() -> None:
     assert conversion_error(D, {"v": DeviceAttribute.model_construct(version_value="1.0")}) == "v"
     assert conversion_error(D, {"w": DeviceAttribute.model_construct()}) == "w"
     assert values_key(read, "v", D, {}, {}, False) == ("v", D)
+
+
+_FIELDS = {"int_value": 1, "bool_value": True, "string_value": "s", "version_value": "1.0.0",
+           "int_values": [1], "bool_values": [True], "string_values": ["s"],
+           "version_values": ["1.0.0"]}
+_BAD_VERSIONS = {"version_value": "1.0", "version_values": ["1.0.0", "1.0"]}
+
+
+@pytest.mark.parametrize("lists", [True, False])
+def test_conversion_error_is_the_prepared_devices_error_whatever_fields_are_set(
+        lists: bool) -> None:
+    """Every attribute of no, one or two value fields (versions that parse and versions that
+    do not): :func:`conversion_error` names it exactly when converting the device for CEL
+    fails, the fields read in that conversion's order (an attribute with a string and a
+    version that does not parse converts as its string)."""
+    values = [*_FIELDS.items(), *_BAD_VERSIONS.items()]
+    combinations = [()] + [(v,) for v in values] + [
+        pair for pair in itertools.combinations(values, 2) if pair[0][0] != pair[1][0]]
+    for fields in combinations:
+        attributes = {"a": DeviceAttribute.model_construct(**dict(fields))}
+        prepared = CELDevice(D, attributes, {}, list_attributes=lists).prepared
+        expected = None if prepared.error is None else "a"
+        assert conversion_error(D, attributes, lists) == expected, fields
