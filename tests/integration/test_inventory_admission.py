@@ -1,5 +1,6 @@
-"""The API server refuses a DeviceInventory override taint (and a binding condition) that no
-ResourceSlice could carry, naming the field (issue 26, item 4: "no field dropped silently").
+"""The API server refuses a DeviceInventory override taint (its ``timeAdded`` too) and binding
+conditions that no ResourceSlice could carry, naming the field (issue 26, item 4: "no field
+dropped silently").
 
 Before, ``spec.overrides[].taints`` took any key and value: the operator then left the device
 out of its pool (``DevicesLeftOut``), and a binding condition with a prefix over 253
