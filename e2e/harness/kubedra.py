@@ -29,6 +29,7 @@ from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, Component, Cont
 from e2e.harness.images import TEST_IMAGE
 from e2e.harness.realnode import RealNode
 from e2e.harness.scrape import serving_cert_dir
+from kubedra.api.crd import CRD_NAME
 from kubedra.controller.leadership import ElectionTiming
 from kubedra.kube import make_api_client
 
@@ -76,6 +77,27 @@ def kubectl(plane: Cluster, *args: str, stdin: str | None = None) -> str:
     return result.stdout
 
 
+def wait_established(plane: ControlPlane, timeout: float = 60.0) -> None:
+    """Poll the DeviceInventory CRD until its ``Established`` condition is ``True`` (the API
+    server serves its resource), for at most ``timeout`` seconds.
+
+    Not ``kubectl wait --for=condition=Established``: kubectl 1.37.1 fails at once
+    (".status.conditions accessor error: <nil> is of the type <nil>") when it reads a CRD
+    before the API server has written any condition, which it did in 3 of 9 runs of
+    apply-then-wait on a fresh control plane (/work/notes/taintcheck.md).
+
+    Raises:
+        ControlPlaneError: not established within ``timeout`` seconds, or a component exited.
+    """
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
+
+    def established() -> bool:
+        conditions = (plane.request("GET", path).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in conditions)
+    plane.wait(time.monotonic() + timeout, f"CRD {CRD_NAME} Established", established)
+
+
 class Kubedra:
     """kubedra installed on ``plane``; operator and agents are components of the plane."""
 
@@ -86,10 +108,10 @@ class Kubedra:
         self.agents: dict[str, Component] = {}
 
     def install(self) -> None:
-        """``kubectl apply -k manifests/`` and wait for the CRD to be served."""
+        """``kubectl apply -k manifests/`` and wait for the CRD to be served
+        (:func:`wait_established`)."""
         kubectl(self.plane, "apply", "-k", str(REPO_ROOT / "manifests"))
-        kubectl(self.plane, "wait", "--for=condition=Established", "--timeout=60s",
-                "crd/deviceinventories.kubedra.io")
+        wait_established(self.plane)
 
     def _env(self, *, metrics_secure: bool = True, **settings: str) -> dict[str, str]:
         """The environment of a kubedra process with ``settings`` (``KUBEDRA_<NAME>``); its

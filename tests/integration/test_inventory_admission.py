@@ -1,5 +1,6 @@
-"""The API server refuses a DeviceInventory override taint (and a binding condition) that no
-ResourceSlice could carry, naming the field (issue 26, item 4: "no field dropped silently").
+"""The API server refuses a DeviceInventory override taint (its ``timeAdded`` too) and binding
+conditions that no ResourceSlice could carry, naming the field (issue 26, item 4: "no field
+dropped silently").
 
 Before, ``spec.overrides[].taints`` took any key and value: the operator then left the device
 out of its pool (``DevicesLeftOut``), and a binding condition with a prefix over 253
@@ -20,8 +21,8 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 
 from e2e.harness import ControlPlane
 from e2e.harness.controlplane import REPO_ROOT
-from e2e.harness.kubedra import kubectl
-from e2e.harness.wait import eventually
+from e2e.harness.kubedra import kubectl, wait_established
+from kubedra.api.time import TIME_PATTERN
 
 pytestmark = pytest.mark.cluster
 
@@ -35,20 +36,10 @@ VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 
 
 @pytest.fixture(scope="module")
-async def crd(control_plane: ControlPlane, admin_api: ApiClient) -> None:
-    """The DeviceInventory CRD of ``crds/``, served (no operator: admission only).
-
-    Polled, not ``kubectl wait --for=condition=Established``: kubectl 1.37.1 fails at once
-    (".status.conditions accessor error: <nil> is of the type <nil>") when it reads the CRD
-    before the API server has written any condition, which it did in 3 of 9 runs here."""
+def crd(control_plane: ControlPlane) -> None:
+    """The DeviceInventory CRD of ``crds/``, served (no operator: admission only)."""
     kubectl(control_plane, "apply", "-k", str(REPO_ROOT / "crds"))
-    extensions = client.ApiextensionsV1Api(admin_api)
-
-    async def established() -> bool:
-        crd = await extensions.read_custom_resource_definition("deviceinventories.kubedra.io")
-        return any(c.type == "Established" and c.status == "True"
-                   for c in crd.status.conditions or [])
-    await eventually(established, timeout=60, what="the DeviceInventory CRD established")
+    wait_established(control_plane)
 
 
 def _inventory(name: str, *, taint: dict[str, str] | None = None,
@@ -145,3 +136,103 @@ async def test_an_override_leaves_room_for_the_operators_own_taints(
     custom = client.CustomObjectsApi(admin_api)
     await custom.create_cluster_custom_object(*INVENTORIES, body)
     await custom.delete_cluster_custom_object(*INVENTORIES, "many-taints")
+
+
+NIC = "spec.devices[0]"
+NOT_CHECKED = ("<nil>", "Invalid value: null: some validation rules were not checked because "
+                        "the object was invalid; correct the existing errors to complete "
+                        "validation")
+
+
+@pytest.mark.usefixtures("crd")
+@pytest.mark.parametrize(("where", "device", "causes"), [
+    ({}, {"bindingConditions": ["a", "a"], "bindingFailureConditions": ["f"]},
+     [(f"{NIC}.bindingConditions[1]", 'Duplicate value: "a"')]),
+    ({}, {"bindingConditions": ["a"], "bindingFailureConditions": ["f", "g", "f"]},
+     [(f"{NIC}.bindingFailureConditions[2]", 'Duplicate value: "f"')]),
+    ({}, {"bindingConditions": ["a", "b"], "bindingFailureConditions": ["b"]},
+     [(f"{NIC}.bindingFailureConditions", "Invalid value: bindingFailureConditions must not "
+                                          "overlap with bindingConditions")]),
+    ({}, {"bindsToNode": True, "bindingConditions": ["a"]},
+     [(f"{NIC}.bindingFailureConditions", "Invalid value: bindingFailureConditions are "
+                                          "required to use bindingConditions")]),
+    ({}, {"bindingConditions": [], "bindingFailureConditions": ["f"]},
+     [(f"{NIC}.bindingConditions", "Invalid value: bindingConditions are required to use "
+                                   "bindingFailureConditions")]),
+    ({}, {"bindingConditions": list("abcde"), "bindingFailureConditions": ["f"]},
+     [NOT_CHECKED, (f"{NIC}.bindingConditions", "Too many: 5: must have at most 4 items")]),
+    ({"nodeName": "node-1"}, {"bindsToNode": True},
+     [("spec.devices", "Invalid value: binding conditions and bindsToNode are for "
+                       "network-attached pools (spec.nodeSelector or spec.allNodes), not a "
+                       "node's own devices")]),
+], ids=["twice", "failure-twice", "in-both-lists", "no-failure-conditions",
+        "no-binding-conditions", "five", "node-local"])
+async def test_bad_binding_conditions_are_refused_naming_the_field(
+        admin_api: ApiClient, where: dict[str, str], device: dict[str, Any],
+        causes: list[tuple[str, str]]) -> None:
+    """Every rule of ``validateDeviceBindingParameters`` (v1.37.2), and kubedra's own
+    (node-local devices have none); before, only the size and each name were checked, and
+    the operator left the device out (DevicesLeftOut) of an inventory the API had taken."""
+    body = _inventory("bad-binding")
+    body["spec"] |= {**where, "devices": [{"name": "nic-0", **device}]}
+    if where:
+        del body["spec"]["allNodes"]
+    assert await _causes(admin_api, body) == causes
+
+
+@pytest.mark.usefixtures("crd")
+async def test_binds_to_node_alone_is_accepted(admin_api: ApiClient) -> None:
+    """``bindsToNode`` has no rule upstream: without binding conditions it is valid."""
+    body = _inventory("binds-alone")
+    body["spec"]["devices"] = [{"name": "nic-0", "bindsToNode": True}]
+    custom = client.CustomObjectsApi(admin_api)
+    await custom.create_cluster_custom_object(*INVENTORIES, body)
+    await custom.delete_cluster_custom_object(*INVENTORIES, "binds-alone")
+
+
+SLICES = ("resource.k8s.io", "v1", "resourceslices")
+
+
+@pytest.mark.usefixtures("crd")
+@pytest.mark.parametrize(("time_added", "published"), [
+    ("2026-12-03T10:00:00Z", "2026-12-03T10:00:00Z"),
+    ("2026-12-03T10:00:00.5+01:00", "2026-12-03T09:00:00Z"),
+    ("2026-12-03T1:00:00Z", "2026-12-03T01:00:00Z"),  # Go's general parser: one-digit hour
+    ("2026-12-03T10:00:00,5Z", "2026-12-03T10:00:00Z"),  # and a comma before the fraction
+    ("2026-12-03T10:00:00+24:60", "2026-12-02T09:00:00Z"),  # and offsets up to 24:60
+    ("2028-02-29T10:00:00Z", "2028-02-29T10:00:00Z"),
+    ("2026-12-03", None),
+    ("yesterday", None),
+    ("2026-02-29T10:00:00Z", None),
+    ("2026-12-03t10:00:00Z", None),
+    ("2026-12-03T10:00:00+0100", None),
+    ("", None),
+], ids=["utc", "fraction-and-offset", "one-digit-hour", "comma", "offset-24-60", "leap-day",
+        "date-only", "yesterday", "no-leap-day", "lower-case-t", "offset-without-colon",
+        "empty"])
+async def test_an_override_taint_time_is_refused_exactly_where_a_slice_would_be(
+        admin_api: ApiClient, time_added: str, published: str | None) -> None:
+    """``timeAdded`` was a free string: ``yesterday`` was stored and the ResourceSlice write
+    failed (400, "cannot be handled as a ResourceSlice: parsing time"). Now the CRD takes
+    what the ResourceSlice write takes (a ``metav1.Time``), no more, no less."""
+    taint = {"key": "kubedra.io/maintenance", "effect": "NoSchedule", "timeAdded": time_added}
+    custom = client.CustomObjectsApi(admin_api)
+    slice_body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                  "metadata": {"name": "time-added"},
+                  "spec": {"driver": "pci.kubedra.io", "allNodes": True,
+                           "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                           "devices": [{"name": "dev-0", "taints": [taint]}]}}
+    if published is None:
+        with pytest.raises(ApiException) as refused:
+            await custom.create_cluster_custom_object(*SLICES, slice_body)
+        assert refused.value.status == 400
+        assert "cannot be handled as a ResourceSlice: parsing time" in refused.value.body
+        assert await _causes(admin_api, _inventory("time-added", taint=taint)) == [
+            (f"{TAINT}.timeAdded", f"Invalid value: {json.dumps(time_added)}: "
+                                   f"{TAINT}.timeAdded in body should match '{TIME_PATTERN}'")]
+        return
+    created = await custom.create_cluster_custom_object(*SLICES, slice_body)
+    await custom.delete_cluster_custom_object(*SLICES, "time-added")
+    assert created["spec"]["devices"][0]["taints"][0]["timeAdded"] == published
+    await custom.create_cluster_custom_object(*INVENTORIES, _inventory("time-added", taint=taint))
+    await custom.delete_cluster_custom_object(*INVENTORIES, "time-added")

@@ -71,6 +71,7 @@ from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
 from kubedra.allocation.versions import (
     CAPACITY_AMOUNTS_CHECKED,
+    TAINT_EFFECT_NONE,
     KubeVersion,
     UnknownKubeVersionError,
     VersionRule,
@@ -84,6 +85,7 @@ __all__ = [
     "FITS",
     "MISSING",
     "STAGES",
+    "TAINT_EFFECT_NONE",
     "TIMES_OUT_AFTER",
     "AllocatedState",
     "AllocationError",

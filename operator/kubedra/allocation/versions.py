@@ -165,6 +165,14 @@ LIST_ATTRIBUTES_SEEN_BY_CEL = VersionRule(
     "with 'unsupported attribute value', which ends the attempt with an error (1.34 and 1.35 "
     "do not know list fields at all: the attribute has no value, with the same error)")
 
+TAINT_EFFECT_NONE = VersionRule(
+    "taint-effect-none", KubeVersion(1, 35),
+    "k8s.io/kubernetes pkg/apis/resource/validation/validation.go (validDeviceTaintEffects: "
+    "v1.34.4 NoSchedule and NoExecute; v1.35.4, v1.36.3 and v1.37.2 add None, with no gate; "
+    "validateDeviceTaint and validateDeviceToleration check against it)",
+    "a device taint and a request's toleration may have the effect None (a taint that only "
+    "informs); before, the API server refused both")
+
 TOLERATIONS_IN_RESULTS = VersionRule(
     "tolerations-in-results", KubeVersion(1, 35),
     "k8s.io/dynamic-resource-allocation structured/internal/experimental/allocator_experimental.go "
@@ -246,7 +254,7 @@ VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR = VersionRule(
     "constraint looks at it, its first device too; before, such a device was taken as the "
     "constraint's first device and refused after it")
 
-RULES = (TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
+RULES = (TAINT_EFFECT_NONE, TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
          DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
          CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
          CONFIG_FOR_ALL_REQUESTS_NAMES_NONE, CLAIM_CONFIG_ONCE,

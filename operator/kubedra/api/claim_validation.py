@@ -33,6 +33,7 @@ from kubedra.api.names import (
     qualified_name_error,
 )
 from kubedra.api.resource import (
+    DEVICE_TAINT_EFFECTS,
     DeviceClaim,
     DeviceConstraint,
     DeviceSelector,
@@ -46,7 +47,11 @@ _DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
 _DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
 ALLOCATION_MODES = ("ExactCount", "All")
 TOLERATION_OPERATORS = ("Equal", "Exists")
-TOLERATION_EFFECTS = ("NoSchedule", "NoExecute")
+TOLERATION_EFFECTS = DEVICE_TAINT_EFFECTS
+"""A toleration's effect, when set, is one a taint may have (``validateDeviceToleration``
+checks it against ``validDeviceTaintEffects``): None, NoSchedule, NoExecute from Kubernetes
+1.35, NoSchedule and NoExecute in 1.34 (``effect_none=False``; ``TAINT_EFFECT_NONE`` in
+:mod:`kubedra.allocation.versions`)."""
 _REF_MESSAGE = ("must be the name of a request in the claim or the name of a request and a "
                 "subrequest separated by '/'")
 
@@ -56,10 +61,14 @@ CELError = Callable[[str], str | None]
 
 
 def device_claim_errors(claim: DeviceClaim, path: str = "spec.devices",
-                        cel_error: CELError | None = None) -> list[FieldError]:
+                        cel_error: CELError | None = None, *,
+                        effect_none: bool = True) -> list[FieldError]:
     """Every rule of the module docstring that ``claim`` breaks, with paths below ``path``
     (e.g. ``spec.devices.requests[0].exactly.count``); with ``cel_error``, also each selector
-    expression that does not compile (``…selectors[1].cel.expression``), once per selector."""
+    expression that does not compile (``…selectors[1].cel.expression``), once per selector.
+    ``effect_none=False`` refuses a toleration with effect None, as Kubernetes 1.34 does
+    (:data:`TOLERATION_EFFECTS`)."""
+    effects = tuple(e for e in TOLERATION_EFFECTS if effect_none or e != "None")
     requests = claim.requests or []
     errors = _too_many(f"{path}.requests", len(requests), DEVICE_REQUESTS_MAX_SIZE)
     errors += _duplicates(f"{path}.requests", [r.name for r in requests])
@@ -73,14 +82,15 @@ def device_claim_errors(claim: DeviceClaim, path: str = "spec.devices",
             errors.append(FieldError(where, "exactly one of `exactly` or `firstAvailable` is "
                                             "required"))
         elif request.exactly is not None:
-            errors += _exact_errors(f"{where}.exactly", request.exactly, cel_error)
+            errors += _exact_errors(f"{where}.exactly", request.exactly, cel_error, effects)
         else:
             errors += _too_many(f"{where}.firstAvailable", len(alternatives),
                                 FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE)
             errors += _duplicates(f"{where}.firstAvailable", [s.name for s in alternatives])
             for j, sub in enumerate(alternatives):
                 errors += _name_errors(f"{where}.firstAvailable[{j}].name", sub.name)
-                errors += _exact_errors(f"{where}.firstAvailable[{j}]", sub, cel_error)
+                errors += _exact_errors(f"{where}.firstAvailable[{j}]", sub, cel_error,
+                                        effects)
     constraints = claim.constraints or []
     errors += _too_many(f"{path}.constraints", len(constraints), DEVICE_CONSTRAINTS_MAX_SIZE)
     for i, constraint in enumerate(constraints):
@@ -115,7 +125,7 @@ def _name_errors(path: str, name: str) -> list[FieldError]:
 
 
 def _exact_errors(path: str, request: ExactDeviceRequest | SubRequest,
-                  cel_error: CELError | None) -> list[FieldError]:
+                  cel_error: CELError | None, effects: Sequence[str]) -> list[FieldError]:
     errors = []
     cls = request.device_class_name
     if not cls:
@@ -135,7 +145,7 @@ def _exact_errors(path: str, request: ExactDeviceRequest | SubRequest,
     tolerations = request.tolerations or []
     errors += _too_many(f"{path}.tolerations", len(tolerations), DEVICE_TOLERATIONS_MAX_LENGTH)
     for i, toleration in enumerate(tolerations):
-        errors += _toleration_errors(f"{path}.tolerations[{i}]", toleration)
+        errors += _toleration_errors(f"{path}.tolerations[{i}]", toleration, effects)
     return errors
 
 
@@ -155,7 +165,8 @@ def _selector_errors(path: str, selectors: Sequence[DeviceSelector],
     return errors
 
 
-def _toleration_errors(path: str, toleration: DeviceToleration) -> list[FieldError]:
+def _toleration_errors(path: str, toleration: DeviceToleration,
+                       effects: Sequence[str]) -> list[FieldError]:
     errors = []
     key = toleration.key or ""
     if key and not is_label_key(key):
@@ -169,9 +180,9 @@ def _toleration_errors(path: str, toleration: DeviceToleration) -> list[FieldErr
         errors.append(FieldError(f"{path}.value", "must be empty when operator is 'Exists'"))
     elif not is_label_value(value):
         errors.append(FieldError(f"{path}.value", f"{value!r} is not a label value"))
-    if toleration.effect and toleration.effect not in TOLERATION_EFFECTS:
+    if toleration.effect and toleration.effect not in effects:
         errors.append(FieldError(f"{path}.effect", f"{toleration.effect!r} is not one of "
-                                                   f"{', '.join(TOLERATION_EFFECTS)}"))
+                                                   f"{', '.join(effects)}"))
     return errors
 
 

@@ -25,7 +25,10 @@ from pydantic.config import JsonDict
 from kubedra.api.base import KubeModel
 from kubedra.api.limits import (
     BINDING_CONDITIONS_MAX_SIZE,
+    BINDING_CONDITIONS_NEED_FAILURES,
     BINDING_FAILURE_CONDITIONS_MAX_SIZE,
+    BINDING_FAILURES_NEED_CONDITIONS,
+    BINDING_OVERLAP,
     DEVICE_TAINTS_MAX_LENGTH,
     OVERRIDE_TAINTS_MAX_LENGTH,
 )
@@ -89,6 +92,32 @@ _ENTRIES_RULE: JsonDict = {
     "fieldPath": ".attributes",
 }
 
+_HAS_CONDITIONS = "has(self.bindingConditions) && size(self.bindingConditions) > 0"
+_HAS_FAILURES = "has(self.bindingFailureConditions) && size(self.bindingFailureConditions) > 0"
+_BINDING_RULES: list[JsonDict] = [
+    {"rule": f"!({_HAS_FAILURES}) || {_HAS_CONDITIONS}",
+     "message": BINDING_FAILURES_NEED_CONDITIONS, "fieldPath": ".bindingConditions"},
+    {"rule": f"!({_HAS_CONDITIONS}) || {_HAS_FAILURES}",
+     "message": BINDING_CONDITIONS_NEED_FAILURES, "fieldPath": ".bindingFailureConditions"},
+    {"rule": ("!has(self.bindingConditions) || !has(self.bindingFailureConditions) || "
+              "!self.bindingFailureConditions.exists(c, c in self.bindingConditions)"),
+     "message": BINDING_OVERLAP, "fieldPath": ".bindingFailureConditions"},
+]
+"""The rules of ``validateDeviceBindingParameters`` (k8s.io/kubernetes v1.37.2
+``pkg/apis/resource/validation/validation.go``) that span both lists, with upstream's words
+(:func:`kubedra.api.validation.binding_condition_errors` checks them when publishing). A name
+twice in one list is refused by ``x-kubernetes-list-type: set`` (``Duplicate value``, the item's
+path, as upstream's ``field.Duplicate``), which costs no CEL."""
+_BINDING_LIST: JsonDict = {"x-kubernetes-list-type": "set"}
+
+NODE_LOCAL_BINDING = ("binding conditions and bindsToNode are for network-attached pools "
+                      "(spec.nodeSelector or spec.allNodes), not a node's own devices")
+"""kubedra's rule, not the API's: the operator's attach step serves binding conditions
+(:mod:`kubedra.binding`), and a node-local device is attached by its node."""
+_BINDS = ("(has(d.bindingConditions) && size(d.bindingConditions) > 0) || "
+          "(has(d.bindingFailureConditions) && size(d.bindingFailureConditions) > 0) || "
+          "(has(d.bindsToNode) && d.bindsToNode)")
+
 
 class InventoryDevice(KubeModel):
     """A device as discovered on the node or declared by the admin.
@@ -97,7 +126,8 @@ class InventoryDevice(KubeModel):
     plus its health. Unqualified attribute and capacity names belong to the driver's domain.
     """
 
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_ENTRIES_RULE]})
+    model_config = ConfigDict(json_schema_extra={
+        "x-kubernetes-validations": [_ENTRIES_RULE, *_BINDING_RULES]})
 
     name: DNSLabel = Field(description="Device name, a DNS label unique in the pool (e.g. gpu-0).")
     attributes: dict[QualifiedName, DeviceAttribute] = Field(
@@ -115,12 +145,15 @@ class InventoryDevice(KubeModel):
         default=None, description="Network-attached pools: the allocation is pinned to the node "
         "the scheduler chose (KEP-5007).")
     binding_conditions: list[LabelName] | None = Field(
-        default=None, max_length=BINDING_CONDITIONS_MAX_SIZE,
+        default=None, max_length=BINDING_CONDITIONS_MAX_SIZE, json_schema_extra=_BINDING_LIST,
         description="Network-attached pools: conditions the operator's attach step sets on the "
-        "claim's status.devices before kube-scheduler binds the pod (KEP-5007).")
+        "claim's status.devices before kube-scheduler binds the pod (KEP-5007); at most 4, "
+        "each once, none also a failure condition; set with bindingFailureConditions.")
     binding_failure_conditions: list[LabelName] | None = Field(
         default=None, max_length=BINDING_FAILURE_CONDITIONS_MAX_SIZE,
-        description="Network-attached pools: a True one sends the pod back to scheduling.")
+        json_schema_extra=_BINDING_LIST,
+        description="Network-attached pools: a True one sends the pod back to scheduling; at "
+        "most 4, each once; set with bindingConditions.")
     health_transition_time: str | None = Field(
         default=None, description="When discovery last saw the health change (RFC 3339); unset "
         "until it changes. The operator keeps a recovered device tainted for a hold-down time "
@@ -248,6 +281,9 @@ class DeviceInventorySpec(KubeModel):
         "rule": ("(has(self.nodeName) ? 1 : 0) + (has(self.nodeSelector) ? 1 : 0) + "
                  "(has(self.allNodes) && self.allNodes ? 1 : 0) == 1"),
         "message": "exactly one of nodeName, nodeSelector or allNodes: true must be set",
+    }, {
+        "rule": f"!has(self.nodeName) || !has(self.devices) || !self.devices.exists(d, {_BINDS})",
+        "message": NODE_LOCAL_BINDING, "fieldPath": ".devices",
     }, {
         "rule": "!has(self.nodeAllocatableOverhead) || has(self.nodeName)",
         "message": ("nodeAllocatableOverhead needs nodeName: the API server accepts the "

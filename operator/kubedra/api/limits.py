@@ -41,3 +41,9 @@ BINDING_CONDITIONS_MAX_SIZE = 4
 BINDING_FAILURE_CONDITIONS_MAX_SIZE = 4
 """Binding conditions and failure conditions per device (KEP-5007, ``BindingConditionsMaxSize``,
 ``BindingFailureConditionsMaxSize``)."""
+BINDING_CONDITIONS_NEED_FAILURES = "bindingFailureConditions are required to use bindingConditions"
+BINDING_FAILURES_NEED_CONDITIONS = "bindingConditions are required to use bindingFailureConditions"
+BINDING_OVERLAP = "bindingFailureConditions must not overlap with bindingConditions"
+"""Upstream's messages for the rules of ``validateDeviceBindingParameters`` that span both
+lists (pkg/apis/resource/validation/validation.go, v1.37.2): the CRD's rules and
+:func:`kubedra.api.validation.binding_condition_errors` say the same."""

@@ -30,6 +30,7 @@ from kubedra.api.names import (
     DNSLabel,
 )
 from kubedra.api.quantity import Quantity
+from kubedra.api.time import TIME_PATTERN
 
 SEMVER_PATTERN = (r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
                   r"(-((0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
@@ -242,14 +243,15 @@ class DeviceTaint(KubeModel):
     # validateDeviceTaint in k8s.io/kubernetes/pkg/apis/resource/validation/validation.go
     # (v1.37.2) requires, so that the API server refuses a taint no ResourceSlice could carry:
     # the key a label key (ValidateLabelName), the value empty or a label value
-    # (IsLabelValue), the effect one of validDeviceTaintEffects. Python does not check them: a
+    # (IsLabelValue), the effect one of validDeviceTaintEffects, timeAdded a metav1.Time
+    # (kubedra.api.time.TIME_PATTERN). Python does not check them: a
     # taint stored before the CRD did is read, and the operator reports it
     # (kubedra.api.validation.taint_errors) instead of failing on the whole inventory.
     key: str = Field(json_schema_extra=LABEL_KEY_SCHEMA)
     value: str | None = Field(default=None, json_schema_extra={
         "pattern": LABEL_VALUE_PATTERN, "maxLength": LABEL_VALUE_MAX_LENGTH})
     effect: str = Field(json_schema_extra={"enum": list(DEVICE_TAINT_EFFECTS)})
-    time_added: str | None = None
+    time_added: str | None = Field(default=None, json_schema_extra={"pattern": TIME_PATTERN})
 
 
 class NodeAllocatableMapping(KubeModel):

@@ -12,13 +12,16 @@ are bytes of UTF-8, as Go's ``len`` counts them there ("é" is 2), not character
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from kubedra.api.limits import (
+    BINDING_CONDITIONS_NEED_FAILURES,
+    BINDING_FAILURES_NEED_CONDITIONS,
+    BINDING_OVERLAP,
     DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH,
     RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE,
     RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
@@ -34,6 +37,7 @@ from kubedra.api.resource import (
     DeviceAttribute,
     DeviceTaint,
 )
+from kubedra.api.time import is_time
 
 if TYPE_CHECKING:  # claim validation (explain, simulate) needs no inventory models: 60 ms
     from kubedra.api.inventory import InventoryDevice, Rejection
@@ -180,8 +184,9 @@ def consumption_errors(device: InventoryDevice,
 
 def taint_errors(taint: DeviceTaint) -> list[FieldError]:
     """Problems of one device taint: the key a label key (``[prefix/]name``), the value a label
-    value, the effect one of None, NoSchedule, NoExecute (``validateDeviceTaint``). The CRD
-    refuses them too; this finds those stored before it did."""
+    value, the effect one of None, NoSchedule, NoExecute (``validateDeviceTaint``), ``timeAdded``
+    a ``metav1.Time`` (:data:`~kubedra.api.time.TIME_PATTERN`; the slice write fails to decode
+    another). The CRD refuses them too; this finds those stored before it did."""
     errors = []
     if not is_label_key(taint.key):
         errors.append(FieldError("key", f"{taint.key!r} is not a label key: an optional DNS "
@@ -194,6 +199,39 @@ def taint_errors(taint: DeviceTaint) -> list[FieldError]:
     if taint.effect not in DEVICE_TAINT_EFFECTS:
         errors.append(FieldError("effect", f"{taint.effect!r} is not one of "
                                            f"{', '.join(DEVICE_TAINT_EFFECTS)}"))
+    if taint.time_added is not None and not is_time(taint.time_added):
+        errors.append(FieldError("timeAdded", f"{taint.time_added!r} is not a time the API "
+                                              "server reads (RFC 3339, e.g. "
+                                              "2026-12-03T10:00:00Z)"))
+    return errors
+
+
+def binding_condition_errors(conditions: Sequence[str],
+                             failures: Sequence[str]) -> list[FieldError]:
+    """Problems of a device's ``bindingConditions`` and ``bindingFailureConditions``
+    (KEP-5007), as ``validateDeviceBindingParameters`` in
+    k8s.io/kubernetes v1.37.2 ``pkg/apis/resource/validation/validation.go`` finds them (the
+    same from v1.35.4; v1.34.4 differs only in how the size error is reported): every entry a
+    label key (``ValidateLabelName``), no entry twice in one list, no failure condition that
+    is also a binding condition, and neither list set without the other. At most 4 entries
+    each (``BindingConditionsMaxSize``) is the model's rule, and the CRD's since the fields
+    exist; ``bindsToNode`` has no rule upstream. The CRD refuses all of these too; this finds
+    those stored before it did (an item's path is ``bindingConditions[1]``)."""
+    lists = (("bindingConditions", conditions), ("bindingFailureConditions", failures))
+    errors = [FieldError(f"{path}[{i}]", f"{name!r} is not a label key: an optional DNS "
+                                         "subdomain of at most 253 characters and '/', then "
+                                         "at most 63 letters, digits, '-', '_' or '.'")
+              for path, names in lists for i, name in enumerate(names)
+              if not is_label_key(name)]
+    for path, names in lists:
+        errors += [FieldError(f"{path}[{i}]", f"duplicate value {name!r}")
+                   for i, name in enumerate(names) if name in names[:i]]
+    errors += [FieldError(f"bindingFailureConditions[{i}]", f"{name!r}: {BINDING_OVERLAP}")
+               for i, name in enumerate(failures) if name in conditions]
+    if failures and not conditions:
+        errors.append(FieldError("bindingConditions", BINDING_FAILURES_NEED_CONDITIONS))
+    if conditions and not failures:
+        errors.append(FieldError("bindingFailureConditions", BINDING_CONDITIONS_NEED_FAILURES))
     return errors
 
 

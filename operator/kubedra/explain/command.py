@@ -303,28 +303,47 @@ def _explain_pod(proxy: KubectlProxy | None, dumps: tuple[Path, ...], namespace:
                        nodes=nodes or None)
 
 
-def _claim_file(file: Any, namespace: str | None) -> ResourceClaim:
-    """The claim of simulate's ``-f`` file (a ResourceClaim or ResourceClaimTemplate)."""
+def _claim_documents(file: Any) -> list[Any]:
+    """The YAML documents of simulate's ``-f`` file."""
     import yaml
 
-    from kubedra.explain.simulate import ClaimFileError, claim_from_documents
     from kubedra.explain.sources import unreadable
 
     try:
-        return claim_from_documents(yaml.safe_load_all(file), namespace)
-    except ClaimFileError as err:
-        raise click.ClickException(f"{file.name}: {err}") from None
+        return list(yaml.safe_load_all(file))
     except (UnicodeDecodeError, yaml.YAMLError) as err:
         raise click.ClickException(unreadable(file.name, err)) from None
 
 
-def _simulate(proxy: KubectlProxy | None, dumps: tuple[Path, ...], claim: ResourceClaim,
-              nodes: tuple[str, ...], max_copies: int, kube_version: str | None) -> Simulation:
+def _claim_file(name: str, documents: list[Any], namespace: str | None, *,
+                effect_none: bool = True) -> ResourceClaim:
+    """The claim of simulate's ``-f`` file ``name`` (a ResourceClaim or
+    ResourceClaimTemplate), checked as the API server of Kubernetes 1.35 or later checks it,
+    or with ``effect_none=False`` as 1.34's (``TAINT_EFFECT_NONE``)."""
+    from kubedra.explain.simulate import ClaimFileError, claim_from_documents
+
+    try:
+        return claim_from_documents(documents, namespace, effect_none=effect_none)
+    except ClaimFileError as err:
+        raise click.ClickException(f"{name}: {err}") from None
+
+
+def _simulate(proxy: KubectlProxy | None, dumps: tuple[Path, ...], file: Any,
+              namespace: str | None, nodes: tuple[str, ...], max_copies: int,
+              kube_version: str | None) -> Simulation:
+    """Check the claim of ``file`` (before the cluster is read, so that a bad file costs no
+    call), read the cluster, check the claim again as that cluster's minor if its rules are
+    older, and simulate it."""
+    from kubedra.allocation import TAINT_EFFECT_NONE
     from kubedra.explain.simulate import simulate_claim
 
+    documents = _claim_documents(file)
+    claim = _claim_file(file.name, documents, namespace)
     objects = _read(proxy, dumps, "reading the cluster", None, with_pods=False, nodes=nodes)
-    return simulate_claim(_snapshot(objects, kube_version), claim, nodes=nodes or None,
-                          max_copies=max_copies)
+    snapshot = _snapshot(objects, kube_version)
+    if not snapshot.resources.features.version.follows(TAINT_EFFECT_NONE):
+        claim = _claim_file(file.name, documents, namespace, effect_none=False)
+    return simulate_claim(snapshot, claim, nodes=nodes or None, max_copies=max_copies)
 
 
 def _print(data: dict[str, Any] | None, text: str | None) -> None:
@@ -409,8 +428,8 @@ def simulate_command(filename: Any, namespace: str | None, output: str,
       kubectl dra simulate -f template.yaml -o json
     """
     with _cluster(kubeconfig, dumps) as proxy:
-        claim = _claim_file(filename, namespace)
-        simulation = _simulate(proxy, dumps, claim, nodes, max_copies, kube_version)
+        simulation = _simulate(proxy, dumps, filename, namespace, nodes, max_copies,
+                               kube_version)
     from kubedra.explain.render import render_simulation
 
     _print(simulation.to_json() if output == "json" else None,

@@ -40,10 +40,13 @@ class ClaimFileError(ValueError):
     refuse (the message names each field and why)."""
 
 
-def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> ResourceClaim:
+def claim_from_documents(documents: Iterable[Any], namespace: str | None, *,
+                         effect_none: bool = True) -> ResourceClaim:
     """The first ResourceClaim (or the claim of the first ResourceClaimTemplate) among YAML
     documents, without status, in ``namespace`` when given (else its own, else ``default``),
-    named ``<unnamed>`` when it has neither name nor generateName.
+    named ``<unnamed>`` when it has neither name nor generateName. ``effect_none=False``
+    refuses a toleration with effect None, as the API server of Kubernetes 1.34 does
+    (``TAINT_EFFECT_NONE`` of :mod:`kubedra.allocation`).
 
     Raises:
         ClaimFileError: there is none, its ``apiVersion`` is not one simulate reads
@@ -78,7 +81,8 @@ def claim_from_documents(documents: Iterable[Any], namespace: str | None) -> Res
                 validation_errors(err, outer))) from None
         path = f"{outer}spec.devices"
         errors = [f"{e.field}: {e.message}"
-                  for e in device_claim_errors(claim.spec.devices, path, _cel_error)]
+                  for e in device_claim_errors(claim.spec.devices, path, _cel_error,
+                                               effect_none=effect_none)]
         if errors:
             raise ClaimFileError("the API server would refuse this claim: " + "; ".join(errors))
         if not (claim.spec.devices and claim.spec.devices.requests):

@@ -17,14 +17,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from kubedra.api.inventory import DeviceInventory, DiscoveryResult, InventoryDevice, Rejection
+from kubedra.api.inventory import (
+    NODE_LOCAL_BINDING,
+    DeviceInventory,
+    DiscoveryResult,
+    InventoryDevice,
+    Rejection,
+)
 from kubedra.api.limits import (
     DEVICE_TAINTS_MAX_LENGTH,
     OPERATOR_TAINTS_MAX,
     OVERRIDE_TAINTS_MAX_LENGTH,
 )
 from kubedra.api.mig import expand
-from kubedra.api.names import is_label_key
 from kubedra.api.resource import (
     CounterSet,
     Device,
@@ -36,6 +41,7 @@ from kubedra.api.resource import (
 from kubedra.api.time import parse_timestamp
 from kubedra.api.validation import (
     FieldError,
+    binding_condition_errors,
     consumption_errors,
     counter_set_errors,
     device_errors,
@@ -115,33 +121,15 @@ def hold_down_end(device: InventoryDevice, now: datetime, hold_down: float) -> d
 
 
 def binding_errors(device: InventoryDevice, node_name: str | None) -> list[FieldError]:
-    """Binding conditions (KEP-5007) as the API validates them (``validateDevice
-    BindingParameters``), on network-attached pools only: the operator's attach step serves
-    them (:mod:`kubedra.binding`), and a node-local device is attached by its node."""
+    """Binding conditions (KEP-5007) as the API validates them
+    (:func:`~kubedra.api.validation.binding_condition_errors`), on network-attached pools
+    only: the operator's attach step serves them (:mod:`kubedra.binding`), and a node-local
+    device is attached by its node (kubedra's rule; the CRD refuses it in ``spec.devices``)."""
     conditions = device.binding_conditions or []
     failures = device.binding_failure_conditions or []
-    if not (conditions or failures or device.binds_to_node):
-        return []
-    if node_name:
-        return [FieldError("bindingConditions", "binding conditions and bindsToNode are for "
-                           "network-attached pools (spec.nodeSelector or spec.allNodes), not a "
-                           "node's own devices")]
-    if bool(conditions) != bool(failures):
-        return [FieldError("bindingConditions", "bindingConditions and "
-                           "bindingFailureConditions go together: set both or neither")]
-    lists = (("bindingConditions", conditions), ("bindingFailureConditions", failures))
-    # the model checks the pattern; a prefix over 253 characters only the CRD refuses, and an
-    # inventory stored before it did would fail the ResourceSlice write
-    errors = [FieldError(f"{path}[{i}]", f"{name!r} is not a label key: the prefix before "
-                                         "'/' is at most 253 characters")
-              for path, names in lists for i, name in enumerate(names)
-              if not is_label_key(name)]
-    errors += [FieldError(path, f"{names} lists a name twice")
-               for path, names in lists if len(set(names)) != len(names)]
-    if overlap := sorted(set(conditions) & set(failures)):
-        errors.append(FieldError("bindingFailureConditions",
-                                 f"{overlap} are also binding conditions"))
-    return errors
+    if node_name and (conditions or failures or device.binds_to_node):
+        return [FieldError("bindingConditions", NODE_LOCAL_BINDING)]
+    return binding_condition_errors(conditions, failures)
 
 
 def discovered_devices(inventory: DeviceInventory) -> DiscoveryResult | None:

@@ -4,6 +4,7 @@ a request named ``Bad Name`` with count -1, a constraint over an unknown request
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -56,8 +57,8 @@ def test_valid_claims_have_no_errors() -> None:
      [(f"{P}.requests[0].exactly.selectors[0].cel.expression", "required"),
       (f"{P}.requests[0].exactly.tolerations[0].value",
        "must be empty when operator is 'Exists'"),
-      (f"{P}.requests[0].exactly.tolerations[0].effect", "'X' is not one of NoSchedule, "
-       "NoExecute")]),
+      (f"{P}.requests[0].exactly.tolerations[0].effect", "'X' is not one of None, "
+       "NoSchedule, NoExecute")]),
     ({"requests": [{"name": "a", "firstAvailable": [exact(name="x")] * 9}]},
      [(f"{P}.requests[0].firstAvailable", "9 items; at most 8 are allowed"),
       *[(f"{P}.requests[0].firstAvailable[{i}].name", "duplicate name 'x'")
@@ -87,3 +88,33 @@ def test_simulate_refuses_a_claim_the_api_server_refuses(tmp_path: Any) -> None:
     assert (result.exit_code, result.output) == (1, (
         f"Error: {claim}: the API server would refuse this claim: "
         "spec.spec.devices.requests[0].exactly.count: must be greater than zero\n"))
+
+
+NONE_TOLERATION = {"requests": [{"name": "gpu", "exactly": exact(tolerations=[
+    {"key": "kubedra.io/maintenance", "operator": "Exists", "effect": "None"}])}]}
+
+
+def test_a_toleration_of_effect_none_is_valid_from_1_35() -> None:
+    """``validateDeviceToleration`` checks the effect against ``validDeviceTaintEffects``,
+    which has None from v1.35.4 (no gate) and not in v1.34.4; simulate refused it on every
+    minor."""
+    assert _errors(NONE_TOLERATION) == []
+    assert [(e.field, e.message) for e in device_claim_errors(
+        DeviceClaim.from_api(NONE_TOLERATION), effect_none=False)] == [
+        (f"{P}.requests[0].exactly.tolerations[0].effect",
+         "'None' is not one of NoSchedule, NoExecute")]
+
+
+@pytest.mark.parametrize(("minor", "refused"), [("1.34", True), ("1.35", False),
+                                                ("1.37", False)])
+def test_simulate_checks_a_toleration_as_the_clusters_minor(
+        tmp_path: Any, minor: str, refused: bool) -> None:
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                 "metadata": {"name": "c"}, "spec": {"devices": NONE_TOLERATION}}))
+    result = CliRunner().invoke(simulate_command, ["-f", str(claim), "--from", str(tmp_path),
+                                                   "--kube-version", minor])
+    error = (f"Error: {claim}: the API server would refuse this claim: spec.devices.requests[0]"
+             ".exactly.tolerations[0].effect: 'None' is not one of NoSchedule, NoExecute\n")
+    assert (result.exit_code, result.output.endswith(error)) == (1, True) if refused else (
+        result.exit_code, "the API server would refuse" in result.output) == (0, False)

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from kubedra.api.crd import inventory_crd, inventory_crd_yaml
 from kubedra.api.names import LABEL_NAME_PATTERN, LABEL_VALUE_PATTERN
 from kubedra.api.quantity import QUANTITY_PATTERN
+from kubedra.api.time import TIME_PATTERN
 from kubedra.cli import main
 
 CRD_FILE = Path(__file__).resolve().parents[3] / "crds" / "deviceinventories.kubedra.io.yaml"
@@ -99,3 +100,36 @@ def test_taints_and_binding_conditions_carry_the_label_rules() -> None:
         assert device[field]["items"] == {
             "type": "string", "maxLength": 317, "pattern": LABEL_NAME_PATTERN,
             "x-kubernetes-validations": key_rules}
+
+
+def test_binding_conditions_carry_every_rule_of_the_api() -> None:
+    """``validateDeviceBindingParameters`` (v1.37.2) at admission, for declared and discovered
+    devices: a name once per list (a set), the lists together and apart, and kubedra's own
+    rule that a node's own devices have none (tests/integration/test_inventory_admission.py
+    has the API server's messages)."""
+    schema = inventory_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec = schema["spec"]
+    declared = spec["properties"]["devices"]["items"]
+    discovered = schema["status"]["properties"]["discovered"]["properties"]["devices"]["items"]
+    for device in (declared, discovered):
+        for field in ("bindingConditions", "bindingFailureConditions"):
+            assert device["properties"][field]["x-kubernetes-list-type"] == "set"
+            assert device["properties"][field]["maxItems"] == 4
+        assert [(r["fieldPath"], r["message"]) for r in device["x-kubernetes-validations"][1:]] == [
+            (".bindingConditions", "bindingConditions are required to use "
+                                   "bindingFailureConditions"),
+            (".bindingFailureConditions", "bindingFailureConditions are required to use "
+                                          "bindingConditions"),
+            (".bindingFailureConditions", "bindingFailureConditions must not overlap with "
+                                          "bindingConditions")]
+    assert [r["message"] for r in spec["x-kubernetes-validations"]
+            if r.get("fieldPath") == ".devices"] == [
+        "binding conditions and bindsToNode are for network-attached pools (spec.nodeSelector "
+        "or spec.allNodes), not a node's own devices"]
+
+
+def test_an_override_taint_time_has_the_api_servers_grammar() -> None:
+    spec = inventory_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"]
+    taint = spec["properties"]["overrides"]["items"]["properties"]["taints"]["items"]
+    assert taint["properties"]["timeAdded"] == {"type": "string", "pattern": TIME_PATTERN}

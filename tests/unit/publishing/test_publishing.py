@@ -281,15 +281,23 @@ def test_binding_conditions_are_published_for_network_attached_devices() -> None
 @pytest.mark.parametrize(("device", "node_local", "field", "message"), [
     ({"bindingConditions": ["a"], "bindingFailureConditions": ["f"]}, True,
      "spec.devices[0].bindingConditions", "for network-attached pools"),
-    ({"bindingConditions": ["a"]}, False,
-     "spec.devices[0].bindingConditions", "set both or neither"),
+    ({"bindsToNode": True}, True,
+     "spec.devices[0].bindingConditions", "for network-attached pools"),
+    ({"bindingConditions": ["a"]}, False, "spec.devices[0].bindingFailureConditions",
+     "bindingFailureConditions are required to use bindingConditions"),
+    ({"bindingConditions": [], "bindingFailureConditions": ["f"]}, False,
+     "spec.devices[0].bindingConditions",
+     "bindingConditions are required to use bindingFailureConditions"),
     ({"bindingConditions": ["a", "a"], "bindingFailureConditions": ["f"]}, False,
-     "spec.devices[0].bindingConditions", "lists a name twice"),
-    ({"bindingConditions": ["a"], "bindingFailureConditions": ["a"]}, False,
-     "spec.devices[0].bindingFailureConditions", "['a'] are also binding conditions"),
+     "spec.devices[0].bindingConditions[1]", "duplicate value 'a'"),
+    ({"bindingConditions": ["a"], "bindingFailureConditions": ["f", "g", "f"]}, False,
+     "spec.devices[0].bindingFailureConditions[2]", "duplicate value 'f'"),
+    ({"bindingConditions": ["a", "b"], "bindingFailureConditions": ["f", "b"]}, False,
+     "spec.devices[0].bindingFailureConditions[1]",
+     "'b': bindingFailureConditions must not overlap with bindingConditions"),
     # stored before the CRD refused it: the ResourceSlice write failed
     ({"bindingConditions": ["a"], "bindingFailureConditions": ["a" * 254 + "/f"]}, False,
-     "spec.devices[0].bindingFailureConditions[0]", "the prefix before '/' is at most 253"),
+     "spec.devices[0].bindingFailureConditions[0]", "subdomain of at most 253 characters"),
 ])
 def test_bad_binding_conditions_leave_the_device_out_naming_the_field(
         device: dict[str, Any], node_local: bool, field: str, message: str) -> None:
@@ -377,6 +385,27 @@ def test_an_invalid_override_taint_leaves_out_only_its_device() -> None:
     assert [(r.name, r.field) for r in pool.left_out] == [
         ("dev-001", "spec.overrides[0].taints[0].key"),
         ("dev-001", "spec.overrides[0].taints[0].value")]
+
+
+@pytest.mark.parametrize(("time_added", "left_out"), [
+    ("2026-12-03T10:00:00Z", False),
+    ("2026-12-03T1:00:00,5+24:60", False),  # Go's time.Parse takes it, so the API does
+    ("yesterday", True),
+    ("2026-12-03", True),
+    ("2026-02-29T10:00:00Z", True),
+])
+def test_an_override_taint_time_the_api_cannot_read_leaves_out_its_device(
+        time_added: str, left_out: bool) -> None:
+    """Stored before the CRD refused it, such a ``timeAdded`` failed the whole ResourceSlice
+    write (400: "cannot be handled as a ResourceSlice: parsing time")."""
+    inv = inventory(2, overrides=[{"device": "dev-001", "taints": [
+        {"key": "maintenance", "effect": "NoSchedule", "timeAdded": time_added}]}])
+    pool = build_pool(inv)
+    assert [d.name for d in pool.devices] == ["dev-000"] if left_out else ["dev-000", "dev-001"]
+    assert [(r.name, r.field, r.message) for r in pool.left_out] == ([(
+        "dev-001", "spec.overrides[0].taints[0].timeAdded",
+        f"{time_added!r} is not a time the API server reads (RFC 3339, e.g. "
+        "2026-12-03T10:00:00Z)")] if left_out else [])
 
 
 def test_what_the_agent_left_out_is_reported_first() -> None:
