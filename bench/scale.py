@@ -303,14 +303,22 @@ async def watch_forever(list_call: Callable[..., Any], *args: Any,
     (``ADDED``) and every watch event; relists after a dropped or failed watch, calling
     ``on_list()`` first (what was deleted meanwhile is in no list and no event).
 
-    Any other exception of a list or watch is printed with its traceback and relisted too:
-    this task ends only when cancelled. (Before, such an exception ended the task silently
-    and the phase waiting on its counts waited out its timeout: a 1,000-node MIG run's slice
-    watch stopped as the Go peer started, ``bench/RESULTS.md``, scale, round 16.)"""
+    A list answered with an error (kubernetes-asyncio raises none with
+    ``_preload_content=False``: the body is a ``Status``) is printed in one line and
+    relisted; any other exception is printed with its traceback and relisted too: this task
+    ends only when cancelled. (Before, such a list ended the task silently, a ``KeyError`` on
+    ``items``, and the phase waiting on its counts waited out its timeout: a 1,000-node MIG
+    run, while the API server answered the Go peer's creates ``504 Timeout``,
+    ``bench/RESULTS.md``, scale, round 16.)"""
     while True:
         try:
             response = await list_call(*args, _preload_content=False)
             listed = json.loads(await response.read())
+            if listed.get("kind") == "Status":
+                print(f"bench.scale: list failed, relisting: {listed.get('code')} "
+                      f"{listed.get('message')}", file=sys.stderr, flush=True)
+                await asyncio.sleep(0.5)
+                continue
             on_list()
             for item in listed["items"]:
                 on_object("ADDED", item)
