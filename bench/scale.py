@@ -66,6 +66,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -301,11 +302,24 @@ async def watch_forever(list_call: Callable[..., Any], *args: Any,
                         on_list: Callable[[], None] = lambda: None) -> None:
     """List, then watch, forever: ``on_object(type, object)`` for every listed object
     (``ADDED``) and every watch event; relists after a dropped or failed watch, calling
-    ``on_list()`` first (what was deleted meanwhile is in no list and no event)."""
+    ``on_list()`` first (what was deleted meanwhile is in no list and no event).
+
+    A list answered with an error (kubernetes-asyncio raises none with
+    ``_preload_content=False``: the body is a ``Status``) is printed in one line and
+    relisted; any other exception is printed with its traceback and relisted too: this task
+    ends only when cancelled. (Before, such a list ended the task silently, a ``KeyError`` on
+    ``items``, and the phase waiting on its counts waited out its timeout: a 1,000-node MIG
+    run, while the API server answered the Go peer's creates ``504 Timeout``,
+    ``bench/RESULTS.md``, scale, round 16.)"""
     while True:
         try:
             response = await list_call(*args, _preload_content=False)
             listed = json.loads(await response.read())
+            if listed.get("kind") == "Status":
+                print(f"bench.scale: list failed, relisting: {listed.get('code')} "
+                      f"{listed.get('message')}", file=sys.stderr, flush=True)
+                await asyncio.sleep(0.5)
+                continue
             on_list()
             for item in listed["items"]:
                 on_object("ADDED", item)
@@ -317,6 +331,9 @@ async def watch_forever(list_call: Callable[..., Any], *args: Any,
                     break  # ERROR (e.g. 410 Gone): relist
                 on_object(event["type"], event["object"])
         except (aiohttp.ClientError, TimeoutError, client.ApiException):
+            await asyncio.sleep(0.5)
+        except Exception:  # a watch of the bench outlives any failure
+            traceback.print_exc()
             await asyncio.sleep(0.5)
 
 
