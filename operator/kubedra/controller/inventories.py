@@ -58,6 +58,7 @@ from kubedra.api.inventory import (
     DeviceAllocation,
     DeviceInventory,
     DeviceInventoryStatus,
+    DiscoveryResult,
     InventoryDevice,
     RetainedDevices,
     agent_lease_name,
@@ -232,9 +233,12 @@ class InventoryDecision:
                                    message=f"{write.verb} ResourceSlice {write.name}: {error}")
 
 
-def inventory_devices(inventory: DeviceInventory) -> list[InventoryDevice]:
-    """Declared and discovered devices of an inventory, overrides not applied."""
-    discovered = discovered_devices(inventory)
+def inventory_devices(inventory: DeviceInventory, discovered: DiscoveryResult | None = None
+                      ) -> list[InventoryDevice]:
+    """Declared and discovered devices of an inventory, overrides not applied; ``discovered``:
+    the report written out already (:func:`~kubedra.publishing.pool.discovered_devices`), read
+    from the inventory if not given."""
+    discovered = discovered if discovered is not None else discovered_devices(inventory)
     return [*(inventory.spec.devices or []), *(discovered.devices if discovered else [])]
 
 
@@ -255,15 +259,17 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
     except ValidationError as err:
         return InventoryDecision("InvalidInventory", validation_field(err), keep_retained=True)
     name = inputs.name
-    health = {d.name: (d.health, d.health_message) for d in inventory_devices(inventory)}
+    discovered = discovered_devices(inventory)  # written out once per decision
+    devices = inventory_devices(inventory, discovered)
+    health = {d.name: (d.health, d.health_message) for d in devices}
     node = inventory.spec.node_name
     has_agent = bool(inventory.status and inventory.status.discovered is not None)
     if node and not inputs.node_exists:
-        return _withdraw(inputs, inventory, health, "NodeNotFound",
+        return _withdraw(inputs, inventory, discovered, health, "NodeNotFound",
                          f"node {node} does not exist; pool {pool_name(inventory)} is not "
                          "published until it does")
     if node and has_agent and inputs.lease != "live":
-        return _withdraw(inputs, inventory, health, "AgentLeaseExpired",
+        return _withdraw(inputs, inventory, discovered, health, "AgentLeaseExpired",
                          f"agent Lease {inputs.namespace}/{agent_lease_name(node)} of node "
                          f"{node} is not renewed; pool {pool_name(inventory)} withdrawn until "
                          "the agent returns")
@@ -271,8 +277,8 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
         return InventoryDecision(
             "WaitingForAgent", f"no devices declared and the node agent of {node} has not "
                                "reported yet; nothing is published")
-    pool = dataclasses.replace(build_pool(inventory, now=inputs.now, hold_down=inputs.hold_down),
-                               labels=inputs.pool_labels)
+    pool = dataclasses.replace(build_pool(inventory, now=inputs.now, hold_down=inputs.hold_down,
+                                          discovered=discovered), labels=inputs.pool_labels)
     owner = pool_owner(inputs)
     if owner != name:
         return InventoryDecision(
@@ -295,13 +301,13 @@ def decide_inventory(inputs: InventoryInputs) -> InventoryDecision:
         leaving = {d: end for d, end in leaving.items() if d in published}
     plan = plan_sync(name, inputs.owner, pool, split_pool(pool), list(inputs.existing),
                      _published_generation(inventory, pool))
-    message = _published_message(inventory, pool, plan, draining, leaving)
+    message = _published_message(devices, pool, plan, draining, leaving)
     reason: Reason = "SlicesPublished"
     if pool.left_out:
         reason, message = "DevicesLeftOut", f"{message}; {left_out_message(pool)}"
     elif pool.withheld:  # every device published, without what this cluster cannot keep
         reason = "FeatureOff"
-    elif not inventory_devices(inventory) and not pool.counter_sets:  # not: all disabled
+    elif not devices and not pool.counter_sets:  # not: all disabled
         reason, message = "EmptyPool", f"{message}: {empty_pool_message(inventory)}"
     return InventoryDecision(reason, message, plan=plan, pool=pool, health=health,
                              draining=draining, leaving=leaving)
@@ -354,13 +360,15 @@ def _keep_dropped(inputs: InventoryInputs, inventory: DeviceInventory, pool: Des
 
 
 def _withdraw(inputs: InventoryInputs, inventory: DeviceInventory,
+              discovered: DiscoveryResult | None,
               health: Mapping[str, tuple[str, str | None]], reason: Reason, message: str
               ) -> InventoryDecision:
     """Withdraw the pool: delete its slices, but for the devices claims hold (kept published,
     tainted ``draining=withdrawn``, until released: a slice outlives its inventory, so they
     stay counted even if the inventory is deleted meanwhile, see :func:`decide_deleted`) and
     the other published devices until their drain grace ends (tainted the same way)."""
-    pool = dataclasses.replace(build_pool(inventory), labels=inputs.pool_labels)
+    pool = dataclasses.replace(build_pool(inventory, discovered=discovered),
+                               labels=inputs.pool_labels)
     devices, sets = _published_before(inputs, inventory)
     kept, left_out = _kept_only(inputs.name, pool, devices, sets, inputs.uses, inputs.existing,
                                 inputs.owner, "withdrawn", now=inputs.now or utcnow(),
@@ -520,13 +528,13 @@ def _published_generation(inventory: DeviceInventory, pool: DesiredPool) -> int:
     return last.generation if last and last.name == pool.name else 0
 
 
-def _published_message(inventory: DeviceInventory, pool: DesiredPool, plan: SyncPlan,
+def _published_message(reported: Sequence[InventoryDevice], pool: DesiredPool, plan: SyncPlan,
                        draining: Mapping[str, str], leaving: Mapping[str, datetime]) -> str:
     message = (f"{_count(len(pool.devices), 'device')} in "
                f"{_count(len(plan.slice_names), 'ResourceSlice')} "
                f"(pool {pool.name}, generation {plan.pool.generation})")
     left_out = {r.name for r in pool.left_out}
-    unhealthy = [d.name for d in inventory_devices(inventory)
+    unhealthy = [d.name for d in reported
                  if d.health == "Unhealthy" and d.name not in left_out]
     if unhealthy:
         message += f"; unhealthy, tainted NoSchedule: {named_devices(sorted(unhealthy))}"
