@@ -147,7 +147,9 @@ def fold(state: DiscoveredState) -> DiscoveredState:
             name = f"{base[:60]}-{suffix}"
         compact = {i: _own(listed[i], shared, name) for i in members}
         model = {"name": name, **{part: values for part, values in shared.items() if values}}
-        if len(_text(model)) + sum(len(_text(d)) for d in compact.values()) >= sum(
+        # the list's own bytes: `,"deviceModels":[]` for the first model, a comma after
+        listing = len(',"deviceModels":[]') if not models else 1
+        if listing + len(_text(model)) + sum(len(_text(d)) for d in compact.values()) >= sum(
                 len(_text(listed[i])) for i in members):
             continue
         taken.add(name)

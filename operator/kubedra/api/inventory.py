@@ -201,6 +201,17 @@ class DeviceModel(KubeModel):
         default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
         description="Capacities by qualified name, in the order devices publish them.")
 
+    @model_serializer(mode="wrap")
+    def _without_empty_maps(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A model without attributes or without capacity is written without the empty map
+        (as :func:`kubedra.api.device_models.fold` counts its bytes)."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("attributes", "capacity"):
+                if data.get(key) == {}:
+                    del data[key]
+        return data
+
 
 class MigPlacement(KubeModel):
     """Where a GPU instance of a profile can sit, in memory slices (NVML's placement)."""
