@@ -126,7 +126,8 @@ def fold(state: DiscoveredState) -> DiscoveredState:
     ``deviceModel`` yet share one ``deviceModels`` entry holding, per name, the value most of
     them have; each lists only the values that differ. A group is folded only if its devices
     and model together take fewer bytes than its devices in full. Lossless: ``state`` comes
-    back unchanged unless :func:`unfold` gives back its devices, as JSON bytes."""
+    back unchanged unless :func:`unfold` gives back the devices it gives of ``state``, as JSON
+    bytes."""
     listed = [device.to_api() for device in state.devices]
     groups: dict[tuple[tuple[str, ...], ...], list[int]] = {}
     for index, (device, api) in enumerate(zip(state.devices, listed, strict=True)):
@@ -160,7 +161,10 @@ def fold(state: DiscoveredState) -> DiscoveredState:
         return state
     result = state.model_copy(update={
         "devices": [DiscoveredDevice.model_validate(d) for d in folded], "device_models": models})
+    # compared with the report written out: a device naming a model already stays as it is
+    before, refused = unfold(state)
     back, rejected = unfold(result)
-    if rejected or _text([d.to_api() for d in back]) != _text(listed):
+    if rejected != refused or _text([d.to_api() for d in back]) != _text(
+            [d.to_api() for d in before]):
         return state
     return result

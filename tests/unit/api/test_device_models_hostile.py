@@ -230,6 +230,16 @@ def test_two_kinds_whose_names_collide_after_normalisation_get_distinct_models()
     assert _api(unfold(folded)[0]) == _api(state.devices)
 
 
+def test_a_name_taken_by_a_model_already_listed_is_not_reused() -> None:
+    state = DiscoveredState.from_api({
+        "deviceModels": [{"name": "nvidia-h200", "attributes": {"x": {"int": 1}}}],
+        "devices": [{"name": "old", "deviceModel": "nvidia-h200"},
+                    _gpu("g0"), _gpu("g1")]})
+    folded = fold(state)
+    assert [m.name for m in folded.device_models or []] == ["nvidia-h200", "nvidia-h200-2"]
+    assert _api(unfold(folded)[0]) == _api(unfold(state)[0])
+
+
 def _attr(product: str) -> dict[str, DeviceAttribute]:
     return {"productName": DeviceAttribute.model_validate({"string": product})}
 
