@@ -174,8 +174,13 @@ def build_pool(inventory: DeviceInventory, *, now: datetime | None = None,
     sources: list[tuple[str, InventoryDevice]] = [
         (f"spec.devices[{i}]", d) for i, d in enumerate(spec.devices or [])]
     if discovered:
-        sources += [(f"status.discovered.devices[{i}]", d)
-                    for i, d in enumerate(discovered.devices)]
+        # a device by its place in the report (a device left out for its deviceModel, or a
+        # GPU's partitions written out after it, shift the written-out list's index); a
+        # partition written out from migModels, which the report does not list, by its name
+        report = inventory.status.discovered if inventory.status else None
+        place = {d.name: i for i, d in enumerate(report.devices)} if report else {}
+        sources += [(f"status.discovered.devices[{place.get(d.name, d.name)}]", d)
+                    for d in discovered.devices]
     counter_sources = [(f"spec.counterSets[{i}]", c) for i, c in enumerate(spec.counter_sets or [])]
     if discovered:
         counter_sources += [(f"status.discovered.counterSets[{i}]", c)

@@ -358,3 +358,36 @@ def test_health_transitions_read_through_a_compacted_report() -> None:
     assert [(d.name, d.health_transition_time) for d in stamped] == [
         ("g0", now), ("g1", None), ("g2", None)]
     assert stamped[0].attributes == state.devices[0].attributes
+
+
+# --- the pool names a device's field by its place in the report -------------------------
+
+
+def test_a_bad_value_is_named_at_the_devices_place_in_the_report() -> None:
+    """A device left out for its deviceModel does not shift the index naming the next one."""
+    from kubedra.publishing.pool import build_pool
+    from tests.unit.api.test_device_models import _inventory
+
+    state = _state([{"name": "m", "attributes": {"a": {"int": 1}}}],
+                   {"name": "x0", "deviceModel": "gone"},
+                   {"name": "d1", "deviceModel": "m", "attributes": {"b": {"string": "é" * 40}}},
+                   {"name": "d2", "deviceModel": "m"})
+    pool = build_pool(_inventory(state))
+    assert [d.name for d in pool.devices] == ["d2"]
+    assert [(r.name, r.field) for r in pool.left_out] == [
+        ("x0", "status.discovered.devices[x0].deviceModel"),
+        ("d1", "status.discovered.devices[1].attributes[b].string")]
+
+
+def test_a_partition_written_out_from_its_mig_model_is_named_by_its_name() -> None:
+    from kubedra.publishing.pool import build_pool
+    from tests.unit.api.test_device_models import _inventory
+
+    gpu = {"name": "g", "migModel": "mm", "attributes": {"uuid": {"string": "é" * 40}}}
+    state = _state([], gpu, migModels=[{"name": "mm", "profiles": [PROFILE]}])
+    pool = build_pool(_inventory(state))
+    partitions = [d.name for d in expand(state).devices][1:]
+    assert partitions
+    assert [r.field for r in pool.left_out] == [
+        "status.discovered.devices[0].attributes[uuid].string",
+        *(f"status.discovered.devices[{p}].attributes[parentUUID].string" for p in partitions)]
