@@ -391,3 +391,49 @@ def test_a_partition_written_out_from_its_mig_model_is_named_by_its_name() -> No
     assert [r.field for r in pool.left_out] == [
         "status.discovered.devices[0].attributes[uuid].string",
         *(f"status.discovered.devices[{p}].attributes[parentUUID].string" for p in partitions)]
+
+
+async def test_the_agent_stamps_a_health_change_of_a_compacted_device(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two scans through the API: the second reads the first's compact report back (expand),
+    stamps the GPU whose health changed, and a third scan with nothing new writes nothing."""
+    from kubedra.api.inventory import DiscoveryResult
+    from kubedra.node.agent import Agent
+    from kubedra.settings import Settings
+
+    agent = Agent(Settings(node_name="n", backend="pci", boot_id_path=tmp_path / "boot_id"),
+                  api=None)  # type: ignore[arg-type]
+    stored: dict[str, Any] = {}
+    healths = iter([["Healthy"] * 3, ["Healthy", "Unhealthy", "Healthy"],
+                    ["Healthy", "Unhealthy", "Healthy"]])
+
+    def discover(*_: Any) -> DiscoveryResult:
+        found = DiscoveredState.from_api({"devices": [
+            {**_gpu(f"g{i}"), "health": h} for i, h in enumerate(next(healths))]})
+        return DiscoveryResult(devices=[d for d in expand(found).devices])
+
+    async def get_inventory(api: Any, name: str) -> dict[str, Any]:
+        return {"apiVersion": "kubedra.io/v1alpha1", "kind": "DeviceInventory",
+                "metadata": {"name": name}, "spec": {"driver": "gpu.kubedra.io", "nodeName": "n"},
+                **({"status": {"discovered": stored["discovered"]}} if stored else {})}
+
+    async def apply_discovered(api: Any, name: str, discovered: dict[str, Any]) -> None:
+        stored["discovered"] = json.loads(json.dumps(discovered))
+
+    monkeypatch.setattr("kubedra.node.agent.discover", discover)
+    monkeypatch.setattr("kubedra.kube.get_inventory", get_inventory)
+    monkeypatch.setattr("kubedra.kube.apply_discovered", apply_discovered)
+    assert await agent.scan()
+    assert [m["name"] for m in stored["discovered"]["deviceModels"]] == ["nvidia-h200"]
+    assert await agent.scan()
+    report = stored["discovered"]
+    assert {d.get("deviceModel") for d in report["devices"]} == {"nvidia-h200"}
+    stamped = report["devices"][1]
+    assert stamped["health"] == "Unhealthy"
+    assert stamped["healthTransitionTime"] == report["observedTime"]
+    assert "healthTransitionTime" not in report["devices"][0]
+    written = expand(DiscoveredState.from_api(report)).devices
+    assert written[1].attributes == DiscoveredState.from_api(
+        {"devices": [_gpu("g1")]}).devices[0].attributes
+    assert agent.devices()["g1"].health == "Unhealthy"
+    assert not await agent.scan()
