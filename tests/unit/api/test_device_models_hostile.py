@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from kubedra.api.crd import inventory_crd
 from kubedra.api.device_models import fold, model_name, unfold
-from kubedra.api.inventory import DeviceAttribute, DiscoveredState, Rejection
-from kubedra.api.mig import expand
+from kubedra.api.inventory import DeviceAttribute, DiscoveredState, DiscoveryResult, Rejection
+from kubedra.api.mig import compact, expand
 from kubedra.node.health import stamp_health_transitions
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -323,8 +323,10 @@ def _reports(draw: st.DrawFn) -> dict[str, Any]:
             device["capacity"] = {"memory": {"value": draw(st.sampled_from(["1Gi", "2Gi"]))}}
         if draw(st.booleans()):
             device["health"] = "Unhealthy"
+        if draw(st.integers(0, 3)) == 0:
+            device["migModel"] = "mm"
         devices.append(device)
-    return {"devices": devices}
+    return {"devices": devices, "migModels": [{"name": "mm", "profiles": [PROFILE]}]}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -339,6 +341,15 @@ def test_fold_then_unfold_gives_back_the_same_bytes(report: dict[str, Any]) -> N
     size = [len(json.dumps(s.to_api(), separators=(",", ":"))) for s in (folded, state)]
     assert size[0] < size[1] if folded is not state else size[0] == size[1]
     assert _api(expand(again).devices) == _api(expand(state).devices)
+    # the agent's path: compact then the operator's expand, through JSON
+    written = expand(state)
+    found = DiscoveryResult(devices=written.devices, counter_sets=written.counter_sets,
+                            mig_profiles={d.name: state.mig_models[0].profiles  # type: ignore[index]
+                                          for d in state.devices if d.mig_model})
+    sent = DiscoveredState.from_api(json.loads(json.dumps(compact(found).to_api())))
+    assert json.dumps(_api(expand(sent).devices)) == json.dumps(_api(found.devices))
+    assert _api(expand(sent).counter_sets) == _api(found.counter_sets)
+    assert all("consumesCounters" not in d for d in sent.to_api()["devices"])
 
 
 # --- the agent's health path ------------------------------------------------------------
@@ -397,7 +408,6 @@ async def test_the_agent_stamps_a_health_change_of_a_compacted_device(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two scans through the API: the second reads the first's compact report back (expand),
     stamps the GPU whose health changed, and a third scan with nothing new writes nothing."""
-    from kubedra.api.inventory import DiscoveryResult
     from kubedra.node.agent import Agent
     from kubedra.settings import Settings
 
