@@ -163,8 +163,9 @@ def fold(state: DiscoveredState) -> DiscoveredState:
         "devices": [DiscoveredDevice.model_validate(d) for d in folded], "device_models": models})
     # compared with the report written out: a device naming a model already stays as it is
     before, refused = unfold(state)
+    if any(device.device_model is not None for device in state.devices):
+        listed = [device.to_api() for device in before]
     back, rejected = unfold(result)
-    if rejected != refused or _text([d.to_api() for d in back]) != _text(
-            [d.to_api() for d in before]):
+    if rejected != refused or _text([d.to_api() for d in back]) != _text(listed):
         return state
     return result
