@@ -118,6 +118,23 @@ _BINDS = ("(has(d.bindingConditions) && size(d.bindingConditions) > 0) || "
           "(has(d.bindingFailureConditions) && size(d.bindingFailureConditions) > 0) || "
           "(has(d.bindsToNode) && d.bindsToNode)")
 
+Attributes = Annotated[dict[QualifiedName, DeviceAttribute],
+                       Field(json_schema_extra={"maxProperties": MAX_ENTRIES})]
+"""A device's (or a device model's) attributes by qualified name, at most 32 entries."""
+Capacities = Annotated[dict[QualifiedName, DeviceCapacity],
+                       Field(json_schema_extra={"maxProperties": MAX_ENTRIES})]
+"""A device's (or a device model's) capacities by qualified name, at most 32 entries."""
+
+
+def _without_empty_entries(data: Any) -> Any:
+    """``data`` (a serialised device or device model) without an empty ``attributes`` or
+    ``capacity`` map."""
+    if isinstance(data, dict):
+        for key in ("attributes", "capacity"):
+            if data.get(key) == {}:
+                del data[key]
+    return data
+
 
 class InventoryDevice(KubeModel):
     """A device as discovered on the node or declared by the admin.
@@ -130,11 +147,11 @@ class InventoryDevice(KubeModel):
         "x-kubernetes-validations": [_ENTRIES_RULE, *_BINDING_RULES]})
 
     name: DNSLabel = Field(description="Device name, a DNS label unique in the pool (e.g. gpu-0).")
-    attributes: dict[QualifiedName, DeviceAttribute] = Field(
-        default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
+    attributes: Attributes = Field(
+        default_factory=dict,
         description="Attributes by qualified name; exactly one of int, bool, string, version each.")
-    capacity: dict[QualifiedName, DeviceCapacity] = Field(
-        default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
+    capacity: Capacities = Field(
+        default_factory=dict,
         description="Capacities by qualified name, as quantities (e.g. memory: 143771Mi).")
     consumes_counters: list[DeviceCounterConsumption] | None = Field(
         default=None, max_length=2,
@@ -179,11 +196,7 @@ class DiscoveredDevice(InventoryDevice):
         """A device naming a ``deviceModel`` whose own attributes or capacity are empty is
         written without them (the report of an 8-GPU node is about 30 B per device smaller)."""
         data = handler(self)
-        if self.device_model is not None and isinstance(data, dict):
-            for key in ("attributes", "capacity"):
-                if data.get(key) == {}:
-                    del data[key]
-        return data
+        return _without_empty_entries(data) if self.device_model is not None else data
 
 
 class DeviceModel(KubeModel):
@@ -194,23 +207,18 @@ class DeviceModel(KubeModel):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_ENTRIES_RULE]})
 
     name: DNSLabel = Field(description="e.g. nvidia-h200 (from the product name).")
-    attributes: dict[QualifiedName, DeviceAttribute] = Field(
-        default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
+    attributes: Attributes = Field(
+        default_factory=dict,
         description="Attributes by qualified name, in the order devices publish them.")
-    capacity: dict[QualifiedName, DeviceCapacity] = Field(
-        default_factory=dict, json_schema_extra={"maxProperties": MAX_ENTRIES},
+    capacity: Capacities = Field(
+        default_factory=dict,
         description="Capacities by qualified name, in the order devices publish them.")
 
     @model_serializer(mode="wrap")
     def _without_empty_maps(self, handler: SerializerFunctionWrapHandler) -> Any:
         """A model without attributes or without capacity is written without the empty map
         (as :func:`kubedra.api.device_models.fold` counts its bytes)."""
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in ("attributes", "capacity"):
-                if data.get(key) == {}:
-                    del data[key]
-        return data
+        return _without_empty_entries(handler(self))
 
 
 class MigPlacement(KubeModel):
