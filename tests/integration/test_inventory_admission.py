@@ -236,3 +236,40 @@ async def test_an_override_taint_time_is_refused_exactly_where_a_slice_would_be(
     assert created["spec"]["devices"][0]["taints"][0]["timeAdded"] == published
     await custom.create_cluster_custom_object(*INVENTORIES, _inventory("time-added", taint=taint))
     await custom.delete_cluster_custom_object(*INVENTORIES, "time-added")
+
+
+def _mig_model(name: str, profile_id: int) -> dict[str, Any]:
+    """A ``status.discovered.migModels`` entry with one profile and one placement."""
+    return {"name": name, "profiles": [{
+        "id": profile_id, "name": "MIG 1g.18gb", "sliceCount": 1, "multiprocessorCount": 16,
+        "copyEngineCount": 1, "decoderCount": 1, "encoderCount": 0, "jpegCount": 1,
+        "ofaCount": 0, "memorySizeMB": 16384, "placements": [{"start": 0, "size": 1}]}]}
+
+
+@pytest.mark.usefixtures("crd")
+async def test_two_mig_models_of_one_name_are_refused_naming_the_entry(
+        admin_api: ApiClient) -> None:
+    """Before, the CRD took two ``migModels`` entries of one name and the operator expanded
+    every GPU naming it from the last one, silently; now the API server refuses the report,
+    as it does two ``counterSets`` or ``deviceModels`` of one name."""
+    api = client.CustomObjectsApi(admin_api)
+    report = await api.create_cluster_custom_object(*INVENTORIES, _inventory("two-mig-models"))
+    try:
+        report["status"] = {"discovered": {"devices": [], "migModels": [
+            _mig_model("nvidia-h200", 19), _mig_model("nvidia-h200", 20)]}}
+        with pytest.raises(ApiException) as refused:
+            await api.replace_cluster_custom_object_status(
+                *INVENTORIES, "two-mig-models", report)
+        assert refused.value.status == 422, refused.value.body
+        causes = [(c.get("field"), c["message"])
+                  for c in json.loads(refused.value.body)["details"]["causes"]]
+        assert causes == [("status.discovered.migModels[1]",
+                           'Duplicate value: {"name":"nvidia-h200"}')]
+        report["status"]["discovered"]["migModels"] = [
+            _mig_model("nvidia-h200", 19), _mig_model("nvidia-h100", 19)]
+        written = await api.replace_cluster_custom_object_status(
+            *INVENTORIES, "two-mig-models", report)
+        assert [m["name"] for m in written["status"]["discovered"]["migModels"]] == [
+            "nvidia-h200", "nvidia-h100"]
+    finally:
+        await api.delete_cluster_custom_object(*INVENTORIES, "two-mig-models")

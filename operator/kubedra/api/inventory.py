@@ -385,7 +385,7 @@ class DiscoveredState(KubeModel):
     counter_sets: list[CounterSet] | None = Field(
         default=None, max_length=MAX_COUNTER_SETS, json_schema_extra=_LIST_BY_NAME)
     mig_models: list[MigModel] | None = Field(default=None, max_length=MAX_COUNTER_SETS,
-                                              description=(
+                                              json_schema_extra=_LIST_BY_NAME, description=(
         "MIG profiles shared by the GPUs whose migModel names them: the compact form of their "
         "partitions. An agent of an earlier version lists every partition in devices instead, "
         "which the operator publishes the same."))
