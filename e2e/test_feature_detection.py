@@ -36,6 +36,7 @@ from kubedra import kube
 from kubedra.api.quantity import QUANTITY_PATTERN
 from kubedra.controller.features import PROBE_DRIVER, detect
 from kubedra.kube import make_api_client
+from kubedra.publishing.features import probe_effect_none_slice
 
 GATES_OF_1_34 = "DRADeviceTaints=false,DRADeviceTaintRules=false,DRAPartitionableDevices=false"
 GATES_OFF = {"1.34": "", "1.35": "", "1.36": GATES_OF_1_34, "1.37": GATES_OF_1_34}
@@ -113,6 +114,13 @@ async def test_the_default_cluster_is_detected_as_its_release_ships(
     assert served.server_version == f"v{kube_version()}"
     assert served.resource_versions[0] == "v1"
     assert served.off == DEFAULT_OFF[kube_version().rpartition(".")[0]]
+    # the effect None is taken from 1.35 (validDeviceTaintEffects); 1.34 keeps no taints by
+    # default, so its probe is not made
+    assert served.taint_effect_none is True
+    if served.device_taints:
+        kept = await kube.dry_run_resource_slice(admin_api, probe_effect_none_slice(PROBE_DRIVER))
+        [taint] = kept["spec"]["devices"][0]["taints"]
+        assert (taint["key"], taint["effect"]) == ("kubedra.io/probe", "None")
 
 
 @GATES_CAN_BE_OFF
@@ -132,7 +140,7 @@ async def test_a_cluster_with_the_gates_off_is_detected(gates_off: tuple[Kubedra
         "serverVersion": f"v{kube_version()}", "resourceVersions": list(served.resource_versions),
         "deviceTaints": False, "partitionableDevices": False, "deviceTaintRules": rules_listed,
         "skipNodeOperations": False, "nodeAllocatableResources": False,
-        "off": list(served.off)}
+        "taintEffectNone": True, "off": list(served.off)}
 
 
 async def published_with(api: ApiClient, name: str, reason: str,
@@ -298,7 +306,7 @@ async def test_a_network_pool_skips_node_operations_where_the_cluster_keeps_the_
         "serverVersion": f"v{kube_version()}",
         "resourceVersions": list(served.resource_versions), "deviceTaints": True,
         "partitionableDevices": True, "deviceTaintRules": True, "skipNodeOperations": True,
-        "nodeAllocatableResources": True, "off": []}
+        "nodeAllocatableResources": True, "taintEffectNone": True, "off": []}
     await _delete_inventory(api, "fabric-skip")
 
 

@@ -6,7 +6,7 @@ At start and then every ``feature_detection_interval`` (:func:`watch_served`). T
 made again each time rather than only when discovery changes: a feature gate flipped on a
 restarted API server of the same version changes neither its version nor its discovery
 document (the fields belong to resources it serves either way), only what a write keeps. A
-probe is five small requests, none stored; a detection that finds the same features changes
+probe is six small requests, none stored; a detection that finds the same features changes
 nothing, and one that finds others queues every inventory, whose fingerprint (it covers
 ``off``) then no longer matches: the pools whose slices change are written again.
 """
@@ -14,6 +14,7 @@ nothing, and one that finds others queues every inventory, whose fingerprint (it
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, ApiException
@@ -43,11 +44,20 @@ async def detect(api: ApiClient, driver: str) -> features.ServedFeatures:
             raise
         v1 = {}
     rules = any(r.get("name") == "devicetaintrules" for r in v1.get("resources") or [])
-    return features.served_from_probe(
+    served = features.served_from_probe(
         await kube.dry_run_resource_slice(api, features.probe_slice(driver)),
         await kube.dry_run_resource_slice(api, features.probe_counter_slice(driver)),
         resource_versions=versions, device_taint_rules=rules,
         server_version=await kube.server_version(api))
+    if not served.device_taints:
+        return served
+    try:
+        await kube.dry_run_resource_slice(api, features.probe_effect_none_slice(driver))
+    except ApiException as err:
+        if err.status != 422:
+            raise
+        return replace(served, taint_effect_none=False)
+    return served
 
 
 PROBE_DRIVER = "gpu.kubedra.io"

@@ -22,6 +22,13 @@ pkg/registry/resource/resourceslice/strategy.go) carries the host overhead an in
 declares (``spec.nodeAllocatableOverhead``). Where the cluster does not keep it, the devices are
 published without it and the condition says so (:data:`OVERHEAD_OFF`): the scheduler then
 does not charge the overhead, as before the field existed.
+
+A device taint with the effect ``None`` (a taint that only informs) is not a gate's field: the
+API server of 1.34 refuses it, and with it the whole slice (``validDeviceTaintEffects`` in
+pkg/apis/resource/validation/validation.go: NoSchedule and NoExecute in v1.34.4; v1.35.4 adds
+None, with no gate). Where a dry-run of :func:`probe_effect_none_slice` is refused, a device
+with such a taint (an override's) is left out, with the reason (:data:`EFFECT_NONE_REFUSED`),
+and the rest of its pool is published.
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ class ServedFeatures:
         node_allocatable_resources: ``devices[].nodeAllocatableResources`` survives a write
             (gate ``DRANodeAllocatableResources``). False until a probe shows it, as
             ``skip_node_operations``.
+        taint_effect_none: the API server takes a device taint with the effect None (from
+            1.35; no gate); probed only where ``device_taints``.
         resource_versions: the served versions of ``resource.k8s.io``, preferred first.
         server_version: the API server's ``gitVersion`` (``v1.37.2``), or "" when unknown.
     """
@@ -62,6 +71,7 @@ class ServedFeatures:
     device_taint_rules: bool = True
     skip_node_operations: bool = False
     node_allocatable_resources: bool = False
+    taint_effect_none: bool = True
     resource_versions: tuple[str, ...] = ("v1",)
     server_version: str = ""
 
@@ -84,6 +94,7 @@ class ServedFeatures:
                 "deviceTaintRules": self.device_taint_rules,
                 "skipNodeOperations": self.skip_node_operations,
                 "nodeAllocatableResources": self.node_allocatable_resources,
+                "taintEffectNone": self.taint_effect_none,
                 "off": list(self.off)}
 
 
@@ -123,11 +134,26 @@ def probe_counter_slice(driver: str) -> dict[str, Any]:
     return body
 
 
+def probe_effect_none_slice(driver: str) -> dict[str, Any]:
+    """The probe whose dry-run create the API server refuses where it does not know the taint
+    effect None (1.34): one device with one taint of that effect, for no node."""
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": PROBE_SLICE_NAME},
+        "spec": {"driver": driver, "nodeSelector": PROBE_NODE_SELECTOR,
+                 "pool": {"name": PROBE_SLICE_NAME, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "probe", "taints": [
+                     {"key": "kubedra.io/probe", "effect": "None"}]}]},
+    }
+
+
 def served_from_probe(returned_taints: dict[str, Any], returned_counters: dict[str, Any], *,
                       resource_versions: tuple[str, ...], device_taint_rules: bool,
-                      server_version: str = "") -> ServedFeatures:
+                      server_version: str = "",
+                      taint_effect_none: bool = True) -> ServedFeatures:
     """The features, from what the API server returned for the dry-run creates of
-    :func:`probe_slice` and :func:`probe_counter_slice` (a dropped field is absent)."""
+    :func:`probe_slice` and :func:`probe_counter_slice` (a dropped field is absent), and
+    whether it took :func:`probe_effect_none_slice` (``taint_effect_none``)."""
     spec = returned_taints.get("spec") or {}
     devices = spec.get("devices") or [{}]
     return ServedFeatures(
@@ -136,6 +162,7 @@ def served_from_probe(returned_taints: dict[str, Any], returned_counters: dict[s
         node_allocatable_resources=devices[0].get("nodeAllocatableResources") == PROBE_OVERHEAD,
         partitionable_devices=bool((returned_counters.get("spec") or {}).get("sharedCounters")),
         device_taint_rules=device_taint_rules,
+        taint_effect_none=taint_effect_none,
         resource_versions=resource_versions,
         server_version=server_version,
     )
@@ -147,6 +174,10 @@ TAINTS_OFF = ("this cluster does not keep device taints (feature gate "
 COUNTERS_OFF = ("this cluster does not keep shared counters (feature gate "
                 "DRAPartitionableDevices is off), so partitions sharing a device could be "
                 "allocated together")
+EFFECT_NONE_REFUSED = ("this cluster's API server refuses the device taint effect None "
+                       "(Kubernetes 1.34 knows only NoSchedule and NoExecute), and with it the "
+                       "whole ResourceSlice: give the taint NoSchedule or NoExecute, or upgrade "
+                       "to 1.35")
 OVERHEAD_OFF = ("published without spec.nodeAllocatableOverhead: this cluster does not keep "
                 "nodeAllocatableResources (feature gate DRANodeAllocatableResources is off), so "
                 "pods are not charged for it")
@@ -168,11 +199,15 @@ def pool_off(served: ServedFeatures, node_features: frozenset[str] | None) -> tu
     """What a pool's decision depends on of the cluster's features, for its fingerprint:
     ``served.off``, and ``<feature> undeclared`` where the cluster keeps the overhead but the
     pool's node (``node_features``: what its kubelet declares; None for a pool without node)
-    does not declare :data:`NODE_ALLOCATABLE_FEATURE`."""
+    does not declare :data:`NODE_ALLOCATABLE_FEATURE`, and ``taint effect None refused``
+    where the cluster keeps taints but refuses that effect."""
+    off = served.off
+    if served.device_taints and not served.taint_effect_none:
+        off = (*off, "taint effect None refused")
     if (served.node_allocatable_resources and node_features is not None
             and NODE_ALLOCATABLE_FEATURE not in node_features):
-        return (*served.off, f"{NODE_ALLOCATABLE_FEATURE} undeclared")
-    return served.off
+        return (*off, f"{NODE_ALLOCATABLE_FEATURE} undeclared")
+    return off
 
 
 def overhead_blocker(pool: DesiredPool, served: ServedFeatures,
@@ -194,10 +229,11 @@ def fit_pool(pool: DesiredPool, served: ServedFeatures,
              node_features: frozenset[str] = frozenset()) -> DesiredPool:
     """``pool`` without what ``served`` cannot carry, each in ``left_out`` with why: with
     device taints off, every tainted device (unhealthy, recovering, draining, or an override's
-    taint); with partitionable devices off, every counter set and every device that consumes
-    counters but the :func:`sole_consumers`, published without ``consumesCounters`` (a GPU
-    with MIG partitions on is published whole, its partitions left out). Unchanged when the
-    cluster serves both. Without ``skipNodeOperations`` served, the pool is published without
+    taint); where the effect None is refused, every device with a taint of it; with
+    partitionable devices off, every counter set and every device that consumes counters but
+    the :func:`sole_consumers`, published without ``consumesCounters`` (a GPU with MIG
+    partitions on is published whole, its partitions left out). Unchanged when the cluster
+    serves all three. Without ``skipNodeOperations`` served, the pool is published without
     it (nothing is left out: the kubelet calls the driver as it would without the field).
     Where the overhead cannot be published (:func:`overhead_blocker`, ``node_features`` what
     the pool's node declares), the devices are published without it, and ``withheld`` says
@@ -216,6 +252,9 @@ def fit_pool(pool: DesiredPool, served: ServedFeatures,
         if device.taints and not served.device_taints:
             left_out.append(Rejection(name=device.name, field=f"devices[{device.name}].taints",
                                       message=TAINTS_OFF))
+        elif not served.taint_effect_none and any(t.effect == "None" for t in device.taints or []):
+            left_out.append(Rejection(name=device.name, field=f"devices[{device.name}].taints",
+                                      message=EFFECT_NONE_REFUSED))
         elif device.name in sole:
             devices.append(sole[device.name])
         elif device.consumes_counters and not served.partitionable_devices:

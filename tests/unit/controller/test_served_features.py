@@ -3,13 +3,16 @@ stripped (issue 26, item 2): decisions with the served features of a 1.34-like c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kubedra.controller.fingerprint import inputs_digest
 from kubedra.controller.inventories import InventoryDecision, decide_inventory
 from kubedra.publishing.features import (
     ServedFeatures,
+    pool_off,
     probe_counter_slice,
+    probe_effect_none_slice,
     probe_slice,
     served_from_probe,
 )
@@ -118,7 +121,57 @@ def test_the_probe_read_back_decides_each_feature() -> None:
     assert dropped.to_json() == {"serverVersion": "", "resourceVersions": ["v1"],
                                  "deviceTaints": False, "partitionableDevices": False,
                                  "deviceTaintRules": False, "skipNodeOperations": False,
-                                 "nodeAllocatableResources": False, "off": list(off)}
+                                 "nodeAllocatableResources": False, "taintEffectNone": True,
+                                 "off": list(off)}
+
+
+NO_EFFECT_NONE = ServedFeatures(taint_effect_none=False, server_version="v1.34.4")
+"""A 1.34 cluster with DRADeviceTaints turned on: it keeps taints, and refuses the effect
+None (``validDeviceTaintEffects``, v1.34.4)."""
+
+
+INFORMING_OVERRIDE = [{"device": "gpu-1", "taints": [
+    {"key": "example.com/firmware", "value": "old", "effect": "None"}]}]
+"""An override giving gpu-1 a taint that only informs."""
+
+
+def test_a_taint_of_effect_none_leaves_its_device_out_where_the_server_refuses_it() -> None:
+    """Before, the device was published with the taint and the API server of 1.34 refused the
+    pool's whole slice; now only that device is left out, saying why."""
+    decision = decide_inventory(inputs(raw_inventory(overrides=INFORMING_OVERRIDE),
+                                       served=NO_EFFECT_NONE))
+    assert decision.pool is not None
+    assert [d.name for d in decision.pool.devices] == ["gpu-0"]
+    assert [(r.name, r.field, r.message) for r in decision.pool.left_out] == [
+        ("gpu-1", "devices[gpu-1].taints",
+         "this cluster's API server refuses the device taint effect None (Kubernetes 1.34 "
+         "knows only NoSchedule and NoExecute), and with it the whole ResourceSlice: give the "
+         "taint NoSchedule or NoExecute, or upgrade to 1.35")]
+    assert decision.reason == "DevicesLeftOut"
+    kept = decide_inventory(inputs(raw_inventory(overrides=INFORMING_OVERRIDE)))
+    assert kept.pool is not None
+    assert [(d.name, [(t.key, t.effect) for t in d.taints or []]) for d in kept.pool.devices] == [
+        ("gpu-0", []), ("gpu-1", [("example.com/firmware", "None")])]
+
+
+def test_the_operators_own_taints_are_published_where_the_effect_none_is_refused() -> None:
+    decision = decide_inventory(inputs(raw_inventory(unhealthy=("gpu-1",)),
+                                       served=NO_EFFECT_NONE))
+    assert decision.pool is not None
+    assert decision.pool.left_out == []
+    assert [(d.name, [(t.key, t.effect) for t in d.taints or []])
+            for d in decision.pool.devices] == [
+        ("gpu-0", []), ("gpu-1", [("kubedra.io/unhealthy", "NoSchedule")])]
+
+
+def test_the_effect_none_probe_is_one_informing_taint_and_counts_in_the_fingerprint() -> None:
+    probe = probe_effect_none_slice("gpu.kubedra.io")
+    assert probe["spec"]["devices"] == [
+        {"name": "probe", "taints": [{"key": "kubedra.io/probe", "effect": "None"}]}]
+    assert probe["spec"]["nodeSelector"] == probe_slice("gpu.kubedra.io")["spec"]["nodeSelector"]
+    assert pool_off(NO_EFFECT_NONE, None) == (*ServedFeatures().off, "taint effect None refused")
+    assert pool_off(replace(NO_TAINTS, taint_effect_none=False), None) == NO_TAINTS.off
+    assert NO_EFFECT_NONE.to_json()["taintEffectNone"] is False
 
 
 def test_a_cluster_that_changes_its_features_changes_the_fingerprint() -> None:
