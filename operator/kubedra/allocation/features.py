@@ -195,7 +195,8 @@ def features_for(version: KubeVersion) -> AllocatorFeatures:
     return replace(AllocatorFeatures(version=version), **gates)
 
 
-# Features of the experimental variant only; off by default, and kubedra cannot turn them on.
+# Alpha features, off by default, that kubedra cannot turn on: up to 1.37 only the
+# experimental variant has them; v0.38.0-beta.0's incubating one too (its SupportedFeatures).
 _ALPHA_ONLY = frozenset({"CompatibilityGroups", "DerivedAttributes", "ListTypeAttributes",
                          "OptionalNodeOperations"})
 
