@@ -37,7 +37,12 @@ attribute as constraints compare it.
 """
 
 from kubedra.allocation.allocator import Allocator
-from kubedra.allocation.capacity import CapacityError, static_consumption
+from kubedra.allocation.capacity import (
+    CapacityError,
+    allocated_by_name,
+    qualified,
+    static_consumption,
+)
 from kubedra.allocation.constraints import MISSING, AttributeKey, lookup_attribute
 from kubedra.allocation.errors import AllocationError, AllocationFailed
 from kubedra.allocation.features import (
@@ -71,6 +76,8 @@ from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
 from kubedra.allocation.versions import (
     CAPACITY_AMOUNTS_CHECKED,
+    CAPACITY_NAMES_QUALIFIED,
+    NEGATIVE_CAPACITY_REQUEST_IS_ERROR,
     TAINT_EFFECT_NONE,
     KubeVersion,
     UnknownKubeVersionError,
@@ -79,11 +86,13 @@ from kubedra.allocation.versions import (
 
 __all__ = [
     "CAPACITY_AMOUNTS_CHECKED",
+    "CAPACITY_NAMES_QUALIFIED",
     "DEFAULT_FEATURES",
     "FILTER_TIMEOUT_SECONDS",
     "FINISHES_WITHIN",
     "FITS",
     "MISSING",
+    "NEGATIVE_CAPACITY_REQUEST_IS_ERROR",
     "STAGES",
     "TAINT_EFFECT_NONE",
     "TIMES_OUT_AFTER",
@@ -112,12 +121,14 @@ __all__ = [
     "UnknownKubeVersionError",
     "UnsupportedFeaturesError",
     "VersionRule",
+    "allocated_by_name",
     "claim_label",
     "compile_node_selector",
     "features_for",
     "features_of_server",
     "lookup_attribute",
     "newest_slices",
+    "qualified",
     "scheduler_search_time",
     "static_consumption",
     "tolerated",

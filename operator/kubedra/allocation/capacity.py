@@ -250,20 +250,27 @@ def static_consumption(requests: Mapping[str, Quantity] | None,
     return tuple(amounts)
 
 
+def allocated_by_name(consumption: Consumption, allocated: Mapping[str, Number] | None,
+                      driver: str | None) -> Mapping[str, Number] | None:
+    """What allocated shares consume of a device, by the names of ``consumption``: as the
+    results spell them up to 1.37 (``driver`` None), and from 1.38 summed by fully qualified
+    name (``NewDeviceConsumedCapacity`` in ``structured/schedulerapi/types.go``,
+    v0.38.0-beta.0), since a result may spell a capacity either way."""
+    if driver is None or not allocated:
+        return allocated
+    by_key: dict[str, Number] = {}
+    for name, used in allocated.items():
+        key = qualified(name, driver)
+        by_key[key] = by_key.get(key, 0) + used
+    return {name: by_key.get(qualified(name, driver), 0) for name, _, _, _ in consumption}
+
+
 def fits(consumption: Consumption, allocated: Mapping[str, Number] | None,
          allocating: Mapping[str, Number] | None, driver: str | None = None) -> bool:
     """Whether allocated + being allocated + this consumption stays within every capacity.
 
-    ``driver`` is the device's from 1.38: allocated results name a capacity either way, so they
-    are summed by fully qualified name (``NewDeviceConsumedCapacity`` in
-    ``structured/schedulerapi/types.go``, v0.38.0-beta.0)."""
-    if driver is not None and allocated:
-        by_key: dict[str, Number] = {}
-        for name, used in allocated.items():
-            key = qualified(name, driver)
-            by_key[key] = by_key.get(key, 0) + used
-        allocated = {name: by_key.get(qualified(name, driver), 0)
-                     for name, _, _, _ in consumption}
+    ``driver`` is the device's from 1.38 (:func:`allocated_by_name`)."""
+    allocated = allocated_by_name(consumption, allocated, driver)
     for name, _, amount, total in consumption:
         used = amount
         if allocated:
