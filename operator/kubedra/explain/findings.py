@@ -21,6 +21,7 @@ from kubedra.allocation import (
     CAPACITY_AMOUNTS_CHECKED,
     CAPACITY_NAMES_QUALIFIED,
     NEGATIVE_CAPACITY_REQUEST_IS_ERROR,
+    SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE,
     Allocator,
     CapacityError,
     DeviceEntry,
@@ -317,6 +318,11 @@ def device_finding(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry, 
         if device.binding_conditions:
             return DeviceFinding(*base, f"{ctx.label(device)} has binding conditions, which the "
                                         "scheduler's features do not allow")
+        if device.slice.skips_node_operations and ctx.snapshot.resources.features.version.follows(
+                SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE):
+            return DeviceFinding(*base, f"{ctx.label(device)} is in a slice with "
+                                        "skipNodeOperations, which the scheduler does not allocate "
+                                        "with DRAOptionalNodeOperations off")
         return DeviceFinding(*base, f"{ctx.label(device)} is not available on node {ctx.node} "
                                     "(its own node selection)")
     if check == "free":

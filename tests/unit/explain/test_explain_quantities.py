@@ -87,6 +87,22 @@ def test_capacity_left_counts_shares_whatever_their_spelling_as_1_38() -> None:
         "gpu-0 on node-a needs memory 30000000000 (30G), 21474836480 of 85899345920 left")
 
 
+def test_a_device_skipping_node_operations_does_not_match_as_1_38() -> None:
+    """From 1.38 (SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE, DRAOptionalNodeOperations off) the
+    funnel stops a device of a slice with skipNodeOperations where the allocator does, at
+    matchRequest, and says why; as 1.37 it fits."""
+    slices = [resource_slice("s", [device("gpu-0")],
+                             skipNodeOperations=["NodePrepareResources", "NodeUnprepareResources"])]
+    wants = claim("b", exact("r", "gpu"))
+    as_1_37, _ = explain_on_node_a(slices, wants, (), features_for(KubeVersion(1, 37)))
+    assert as_1_37["verdict"] == "Fits"
+    data, _ = explain_on_node_a(slices, wants, (), features_for(KubeVersion(1, 38)))
+    [finding] = data["candidates"][0]["requests"][0]["devices"]
+    assert (finding["check"], finding["reason"]) == (
+        "matchRequest", "gpu-0 on node-a is in a slice with skipNodeOperations, which the "
+        "scheduler does not allocate with DRAOptionalNodeOperations off")
+
+
 def test_counters_are_shown_in_the_devices_units() -> None:
     parts = [device("half-0", consumesCounters=_uses(memory="40Gi", slices="1")),
              device("half-1", consumesCounters=_uses(memory="40Gi", slices="1"))]
