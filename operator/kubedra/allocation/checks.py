@@ -69,10 +69,10 @@ class SearchState:
         """Whether capacity names resolve to fully qualified names (the minor's rule)."""
         self.negative_refused = snapshot.features.version.follows(
             NEGATIVE_CAPACITY_REQUEST_IS_ERROR)
-        self.skipping_not_allocatable = snapshot.features.version.follows(
-            SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE)
+        self.skipping_not_allocatable = snapshot.features.variant == "incubating" and \
+            snapshot.features.version.follows(SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE)
         """Whether a device of a slice with ``skipNodeOperations`` is refused (the minor's
-        rule)."""
+        rule, where the incubating variant is named: 1.38's default is the stable one)."""
         self.available_counters = available_counters
         self.node = node
         self.claims = list(claims)

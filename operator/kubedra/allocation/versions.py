@@ -259,10 +259,12 @@ SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE = VersionRule(
     "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
     "(allocateDevice, v0.38.0-beta.0: 'Device requires optional node operations, but the "
     "optional node operations feature is not enabled'; v0.37.2's incubating variant does not "
-    "read spec.skipNodeOperations)",
-    "a device of a slice with skipNodeOperations is not allocatable (DRAOptionalNodeOperations, "
-    "alpha, is off: kubedra does not turn it on); before, the incubating variant ignored the "
-    "field and allocated the device as any other")
+    "read spec.skipNodeOperations, nor does beta.0's stable/allocator_stable.go)",
+    "where upstream runs the incubating variant (a scenario naming it: from 1.38 the scheduler's "
+    "default gates select the stable one, structured/allocator.go availableAllocators, and "
+    "incubating only with an alpha gate on, which kubedra refuses), a device of a slice with "
+    "skipNodeOperations is not allocatable with DRAOptionalNodeOperations off; before, and in "
+    "1.38's stable variant, the field is ignored and the device allocated as any other")
 
 VERSIONS_COMPARED_BY_PRECEDENCE = VersionRule(
     "versions-compared-by-precedence", KubeVersion(1, 38),

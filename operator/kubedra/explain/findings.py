@@ -318,8 +318,9 @@ def device_finding(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry, 
         if device.binding_conditions:
             return DeviceFinding(*base, f"{ctx.label(device)} has binding conditions, which the "
                                         "scheduler's features do not allow")
-        if device.slice.skips_node_operations and ctx.snapshot.resources.features.version.follows(
-                SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE):
+        features = ctx.snapshot.resources.features
+        if device.slice.skips_node_operations and features.variant == "incubating" and \
+                features.version.follows(SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE):
             return DeviceFinding(*base, f"{ctx.label(device)} is in a slice with "
                                         "skipNodeOperations, which the scheduler does not allocate "
                                         "with DRAOptionalNodeOperations off")

@@ -4,6 +4,7 @@ text of explain and simulate, and as ``…Quantity`` fields beside the numbers i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kubedra.allocation import KubeVersion, features_for
@@ -88,15 +89,16 @@ def test_capacity_left_counts_shares_whatever_their_spelling_as_1_38() -> None:
 
 
 def test_a_device_skipping_node_operations_does_not_match_as_1_38() -> None:
-    """From 1.38 (SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE, DRAOptionalNodeOperations off) the
-    funnel stops a device of a slice with skipNodeOperations where the allocator does, at
-    matchRequest, and says why; as 1.37 it fits."""
+    """From 1.38 (SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE, DRAOptionalNodeOperations off), where
+    the incubating variant runs, the funnel stops a device of a slice with skipNodeOperations
+    where the allocator does, at matchRequest, and says why; as 1.37 it fits."""
     slices = [resource_slice("s", [device("gpu-0")],
                              skipNodeOperations=["NodePrepareResources", "NodeUnprepareResources"])]
     wants = claim("b", exact("r", "gpu"))
     as_1_37, _ = explain_on_node_a(slices, wants, (), features_for(KubeVersion(1, 37)))
     assert as_1_37["verdict"] == "Fits"
-    data, _ = explain_on_node_a(slices, wants, (), features_for(KubeVersion(1, 38)))
+    incubating = replace(features_for(KubeVersion(1, 38)), variant="incubating")
+    data, _ = explain_on_node_a(slices, wants, (), incubating)
     [finding] = data["candidates"][0]["requests"][0]["devices"]
     assert (finding["check"], finding["reason"]) == (
         "matchRequest", "gpu-0 on node-a is in a slice with skipNodeOperations, which the "
