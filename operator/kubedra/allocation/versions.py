@@ -299,6 +299,19 @@ NEGATIVE_CAPACITY_REQUEST_IS_ERROR = VersionRule(
     "validValues policy rounded it up (to min, or the first listed value) and the device was "
     "allocated")
 
+STABLE_VARIANT_KNOWS_BETA_FEATURES = VersionRule(
+    "stable-variant-knows-beta-features", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/stable/allocator_stable.go "
+    "(SupportedFeatures, v0.38.0-beta.0: ConsumableCapacity, DeviceBindingAndStatus and "
+    "FractionalCapacityRange; it reads bindsToNode, gives CEL allowMultipleAllocations, knows "
+    "capacity requests and distinctAttribute) and pools_stable.go (sortPoolsByID), picked first "
+    "by structured/allocator.go availableAllocators",
+    "the stable variant, which the scheduler runs with its default gates, decides as the "
+    "incubating one short of the alpha features, whatever of ConsumableCapacity, "
+    "DeviceBindingAndStatus and FractionalCapacityRange is on; before, with all three off it "
+    "ran a variant that knew none of them (pools in Go's map order, bindsToNode not read, "
+    "capacity requests ignored, distinctAttribute an error)")
+
 RULES = (TAINT_EFFECT_NONE, TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
          DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
          CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
@@ -309,7 +322,8 @@ RULES = (TAINT_EFFECT_NONE, TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMP
          COUNTER_SLICES_BY_NODE, ALL_UNUSABLE_POOL_FAILS_ON_NODE,
          SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY, VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR,
          SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE, VERSIONS_COMPARED_BY_PRECEDENCE,
-         CAPACITY_NAMES_QUALIFIED, NEGATIVE_CAPACITY_REQUEST_IS_ERROR)
+         CAPACITY_NAMES_QUALIFIED, NEGATIVE_CAPACITY_REQUEST_IS_ERROR,
+         STABLE_VARIANT_KNOWS_BETA_FEATURES)
 """Every version-dependent rule kubedra follows, oldest first."""
 
 

@@ -481,6 +481,11 @@ RULE_SCENARIOS = {
     # VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR: the first device of the constraint too
     "list-attribute-matched": (_list_attribute_matched("list-attribute-matched"),
                                {"1.37": "allocated", "1.38": "error"}),
+    # STABLE_VARIANT_KNOWS_BETA_FEATURES: the three features off select the stable variant,
+    # which reads bindsToNode from 1.38
+    "binds-to-node-stable": (_binds_to_node(_one_gpu("binds-to-node-stable", features={
+        "ConsumableCapacity": False, "DeviceBindingAndStatus": False,
+        "FractionalCapacityRange": False})), {"1.37": False, "1.38": True}),
     # VERSIONS_COMPARED_BY_PRECEDENCE: 1.0.0+build0 and 1.0.0+build1 match from 1.38
     "versions-with-build": (_versions_with_build("versions-with-build"),
                             {"1.37": "unschedulable", "1.38": "allocated"}),
@@ -525,7 +530,7 @@ def _rule_outcome(name: str, outcome: dict[str, Any]) -> Any:
         return outcome["allocations"][0]["devices"]["results"][0].get("tolerations")
     if name in ("slices-by-name", "binding-pool-first", "binding-pool-first-experimental"):
         return outcome["allocations"][0]["devices"]["results"][0]["device"]
-    if name == "binds-to-node":
+    if name in ("binds-to-node", "binds-to-node-stable"):
         return outcome["allocations"][0].get("nodeSelector") is not None
     if name == "all-after-exact":
         return len(outcome["allocations"][0]["devices"]["results"])
