@@ -6,9 +6,11 @@
 # given as $1.
 #
 # The table is internal to its module, so the module is taken from the Go module proxy, copied
-# to a writable build directory under .cache (or $KUBEDRA_CACHE), and record_test.go (beside this
-# script) is added to it as structured/internal/kubedrarecord; `go test` there writes one
-# scenario per Allocate call. Nothing of upstream's code enters the repository.
+# to a writable build directory under .cache (or $KUBEDRA_CACHE), and record_test.go with the
+# files that differ by minor (record_minor*_test.go, beside this script; the minor's build tag
+# kube_1_<minor> picks one) is added to it as structured/internal/kubedrarecord; `go test` there
+# writes one scenario per Allocate call, with the Go toolchain the module file names (1.38:
+# go1.27.4). Nothing of upstream's code enters the repository.
 #
 # Usage: hack/allocator-table/record.sh [output.jsonl]
 set -euo pipefail
@@ -21,6 +23,10 @@ module=k8s.io/dynamic-resource-allocation
 pins="$root/hack/allocator"
 modfile="$pins/go${ALLOCATOR_MINOR:+.$ALLOCATOR_MINOR}.mod"
 [[ -f $modfile ]] || die "no $modfile (hack/allocator/pin-minor.sh writes one per minor)"
+# the toolchain the module file names (pin-minor.sh: 1.38 needs Go 1.27), else the one on PATH
+toolchain=$(sed -n 's/^toolchain //p' "$modfile")
+[[ -z $toolchain ]] || export GOTOOLCHAIN=$toolchain
+tags=${ALLOCATOR_MINOR:+kube_${ALLOCATOR_MINOR/./_}}
 version=$(cd "$pins" && go list -modfile="$modfile" -m -f '{{.Version}}' "$module") \
   || die "no version of $module pinned in $modfile"
 source_dir=$(cd "$pins" && go mod download -json "$module@$version" \
@@ -30,10 +36,10 @@ work="${KUBEDRA_CACHE:-$root/.cache}/allocator-table/dynamic-resource-allocation
 rm -rf "$work" && mkdir -p "$(dirname "$work")"
 cp -r "$source_dir" "$work" && chmod -R u+w "$work"
 mkdir -p "$work/structured/internal/kubedrarecord"
-cp "$root/hack/allocator-table/record_test.go" "$work/structured/internal/kubedrarecord/"
+cp "$root"/hack/allocator-table/record*_test.go "$work/structured/internal/kubedrarecord/"
 echo "$prog: running $module@$version's allocator table (a cold build takes minutes)..."
 start=$SECONDS
-( cd "$work" && KUBEDRA_TABLE_OUT="$out" nice -n 15 go test -count=1 -run '^TestRecord$' \
+( cd "$work" && KUBEDRA_TABLE_OUT="$out" nice -n 15 go test -count=1 ${tags:+-tags "$tags"} -run '^TestRecord$' \
     ./structured/internal/kubedrarecord/ ) >"$work/go-test.log" 2>&1 \
   || { tail -40 "$work/go-test.log" >&2; die "the table's run failed (log: $work/go-test.log)"; }
 echo "$prog: $(wc -l <"$out") scenarios in $out ($((SECONDS - start)) s)"

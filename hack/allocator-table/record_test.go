@@ -9,6 +9,8 @@
 // experimental otherwise) and records each Allocate call: its inputs (features, node, slices,
 // classes, allocated state, claims) and upstream's outcome, one JSON line per case, in the
 // scenario format of hack/allocator (the allocated state as claims with allocation results).
+// What differs by minor (the factory's slice type, the allocated state's shared devices) is in
+// record_minor_test.go and, for 1.38 (build tag kube_1_38), record_minor_1_38_test.go.
 // Nothing of upstream's code is copied into kubedra; the recorded cases are data.
 package kubedrarecord
 
@@ -244,16 +246,19 @@ func allocatedClaims(state internal.AllocatedState) []*resourceapi.ResourceClaim
 		parts := strings.SplitN(id, "/", 3)
 		add(internal.MakeDeviceID(parts[0], parts[1], parts[2]), "")
 	}
-	shares := make([]internal.SharedDeviceID, 0, len(state.AllocatedSharedDeviceIDs))
-	for id := range state.AllocatedSharedDeviceIDs {
-		shares = append(shares, id)
-	}
-	sort.Slice(shares, func(i, j int) bool { return shares[i].String() < shares[j].String() })
+	shares := sharedDevices(state)
+	sort.Slice(shares, func(i, j int) bool {
+		return shares[i].device.String()+"/"+shares[i].id < shares[j].device.String()+"/"+shares[j].id
+	})
 	byDevice := map[internal.DeviceID]int{}
 	for _, share := range shares {
-		add(share.GetDeviceID(), share.ShareID.String())
-		if _, seen := byDevice[share.GetDeviceID()]; !seen {
-			byDevice[share.GetDeviceID()] = len(results) - 1
+		id := share.id
+		if id == "" {
+			id = fmt.Sprintf("kubedra-recorded-share-%d", len(results))
+		}
+		add(share.device, id)
+		if _, seen := byDevice[share.device]; !seen {
+			byDevice[share.device] = len(results) - 1
 		}
 	}
 	capacityDevices := make([]internal.DeviceID, 0, len(state.AggregatedCapacity))
@@ -265,7 +270,7 @@ func allocatedClaims(state internal.AllocatedState) []*resourceapi.ResourceClaim
 		consumed := map[resourceapi.QualifiedName]resource.Quantity{}
 		for name, quantity := range state.AggregatedCapacity[id] {
 			if quantity != nil {
-				consumed[name] = quantity.DeepCopy()
+				consumed[capacityName(id, name)] = quantity.DeepCopy()
 			}
 		}
 		i, ok := byDevice[id]
@@ -312,7 +317,7 @@ func TestRecord(t *testing.T) {
 		recorded[sc.Name] = sc
 	}
 	newAllocator := func(ctx context.Context, f internal.Features, state internal.AllocatedState,
-		classes internal.DeviceClassLister, slices []*resourceapi.ResourceSlice, celCache *cel.Cache,
+		classes internal.DeviceClassLister, slices []*tableSlice, celCache *cel.Cache,
 	) (internal.Allocator, error) {
 		var inner internal.Allocator
 		var err error
@@ -338,7 +343,11 @@ func TestRecord(t *testing.T) {
 			sc.Classes = append(sc.Classes, class.DeepCopy())
 		}
 		for _, slice := range slices {
-			sc.Slices = append(sc.Slices, slice.DeepCopy())
+			stated, err := v1Slice(slice)
+			if err != nil {
+				return nil, err
+			}
+			sc.Slices = append(sc.Slices, stated)
 		}
 		return &recording{inner: inner, scenario: sc, record: record}, nil
 	}

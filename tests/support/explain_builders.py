@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from kubedra.allocation import DEFAULT_FEATURES, AllocatorFeatures
 from kubedra.api.inventory import DeviceInventory, DiscoverySettings
 from kubedra.api.resource import OwnerReference, ResourceClaim
 from kubedra.discovery import discover
@@ -78,10 +79,12 @@ def on_node(node_name: str, pool: str, *devices: str, request: str = "gpu",
                 {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}
 
 
-def explain_on_node_a(slices: list[Json], wants: Json, allocated: tuple[Json, ...] = ()
-                      ) -> tuple[Json, str]:
+def explain_on_node_a(slices: list[Json], wants: Json, allocated: tuple[Json, ...] = (),
+                      features: AllocatorFeatures = DEFAULT_FEATURES) -> tuple[Json, str]:
     """Explain claim ``wants`` on ``node-a`` with the default scenario classes, after the
-    ``allocated`` claims: its JSON form and its text."""
-    snapshot = ClusterSnapshot.from_api(slices, CLASSES, [], [*allocated, wants], [node("node-a")])
+    ``allocated`` claims, deciding with ``features`` (by default 1.37's): its JSON form and its
+    text."""
+    snapshot = ClusterSnapshot.from_api(slices, CLASSES, [], [*allocated, wants], [node("node-a")],
+                                        features)
     explanation = explain_claim(snapshot, ResourceClaim.from_api(wants))
     return explanation.to_json(), render_explanation(explanation)

@@ -37,7 +37,12 @@ attribute as constraints compare it.
 """
 
 from kubedra.allocation.allocator import Allocator
-from kubedra.allocation.capacity import CapacityError, static_consumption
+from kubedra.allocation.capacity import (
+    CapacityError,
+    allocated_by_name,
+    qualified,
+    static_consumption,
+)
 from kubedra.allocation.constraints import MISSING, AttributeKey, lookup_attribute
 from kubedra.allocation.errors import AllocationError, AllocationFailed
 from kubedra.allocation.features import (
@@ -71,7 +76,11 @@ from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
 from kubedra.allocation.versions import (
     CAPACITY_AMOUNTS_CHECKED,
+    CAPACITY_NAMES_QUALIFIED,
+    NEGATIVE_CAPACITY_REQUEST_IS_ERROR,
+    SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE,
     TAINT_EFFECT_NONE,
+    VERSIONS_COMPARED_BY_PRECEDENCE,
     KubeVersion,
     UnknownKubeVersionError,
     VersionRule,
@@ -79,14 +88,18 @@ from kubedra.allocation.versions import (
 
 __all__ = [
     "CAPACITY_AMOUNTS_CHECKED",
+    "CAPACITY_NAMES_QUALIFIED",
     "DEFAULT_FEATURES",
     "FILTER_TIMEOUT_SECONDS",
     "FINISHES_WITHIN",
     "FITS",
     "MISSING",
+    "NEGATIVE_CAPACITY_REQUEST_IS_ERROR",
+    "SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE",
     "STAGES",
     "TAINT_EFFECT_NONE",
     "TIMES_OUT_AFTER",
+    "VERSIONS_COMPARED_BY_PRECEDENCE",
     "AllocatedState",
     "AllocationError",
     "AllocationFailed",
@@ -112,12 +125,14 @@ __all__ = [
     "UnknownKubeVersionError",
     "UnsupportedFeaturesError",
     "VersionRule",
+    "allocated_by_name",
     "claim_label",
     "compile_node_selector",
     "features_for",
     "features_of_server",
     "lookup_attribute",
     "newest_slices",
+    "qualified",
     "scheduler_search_time",
     "static_consumption",
     "tolerated",

@@ -56,6 +56,7 @@ from kubedra.allocation.versions import (
     ALL_UNUSABLE_POOL_FAILS_ON_NODE,
     INVALID_POOL_SKIPPED,
     VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR,
+    VERSIONS_COMPARED_BY_PRECEDENCE,
 )
 from kubedra.api.quantity import Quantity
 from kubedra.api.resource import AllocationResult, ResourceClaim
@@ -194,6 +195,7 @@ class _Search(SearchState):
         self.all_keeps_sub = self.features.version.follows(ALL_SUBREQUEST_KEEPS_ITS_INDEX)
         self.valueless_is_error = self.features.version.follows(
             VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR)
+        self.versions_parsed = self.features.version.follows(VERSIONS_COMPARED_BY_PRECEDENCE)
 
     # --- setup (validation of requests and constraints) ------------------------------------
 
@@ -409,6 +411,8 @@ class _Search(SearchState):
               # from 1.38 (SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY) a device with shares, too
               or (not shared and self.shared_not_exclusive and self.has_shares(device_id))):
             return None
+        if self.skipping_not_allocatable and device.slice.skips_node_operations:
+            return None  # from 1.38 (SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE)
         if device.consumes_counters and not features.partitionable_devices:
             return None
 
@@ -424,7 +428,8 @@ class _Search(SearchState):
         for constraint in self.constraints[ci]:
             if not constraint.applies_to(data.base_name, data.name if data.parent else None):
                 continue
-            key = lookup_attribute(device, constraint.attribute)
+            key = lookup_attribute(device, constraint.attribute,
+                                   versions_parsed=self.versions_parsed)
             if key is None and self.valueless_is_error:
                 self._rollback(ci, undo)
                 raise self._valueless(data, device, constraint)
@@ -646,7 +651,8 @@ class _Search(SearchState):
         device cannot be one of two or more further devices of the request."""
         group: list[object] = []
         for constraint in constraints:
-            key = lookup_attribute(device, constraint.attribute)
+            key = lookup_attribute(device, constraint.attribute,
+                                   versions_parsed=self.versions_parsed)
             if key is MISSING:
                 return None
             if key is None and self.valueless_is_error:

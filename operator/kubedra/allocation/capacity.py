@@ -16,6 +16,15 @@ Rules from ``structured/internal/incubating/consumable_capacity.go`` (v0.37.2):
   is checked: the integer path computes with Go's ``Quantity.Value()``, which is 0 or wrapped
   beyond int64 (:func:`~kubedra.allocation.quantities.go_value`).
 
+From 1.38 (v0.38.0-beta.0, kubernetes#142202) capacity names are fully qualified
+(:data:`~kubedra.allocation.versions.CAPACITY_NAMES_QUALIFIED`): ``memory`` on a device of
+driver ``gpu.example.com`` and ``gpu.example.com/memory`` are one capacity (the qualified
+entry wins where a device spells both), in a request (spelling one both ways is an error) and
+in allocated results; a result names a capacity as the slice spells it. A negative request is
+an error before any rounding
+(:data:`~kubedra.allocation.versions.NEGATIVE_CAPACITY_REQUEST_IS_ERROR`; up to 1.37 a
+``validRange`` rounded it up to ``min``).
+
 The static part (which amounts, policy) depends only on the request and the device and is
 computed once per pair; :func:`fits` adds what is in use.
 """
@@ -146,42 +155,122 @@ def violates_policy(amount: Quantity, policy: CapacityRequestPolicy | None,
     return False
 
 
+def qualified(name: str, driver: str) -> str:
+    """A capacity name in its fully qualified form: ``driver/name`` where it has no domain
+    (``MakeFullyQualifiedName`` in ``k8s.io/dynamic-resource-allocation/api/types.go``)."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def _by_qualified_name(capacity: Mapping[str, DeviceCapacity], driver: str
+                       ) -> dict[str, tuple[str, DeviceCapacity]]:
+    """A device's capacities by fully qualified name, each with the name a result gives it
+    (``Convert_v1_To_api_DeviceCapacities``: the qualified spelling wins over the plain one,
+    whatever their order; ``capacityNameForStatus``: a result spells it as the slice does)."""
+    found: dict[str, tuple[str, DeviceCapacity]] = {}
+    for name, cap in capacity.items():
+        key = qualified(name, driver)
+        if key not in found or "/" in name:
+            found[key] = (name, cap)
+    return found
+
+
+def _resolved_requests(requests: Mapping[str, Quantity] | None,
+                       entries: Mapping[str, tuple[str, DeviceCapacity]],
+                       driver: str) -> dict[str, Quantity] | None:
+    """The requested amounts by fully qualified name, or ``None`` when the device lacks a
+    requested capacity (``resolveCapacityRequests``).
+
+    Raises:
+        CapacityError: the request names one capacity both with and without its domain.
+    """
+    resolved: dict[str, Quantity] = {}
+    for name, amount in (requests or {}).items():
+        key = qualified(name, driver)
+        if key not in entries:
+            return None
+        if key in resolved:
+            short = key.partition("/")[2]
+            other = short if name == key else key
+            raise CapacityError(f"capacity {short!r} requested both as {name!r} and as "
+                                f"{other!r}")
+        resolved[key] = amount
+    return resolved
+
+
 def static_consumption(requests: Mapping[str, Quantity] | None,
                        capacity: Mapping[str, DeviceCapacity] | None,
-                       fractional: bool, checked: bool = True) -> Consumption | None:
+                       fractional: bool, checked: bool = True,
+                       driver: str | None = None,
+                       negative_refused: bool = False) -> Consumption | None:
     """What a request would consume from each capacity of a device, or ``None`` when the device
     cannot serve it at all (a requested capacity is missing, or a policy is broken).
 
     ``checked`` is whether that minor refuses unrepresentable and negative amounts (from 1.37,
-    :data:`~kubedra.allocation.versions.CAPACITY_AMOUNTS_CHECKED`).
+    :data:`~kubedra.allocation.versions.CAPACITY_AMOUNTS_CHECKED`). ``driver``, the device's
+    driver, is given from 1.38: then names are resolved as fully qualified names (a request's
+    and the device's), a negative request is an error, and the consumption names each capacity
+    as the slice does (see the module's doc). ``negative_refused``: a negative request is an
+    error before its policy rounds it (from 1.38).
 
     Raises:
         CapacityError: an amount is unrepresentable or negative (checked for every capacity
-            before any policy, so the outcome does not depend on the order of capacities).
+            before any policy, so the outcome does not depend on the order of capacities), or,
+            from 1.38, a request names a capacity both with and without its domain.
     """
     capacity = capacity or {}
-    if requests and any(name not in capacity for name in requests):
-        return None
+    if driver is None:
+        if requests and any(name not in capacity for name in requests):
+            return None
+        entries = {name: (name, cap) for name, cap in capacity.items()}
+        wanted = requests or {}
+    else:
+        entries = _by_qualified_name(capacity, driver)
+        found = _resolved_requests(requests, entries, driver)
+        if found is None:
+            return None
+        wanted = found
     amounts = []
-    for name, cap in capacity.items():
+    policies = []
+    for key, (name, cap) in entries.items():
+        requested = wanted.get(key)
         try:
-            amount = consumed_amount(requests.get(name) if requests else None, cap, fractional,
-                                     checked)
+            if negative_refused and requested is not None and requested.value < 0:
+                raise CapacityError(f"capacity value is negative: request {requested}")
+            amount = consumed_amount(requested, cap, fractional, checked)
         except CapacityError as err:
-            raise CapacityError(f"capacity {name!r}: {err}") from None
+            raise CapacityError(f"capacity {key if driver else name!r}: {err}") from None
         value = number(amount)
         if value < 0 and checked:
             raise CapacityError(f"capacity {name!r}: capacity value is negative")
         amounts.append((name, amount, value, value if amount is cap.value else number(cap.value)))
-    if any(violates_policy(amount, capacity[name].request_policy, fractional, checked)
-           for name, amount, _, _ in amounts):
+        policies.append(cap.request_policy)
+    if any(violates_policy(amount, policy, fractional, checked)
+           for (_, amount, _, _), policy in zip(amounts, policies, strict=True)):
         return None
     return tuple(amounts)
 
 
+def allocated_by_name(consumption: Consumption, allocated: Mapping[str, Number] | None,
+                      driver: str | None) -> Mapping[str, Number] | None:
+    """What allocated shares consume of a device, by the names of ``consumption``: as the
+    results spell them up to 1.37 (``driver`` None), and from 1.38 summed by fully qualified
+    name (``NewDeviceConsumedCapacity`` in ``structured/schedulerapi/types.go``,
+    v0.38.0-beta.0), since a result may spell a capacity either way."""
+    if driver is None or not allocated:
+        return allocated
+    by_key: dict[str, Number] = {}
+    for name, used in allocated.items():
+        key = qualified(name, driver)
+        by_key[key] = by_key.get(key, 0) + used
+    return {name: by_key.get(qualified(name, driver), 0) for name, _, _, _ in consumption}
+
+
 def fits(consumption: Consumption, allocated: Mapping[str, Number] | None,
-         allocating: Mapping[str, Number] | None) -> bool:
-    """Whether allocated + being allocated + this consumption stays within every capacity."""
+         allocating: Mapping[str, Number] | None, driver: str | None = None) -> bool:
+    """Whether allocated + being allocated + this consumption stays within every capacity.
+
+    ``driver`` is the device's from 1.38 (:func:`allocated_by_name`)."""
+    allocated = allocated_by_name(consumption, allocated, driver)
     for name, _, amount, total in consumption:
         used = amount
         if allocated:

@@ -29,8 +29,11 @@ from kubedra.allocation.state import AllocatedState, DeviceID
 from kubedra.allocation.taints import tolerated
 from kubedra.allocation.versions import (
     CAPACITY_AMOUNTS_CHECKED,
+    CAPACITY_NAMES_QUALIFIED,
+    NEGATIVE_CAPACITY_REQUEST_IS_ERROR,
     SHARE_WITHOUT_CAPACITY_IS_IN_USE,
     SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY,
+    SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE,
 )
 from kubedra.api.resource import ResourceClaim
 
@@ -62,6 +65,14 @@ class SearchState:
             SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY)
         """Whether a device with shares is refused to a request that would take it exclusively
         (the minor's rule)."""
+        self.qualified_capacity = snapshot.features.version.follows(CAPACITY_NAMES_QUALIFIED)
+        """Whether capacity names resolve to fully qualified names (the minor's rule)."""
+        self.negative_refused = snapshot.features.version.follows(
+            NEGATIVE_CAPACITY_REQUEST_IS_ERROR)
+        self.skipping_not_allocatable = snapshot.features.variant == "incubating" and \
+            snapshot.features.version.follows(SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE)
+        """Whether a device of a slice with ``skipNodeOperations`` is refused (the minor's
+        rule, where the incubating variant is named: 1.38's default is the stable one)."""
         self.available_counters = available_counters
         self.node = node
         self.claims = list(claims)
@@ -106,7 +117,9 @@ class SearchState:
         try:
             found = static_consumption(
                 data.capacity, device.capacity, self.features.fractional_capacity_range,
-                checked=self.features.version.follows(CAPACITY_AMOUNTS_CHECKED))
+                checked=self.features.version.follows(CAPACITY_AMOUNTS_CHECKED),
+                driver=device.driver if self.qualified_capacity else None,
+                negative_refused=self.negative_refused)
         except CapacityError as err:
             raise data.capacity_error(device, err) from None
         cached[device.uid] = found
@@ -126,7 +139,8 @@ class SearchState:
         if not consumption:
             return True
         return fits(consumption, self.allocated.consumed_capacity.get(device.id),
-                    self.allocating_capacity.get(device.id))
+                    self.allocating_capacity.get(device.id),
+                    driver=device.driver if self.qualified_capacity else None)
 
     def has_shares(self, device_id: DeviceID) -> bool:
         """``deviceCapacityInUse``: shares of the device are allocated (those without consumed
@@ -205,6 +219,8 @@ def first_failed_stage(search: SearchState, data: RequestData, ci: int, device: 
         return Stage.IN_CLASS
     if not features.device_binding_and_status and device.binding_conditions:
         return Stage.MATCH_REQUEST
+    if search.skipping_not_allocatable and device.slice.skips_node_operations:
+        return Stage.MATCH_REQUEST  # a feature the scheduler has off, as binding conditions
     if not _passes(request_only, data, device, errors):
         return Stage.MATCH_REQUEST
     try:

@@ -9,7 +9,9 @@ Semantics of ``matchAttributeConstraint`` (``allocator_incubating.go``) and
   as is, then, when its domain is the device's driver, by its short name;
 - matchAttribute: the first device fixes the value, every further one must have the same type
   and value; distinctAttribute: the value must differ from every value recorded so far. Values
-  are compared by type and value (string, int, bool, version as a string);
+  are compared by type and value (string, int, bool, version as a string; from 1.38 a version
+  by precedence, build metadata ignored:
+  :data:`~kubedra.allocation.versions.VERSIONS_COMPARED_BY_PRECEDENCE`);
 - constraints are monotonic: once a device is rejected, adding more devices never helps.
 
 Both keep a stack of what was added, and ``remove`` undoes the latest ``add`` (the search
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kubedra.allocation.versions import (
@@ -31,6 +34,7 @@ from kubedra.allocation.versions import (
     KubeVersion,
 )
 from kubedra.api.resource import DeviceAttribute
+from kubedra.cel.semver import Semver, SemverParseError, parse_semver
 
 if TYPE_CHECKING:
     from kubedra.allocation.pools import DeviceEntry
@@ -50,9 +54,14 @@ Lookup = AttributeKey | _Missing
 """The attribute key of a device, or :data:`MISSING`."""
 
 
-def attribute_key(attribute: DeviceAttribute) -> AttributeKey:
+def attribute_key(attribute: DeviceAttribute, *, versions_parsed: bool = False) -> AttributeKey:
     """The comparable ``(type, value)`` of an attribute; the first scalar field set wins, in
-    upstream's order (string, int, bool, version)."""
+    upstream's order (string, int, bool, version).
+
+    A version is its text up to 1.37, and with ``versions_parsed`` (from 1.38,
+    :data:`~kubedra.allocation.versions.VERSIONS_COMPARED_BY_PRECEDENCE`) the parsed version
+    without build metadata, so that ``1.0.0+a`` and ``1.0.0+b`` are one value; a text that does
+    not parse has no value (None)."""
     if attribute.string_value is not None:
         return ("string", attribute.string_value)
     if attribute.int_value is not None:
@@ -60,19 +69,34 @@ def attribute_key(attribute: DeviceAttribute) -> AttributeKey:
     if attribute.bool_value is not None:
         return ("bool", attribute.bool_value)
     if attribute.version_value is not None:
-        return ("version", attribute.version_value)
+        if not versions_parsed:
+            return ("version", attribute.version_value)
+        parsed = _parsed_version(attribute.version_value)
+        return None if parsed is None else ("version", parsed)
     return None
 
 
-def lookup_attribute(device: DeviceEntry, name: str) -> Lookup:
+@lru_cache(maxsize=4096)
+def _parsed_version(text: str) -> Semver | None:
+    """``semver.New`` of the text, as ``attrValue`` in
+    ``k8s.io/dynamic-resource-allocation/api/conversion.go`` (v0.38.0-beta.0) calls it: the
+    version (its build metadata dropped: ``Version.Equals`` ignores it), or None where it does
+    not parse (then the attribute has no value)."""
+    try:
+        return parse_semver(text)
+    except SemverParseError:
+        return None
+
+
+def lookup_attribute(device: DeviceEntry, name: str, *, versions_parsed: bool = False) -> Lookup:
     """The attribute key of a device for a fully qualified name, or ``MISSING``
-    (``lookupAttribute``)."""
+    (``lookupAttribute``); ``versions_parsed`` as in :func:`attribute_key`."""
     attributes = device.attributes
     if name in attributes:
-        return attribute_key(attributes[name])
+        return attribute_key(attributes[name], versions_parsed=versions_parsed)
     domain, slash, short = name.partition("/")
     if slash and domain == device.driver and short in attributes:
-        return attribute_key(attributes[short])
+        return attribute_key(attributes[short], versions_parsed=versions_parsed)
     return MISSING
 
 

@@ -25,7 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from kubedra.allocation.versions import DEFAULT_VERSION, KubeVersion, UnknownKubeVersionError
+from kubedra.allocation.versions import (
+    DEFAULT_VERSION,
+    STABLE_VARIANT_KNOWS_BETA_FEATURES,
+    KubeVersion,
+    UnknownKubeVersionError,
+)
 
 
 class UnsupportedFeaturesError(ValueError):
@@ -110,9 +115,11 @@ class AllocatorFeatures:
         beta there, off too: :func:`from_gate_names`) selects it. kubedra then follows that
         variant's rules for what it does not know: capacity requests are ignored
         (``structured/internal/stable/allocator_stable.go`` reads none) and a
-        ``distinctAttribute`` constraint is an "empty constraint" error."""
+        ``distinctAttribute`` constraint is an "empty constraint" error. From 1.38 no variant is
+        such (:data:`~kubedra.allocation.versions.STABLE_VARIANT_KNOWS_BETA_FEATURES`)."""
         if self.variant == "incubating" or (self.version.minor < 35
-                                            and self.variant != "stable"):
+                                            and self.variant != "stable") \
+                or self.version.follows(STABLE_VARIANT_KNOWS_BETA_FEATURES):
             return False
         return self.variant == "stable" or not (
             self.consumable_capacity or self.device_binding_and_status
@@ -195,7 +202,8 @@ def features_for(version: KubeVersion) -> AllocatorFeatures:
     return replace(AllocatorFeatures(version=version), **gates)
 
 
-# Features of the experimental variant only; off by default, and kubedra cannot turn them on.
+# Alpha features, off by default, that kubedra cannot turn on: up to 1.37 only the
+# experimental variant has them; v0.38.0-beta.0's incubating one too (its SupportedFeatures).
 _ALPHA_ONLY = frozenset({"CompatibilityGroups", "DerivedAttributes", "ListTypeAttributes",
                          "OptionalNodeOperations"})
 

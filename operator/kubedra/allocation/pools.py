@@ -143,6 +143,7 @@ class SliceEntry:
         "per_device",
         "per_device_set",
         "pool_name",
+        "skips_node_operations",
         "slice_count",
         "uses_compatibility_groups",
     )
@@ -166,6 +167,9 @@ class SliceEntry:
             for cs in spec.shared_counters or ()]
         self.devices = [DeviceEntry(first_uid + i, self, d, extra_taints.get(d.name, ()))
                         for i, d in enumerate(spec.devices or ())]
+        self.skips_node_operations = bool(spec.skip_node_operations)
+        """Whether the slice lists ``skipNodeOperations`` (then, from 1.38, its devices are not
+        allocatable: :data:`~kubedra.allocation.versions.SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE`)."""
         self.uses_compatibility_groups = any(
             c.compatibility_groups for d in spec.devices or () for c in d.consumes_counters or ())
         # read for every node the slice serves, at every gathering of its pools: kept

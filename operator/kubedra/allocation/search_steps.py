@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kubedra.allocation.allocator import Allocator, Outcome, _Search
-from kubedra.allocation.errors import AllocationError
+from kubedra.allocation.errors import AllocationError, AllocationFailed
 from kubedra.allocation.node_selection import NodeInfo
 from kubedra.allocation.requests import RequestData
 from kubedra.api.resource import ResourceClaim
@@ -139,15 +139,18 @@ def upstream_steps(allocator: Allocator, node: NodeInfo, claims: Sequence[Resour
     """
     try:
         search = _UpstreamSearch(allocator, node, claims, limit, walk_limit)
-    except AllocationError:
+    except (AllocationError, AllocationFailed):
         return SearchSteps(0, finished=True)  # upstream fails before its search starts
     try:
         search.prepare()
         search._allocate_one(0, 0, 0, 0, False, 0)
     except _LimitReached:
         return SearchSteps(search.steps, False, search.dead_end)
-    except AllocationError:
-        pass  # upstream stops at the error too
+    except (AllocationError, AllocationFailed):
+        # upstream stops at the error too, and where a request does not fit on the node
+        # before the search (from 1.38, an All request over an unusable pool:
+        # ALL_UNUSABLE_POOL_FAILS_ON_NODE)
+        pass
     return SearchSteps(search.steps, True, search.dead_end)
 
 

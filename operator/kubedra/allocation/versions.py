@@ -254,6 +254,64 @@ VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR = VersionRule(
     "constraint looks at it, its first device too; before, such a device was taken as the "
     "constraint's first device and refused after it")
 
+SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE = VersionRule(
+    "skip-node-operations-not-allocatable", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(allocateDevice, v0.38.0-beta.0: 'Device requires optional node operations, but the "
+    "optional node operations feature is not enabled'; v0.37.2's incubating variant does not "
+    "read spec.skipNodeOperations, nor does beta.0's stable/allocator_stable.go)",
+    "where upstream runs the incubating variant (a scenario naming it: from 1.38 the scheduler's "
+    "default gates select the stable one, structured/allocator.go availableAllocators, and "
+    "incubating only with an alpha gate on, which kubedra refuses), a device of a slice with "
+    "skipNodeOperations is not allocatable with DRAOptionalNodeOperations off; before, and in "
+    "1.38's stable variant, the field is ignored and the device allocated as any other")
+
+VERSIONS_COMPARED_BY_PRECEDENCE = VersionRule(
+    "versions-compared-by-precedence", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/allocator_incubating.go "
+    "(matchAttributeConstraint.add, v0.38.0-beta.0: 'case semver.Version: ... "
+    "existing.Equals(candidate)'), constraint.go (distinctAttributeConstraint.matchesAttribute) "
+    "and api/conversion.go (attrValue: 'semver.New(*v.VersionValue)', nil where it fails); "
+    "v0.37.2 compares '*attribute.VersionValue == *attr.VersionValue'",
+    "matchAttribute and distinctAttribute compare version attributes as parsed semantic "
+    "versions, build metadata ignored (1.0.0+a and 1.0.0+b match, are not distinct), and a "
+    "version that does not parse has no value; before, they compared the texts")
+
+CAPACITY_NAMES_QUALIFIED = VersionRule(
+    "capacity-names-qualified", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/consumable_capacity.go "
+    "(v0.38.0-beta.0: resolveCapacityRequests, capacityNameForStatus; kubernetes#142202), "
+    "api/conversion.go (Convert_v1_To_api_DeviceCapacities: 'A fully-qualified entry for the "
+    "same name, if already recorded, wins') and structured/schedulerapi/types.go "
+    "(NewDeviceConsumedCapacity); v0.37.2 looks names up as spelled",
+    "a capacity is known by its fully qualified name: a request for 'memory' matches a device's "
+    "'<driver>/memory' and the other way round, a device spelling both keeps the qualified one, "
+    "a request spelling one capacity both ways is an error, allocated shares are summed whatever "
+    "their spelling, and a result names the capacity as the slice does; before, names matched "
+    "only as spelled")
+
+NEGATIVE_CAPACITY_REQUEST_IS_ERROR = VersionRule(
+    "negative-capacity-request-is-error", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/incubating/consumable_capacity.go "
+    "(calculateConsumedCapacity, v0.38.0-beta.0: 'Must be checked before rounding: the request "
+    "policy can round a negative request up to a valid value')",
+    "a negative capacity request is an error that ends the attempt; before, a validRange or "
+    "validValues policy rounded it up (to min, or the first listed value) and the device was "
+    "allocated")
+
+STABLE_VARIANT_KNOWS_BETA_FEATURES = VersionRule(
+    "stable-variant-knows-beta-features", KubeVersion(1, 38),
+    "k8s.io/dynamic-resource-allocation structured/internal/stable/allocator_stable.go "
+    "(SupportedFeatures, v0.38.0-beta.0: ConsumableCapacity, DeviceBindingAndStatus and "
+    "FractionalCapacityRange; it reads bindsToNode, gives CEL allowMultipleAllocations, knows "
+    "capacity requests and distinctAttribute) and pools_stable.go (sortPoolsByID), picked first "
+    "by structured/allocator.go availableAllocators",
+    "the stable variant, which the scheduler runs with its default gates, decides as the "
+    "incubating one short of the alpha features, whatever of ConsumableCapacity, "
+    "DeviceBindingAndStatus and FractionalCapacityRange is on; before, with all three off it "
+    "ran a variant that knew none of them (pools in Go's map order, bindsToNode not read, "
+    "capacity requests ignored, distinctAttribute an error)")
+
 RULES = (TAINT_EFFECT_NONE, TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMPLETE_POOL_SKIPPED,
          DISTINCT_ATTRIBUTE_VALUES_COMPARED, DISTINCT_ATTRIBUTE_EVERY_DEVICE,
          CAPACITY_AMOUNTS_CHECKED, LIST_ATTRIBUTES_SEEN_BY_CEL,
@@ -262,7 +320,10 @@ RULES = (TAINT_EFFECT_NONE, TOLERATIONS_IN_RESULTS, INVALID_POOL_SKIPPED, INCOMP
          COMPATIBILITY_GROUPS_IGNORE_SLICE, DERIVED_ATTRIBUTES_REFUSED,
          TAINT_RULE_WITHOUT_SELECTOR_MATCHES_NONE, ALL_SUBREQUEST_KEEPS_ITS_INDEX,
          COUNTER_SLICES_BY_NODE, ALL_UNUSABLE_POOL_FAILS_ON_NODE,
-         SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY, VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR)
+         SHARED_DEVICE_NOT_TAKEN_EXCLUSIVELY, VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR,
+         SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE, VERSIONS_COMPARED_BY_PRECEDENCE,
+         CAPACITY_NAMES_QUALIFIED, NEGATIVE_CAPACITY_REQUEST_IS_ERROR,
+         STABLE_VARIANT_KNOWS_BETA_FEATURES)
 """Every version-dependent rule kubedra follows, oldest first."""
 
 

@@ -332,9 +332,11 @@ class ResourceSliceSpec(KubeModel):
     type. Upstream's incubating allocator never reads it; nor does kubedra's."""
     skip_node_operations: list[str] | None = None
     """Alpha (gate ``DRAOptionalNodeOperations``, KEP-5945): node operations
-    (``NodePrepareResources``, ``NodeUnprepareResources``, ``*``) the devices need not. Only
-    upstream's experimental allocator copies it into allocation results (with its feature on);
-    the incubating one, and kubedra's, ignore it."""
+    (``NodePrepareResources``, ``NodeUnprepareResources``, ``*``) the devices need not. Up to
+    1.37 only upstream's experimental allocator reads it (copied into allocation results with
+    its feature on); from 1.38 (v0.38.0-beta.0) the incubating one does too, and with the
+    feature off (kubedra's case) the slice's devices are not allocatable
+    (:data:`kubedra.allocation.versions.SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE`)."""
 
 
 class ResourceSlice(KubeModel):

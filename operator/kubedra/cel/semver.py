@@ -63,6 +63,11 @@ class Semver:
                 return result
         return (len(self.pre) > len(other.pre)) - (len(self.pre) < len(other.pre))
 
+    def __str__(self) -> str:
+        """The version as blang's ``Version.String`` writes it, without build metadata."""
+        pre = ".".join(str(p.num) if p.is_num else p.text for p in self.pre)
+        return f"{self.major}.{self.minor}.{self.patch}" + (f"-{pre}" if pre else "")
+
     def to_message(self) -> Any:
         """The ``kubernetes.Semver`` message that carries this value through CEL."""
         return SemverMessage(major=self.major, minor=self.minor, patch=self.patch, pre=[

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from kubedra.allocation import (
     FITS,
     STAGES,
+    VERSIONS_COMPARED_BY_PRECEDENCE,
     AllocationError,
     AllocationFailed,
     Allocator,
@@ -254,7 +255,9 @@ def evaluate_node(snapshot: ClusterSnapshot, allocator: Allocator, claim: Resour
             None)
     conflicts = [] if failed is None else cross_request_conflicts(
         claim.spec.devices.constraints or [] if claim.spec.devices else [], diagnoses,
-        {key: device for key, (device, _pool) in devices.items()})
+        {key: device for key, (device, _pool) in devices.items()},
+        versions_parsed=snapshot.resources.features.version.follows(
+            VERSIONS_COMPARED_BY_PRECEDENCE))
     alone = len(claim.spec.devices.requests or ()) == 1 if claim.spec.devices else True
     requests = [_request_outcome(ctx, specs.get(d.request), d, devices,
                                  d.request == failed_request,

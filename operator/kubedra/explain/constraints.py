@@ -54,13 +54,14 @@ def _covers(constraint: DeviceConstraint, request: str) -> bool:
     return not names or request in names or request.partition("/")[0] in names
 
 
-def _by_value(devices: Iterable[DeviceEntry], attribute: str
+def _by_value(devices: Iterable[DeviceEntry], attribute: str, versions_parsed: bool
               ) -> tuple[dict[AttributeKey, list[str]], list[str]]:
-    """Device names per attribute value, and the devices without the attribute."""
+    """Device names per attribute value (versions as the minor compares them:
+    ``versions_parsed``), and the devices without the attribute."""
     values: dict[AttributeKey, list[str]] = {}
     missing = []
     for device in devices:
-        key = lookup_attribute(device, attribute)
+        key = lookup_attribute(device, attribute, versions_parsed=versions_parsed)
         if key is MISSING:
             missing.append(device.name)
         else:
@@ -81,9 +82,10 @@ def _describe(request: str, values: Mapping[AttributeKey, list[str]], missing: l
     return f"request {request}: " + ("; ".join(parts) if parts else "no fitting device")
 
 
-def _match_conflict(attribute: str, groups: Mapping[str, tuple[int, list[DeviceEntry]]]
-                    ) -> str | None:
-    per_request = {r: _by_value(devices, attribute) for r, (_, devices) in groups.items()}
+def _match_conflict(attribute: str, groups: Mapping[str, tuple[int, list[DeviceEntry]]],
+                    versions_parsed: bool) -> str | None:
+    per_request = {r: _by_value(devices, attribute, versions_parsed)
+                   for r, (_, devices) in groups.items()}
     candidates = set.intersection(*(set(values) for values, _ in per_request.values()))
     if any(all(len(per_request[r][0][key]) >= needed for r, (needed, _) in groups.items())
            for key in candidates):
@@ -92,14 +94,14 @@ def _match_conflict(attribute: str, groups: Mapping[str, tuple[int, list[DeviceE
     return f"no value is shared by enough fitting devices of every request: {described}"
 
 
-def _distinct_conflict(attribute: str, groups: Mapping[str, tuple[int, list[DeviceEntry]]]
-                       ) -> str | None:
+def _distinct_conflict(attribute: str, groups: Mapping[str, tuple[int, list[DeviceEntry]]],
+                       versions_parsed: bool) -> str | None:
     needed = sum(n for n, _ in groups.values())
     everything = [d for _, devices in groups.values() for d in devices]
-    values, _ = _by_value(everything, attribute)
+    values, _ = _by_value(everything, attribute, versions_parsed)
     if len(values) >= needed:
         return None
-    described = "; ".join(_describe(r, *_by_value(devices, attribute))
+    described = "; ".join(_describe(r, *_by_value(devices, attribute, versions_parsed))
                           for r, (_, devices) in groups.items())
     return (f"{needed} devices with different values are needed, the fitting devices have "
             f"{len(values)}: {described}")
@@ -107,7 +109,8 @@ def _distinct_conflict(attribute: str, groups: Mapping[str, tuple[int, list[Devi
 
 def cross_request_conflicts(constraints: Sequence[DeviceConstraint],
                             diagnoses: Sequence[RequestDiagnosis],
-                            devices: Mapping[str, DeviceEntry]) -> list[ConstraintConflict]:
+                            devices: Mapping[str, DeviceEntry], *,
+                            versions_parsed: bool = False) -> list[ConstraintConflict]:
     """The constraints over two or more requests that their fitting devices cannot meet.
 
     Args:
@@ -115,6 +118,8 @@ def cross_request_conflicts(constraints: Sequence[DeviceConstraint],
         diagnoses: the diagnosis of each request (and subrequest) on one node; for a
             ``firstAvailable`` request only its first alternative is looked at.
         devices: the node's devices by ``repr`` (the keys of a diagnosis' verdicts).
+        versions_parsed: whether version values compare as parsed versions, build metadata
+            ignored (from 1.38, ``VERSIONS_COMPARED_BY_PRECEDENCE``), else as texts.
     """
     seen_parents: set[str] = set()
     groups: dict[str, tuple[int, list[DeviceEntry]]] = {}
@@ -133,10 +138,12 @@ def cross_request_conflicts(constraints: Sequence[DeviceConstraint],
             continue
         if constraint.match_attribute:
             name, reason = (f"matchAttribute {constraint.match_attribute}",
-                            _match_conflict(constraint.match_attribute, covered))
+                            _match_conflict(constraint.match_attribute, covered,
+                                            versions_parsed))
         elif constraint.distinct_attribute:
             name, reason = (f"distinctAttribute {constraint.distinct_attribute}",
-                            _distinct_conflict(constraint.distinct_attribute, covered))
+                            _distinct_conflict(constraint.distinct_attribute, covered,
+                                               versions_parsed))
         else:
             continue
         if reason is not None:

@@ -19,11 +19,16 @@ from dataclasses import dataclass
 
 from kubedra.allocation import (
     CAPACITY_AMOUNTS_CHECKED,
+    CAPACITY_NAMES_QUALIFIED,
+    NEGATIVE_CAPACITY_REQUEST_IS_ERROR,
+    SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE,
     Allocator,
     CapacityError,
     DeviceEntry,
     Number,
     Pool,
+    allocated_by_name,
+    qualified,
     static_consumption,
     tolerated,
 )
@@ -180,20 +185,26 @@ def _capacity_reason(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry
     the request does not name)."""
     features = ctx.snapshot.resources.features
     capacity = device.capacity or {}
-    missing = [name for name in spec.capacity or {} if name not in capacity]
+    # from 1.38 (CAPACITY_NAMES_QUALIFIED) names compare fully qualified
+    driver = device.driver if features.version.follows(CAPACITY_NAMES_QUALIFIED) else None
+    known = {qualified(name, driver) for name in capacity} if driver else set(capacity)
+    missing = [name for name in spec.capacity or {}
+               if (qualified(name, driver) if driver else name) not in known]
     if missing:
         return f"{ctx.label(device)} has no capacity {', '.join(missing)}", []
     try:
         consumption = static_consumption(
             spec.capacity, capacity, features.fractional_capacity_range,
-            checked=features.version.follows(CAPACITY_AMOUNTS_CHECKED))
+            checked=features.version.follows(CAPACITY_AMOUNTS_CHECKED), driver=driver,
+            negative_refused=features.version.follows(NEGATIVE_CAPACITY_REQUEST_IS_ERROR))
     except CapacityError as err:
         return f"{ctx.label(device)}: {err}", []
     if consumption is None:
         asked = ", ".join(f"{n} {q.canonical()}" for n, q in (spec.capacity or {}).items())
         return (f"{ctx.label(device)} does not allow the amounts asked ({asked}) by its "
                 "request policy"), []
-    in_use = ctx.snapshot.allocated.consumed_capacity.get(device.id) or {}
+    in_use = allocated_by_name(
+        consumption, ctx.snapshot.allocated.consumed_capacity.get(device.id), driver) or {}
     shortages = []
     for name, _, value, total in consumption:
         left = total - in_use.get(name, 0)
@@ -307,6 +318,12 @@ def device_finding(ctx: FindingContext, spec: RequestSpec, device: DeviceEntry, 
         if device.binding_conditions:
             return DeviceFinding(*base, f"{ctx.label(device)} has binding conditions, which the "
                                         "scheduler's features do not allow")
+        features = ctx.snapshot.resources.features
+        if device.slice.skips_node_operations and features.variant == "incubating" and \
+                features.version.follows(SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE):
+            return DeviceFinding(*base, f"{ctx.label(device)} is in a slice with "
+                                        "skipNodeOperations, which the scheduler does not allocate "
+                                        "with DRAOptionalNodeOperations off")
         return DeviceFinding(*base, f"{ctx.label(device)} is not available on node {ctx.node} "
                                     "(its own node selection)")
     if check == "free":

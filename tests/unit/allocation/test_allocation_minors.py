@@ -23,7 +23,12 @@ from typing import Any
 import pytest
 
 from kubedra.allocation import UnsupportedFeaturesError
-from kubedra.allocation.scenario import comparable, load_snapshot, run_scenario
+from kubedra.allocation.scenario import (
+    comparable,
+    load_snapshot,
+    run_scenario,
+    scenario_search_time,
+)
 from tests.support.minor_corpus import MINORS, corpus_scenarios, recorded, upstream_table
 from tests.support.reference_allocator import reference_binary, run_reference
 
@@ -137,6 +142,65 @@ def test_1_36s_own_upstream_table() -> None:
         if comparable(ours) != comparable(scenario["upstream"]):
             differ.append(scenario["name"])
     assert differ == []
+
+
+ALPHA_FEATURES = ("CompatibilityGroups", "DerivedAttributes", "ListTypeAttributes",
+                  "OptionalNodeOperations")
+"""Alpha features kubedra does not implement: a scenario turning one on is refused."""
+
+
+def test_1_38s_own_upstream_table() -> None:
+    """Upstream's allocator table of v0.38.0-beta.0: every case ran the incubating variant
+    (beta.0's incubating ``SupportedFeatures`` has every feature). Each case with no alpha
+    feature on agrees with kubedra as 1.38 on outcome, devices and search steps (since
+    VERSIONS_COMPARED_BY_PRECEDENCE, CAPACITY_NAMES_QUALIFIED and
+    NEGATIVE_CAPACITY_REQUEST_IS_ERROR, 14 did not, and 2 steps counts raised); each with one
+    on is refused, naming the feature; one case (a node with declared features) a scenario
+    cannot state."""
+    table = upstream_table("1.38")
+    assert {s["name"]: s["notRepresentable"] for s in table if "notRepresentable" in s} == {
+        "table/optional-node-operations": "the node has more than a name and labels: "
+        '{"status":{"declaredFeatures":["DRAOptionalNodeOperations"]}}'}
+    table = [s for s in table if "notRepresentable" not in s]
+    assert collections.Counter(s["allocator"] for s in table) == {"incubating": 318}
+    alpha = [s for s in table if any(s["features"].get(name) for name in ALPHA_FEATURES)]
+    assert collections.Counter(next(n for n in ALPHA_FEATURES if s["features"].get(n))
+                               for s in alpha) == {
+        "ListTypeAttributes": 31, "CompatibilityGroups": 11, "DerivedAttributes": 5,
+        "OptionalNodeOperations": 1}
+    for scenario in alpha:
+        with pytest.raises(UnsupportedFeaturesError, match="is not supported by kubedra"):
+            run_scenario({**scenario, "kubeVersion": "1.38"})
+    differ = []
+    for scenario in (s for s in table if s not in alpha):
+        as_1_38 = {**scenario, "kubeVersion": "1.38"}
+        if comparable(run_scenario(as_1_38)) != comparable(scenario["upstream"]) or \
+                scenario_search_time(as_1_38)[1].steps != scenario["upstream"]["steps"]:
+            differ.append(scenario["name"])
+    assert (len(table) - len(alpha), differ) == (270, [])
+
+
+def test_1_38s_table_replays_through_its_binary() -> None:
+    """Where ``dra-reference-allocator-1.38`` is built, every representable case of 1.38's
+    table, replayed from its scenario, gets the recorded outcome and steps (318 of 318 on
+    2026-12-03: the recorder's conversions of slices and allocated state lose nothing; the
+    binary runs the variant ``NewAllocator`` picks, stable where no alpha feature is on)."""
+    if not reference_binary("1.38").exists():
+        pytest.skip("dra-reference-allocator-1.38 not built (hack/build-reference-allocators.sh)")
+    table = [s for s in upstream_table("1.38") if "notRepresentable" not in s]
+    replayed = run_reference(table, minor="1.38")
+    assert [s["name"] for s, o in zip(table, replayed, strict=True)
+            if comparable(o) != comparable(s["upstream"])
+            or o["steps"] != s["upstream"]["steps"]] == []
+
+
+def test_steps_of_an_all_request_that_does_not_fit_as_1_38() -> None:
+    """From 1.38 an All request over an incomplete pool fails on the node before the search
+    (ALL_UNUSABLE_POOL_FAILS_ON_NODE): upstream counts 0 steps (its table's
+    ``all-devices-of-the-incomplete-pool``), and so does kubedra, which raised there before."""
+    scenario = {**_all_over_incomplete_pool("all-steps"), "kubeVersion": "1.38"}
+    steps = scenario_search_time(scenario)[1]
+    assert (steps.steps, steps.finished) == (0, True)
 
 
 @pytest.mark.parametrize("minor", MINORS)
@@ -327,6 +391,36 @@ def _list_attribute_matched(name: str) -> dict[str, Any]:
     return scenario
 
 
+def _skipping_node_operations(name: str) -> dict[str, Any]:
+    """The GPU's slice skips the node operations (no kubelet plugin prepares it)."""
+    scenario = _one_gpu(name)
+    scenario["slices"][0]["spec"]["skipNodeOperations"] = [
+        "NodePrepareResources", "NodeUnprepareResources"]
+    return scenario
+
+
+def _versions_with_build(name: str) -> dict[str, Any]:
+    """Two GPUs whose versions differ in build metadata only; a claim for two with a
+    matchAttribute constraint on the version."""
+    scenario = _one_gpu(name)
+    scenario["slices"][0]["spec"]["devices"] = [
+        {"name": f"gpu-{i}", "attributes": {"driverVersion": {"version": f"1.0.0+build{i}"}}}
+        for i in range(2)]
+    scenario["claims"][0]["spec"]["devices"] = {
+        "requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "count": 2}}],
+        "constraints": [{"matchAttribute": "gpu.example.com/driverVersion"}]}
+    return scenario
+
+
+def _qualified_capacity_request(name: str) -> dict[str, Any]:
+    """The shareable GPU's capacity is "memory"; the claim requests 5Gi (1Gi + a step of 4Gi) of
+    "gpu.example.com/memory"."""
+    scenario = _shared_gpu(name, "5Gi")
+    scenario["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
+        "requests": {"gpu.example.com/memory": "5Gi"}}
+    return scenario
+
+
 RULE_SCENARIOS = {
     # CONFIG_FOR_ALL_REQUESTS_NAMES_NONE: the class config of the claim's only request
     "config-for-all-requests": (_one_gpu("config-for-all-requests"),
@@ -401,7 +495,41 @@ RULE_SCENARIOS = {
     # VALUELESS_ATTRIBUTE_IN_CONSTRAINT_IS_ERROR: the first device of the constraint too
     "list-attribute-matched": (_list_attribute_matched("list-attribute-matched"),
                                {"1.37": "allocated", "1.38": "error"}),
+    # STABLE_VARIANT_KNOWS_BETA_FEATURES: the three features off select the stable variant,
+    # which reads bindsToNode from 1.38
+    "binds-to-node-stable": (_binds_to_node(_one_gpu("binds-to-node-stable", features={
+        "ConsumableCapacity": False, "DeviceBindingAndStatus": False,
+        "FractionalCapacityRange": False})), {"1.37": False, "1.38": True}),
+    # VERSIONS_COMPARED_BY_PRECEDENCE: 1.0.0+build0 and 1.0.0+build1 match from 1.38
+    "versions-with-build": (_versions_with_build("versions-with-build"),
+                            {"1.37": "unschedulable", "1.38": "allocated"}),
+    # CAPACITY_NAMES_QUALIFIED: the request spells the capacity with the driver's domain
+    "qualified-capacity-request": (_qualified_capacity_request("qualified-capacity-request"),
+                                   {"1.37": "unschedulable", "1.38": "5Gi"}),
+    # NEGATIVE_CAPACITY_REQUEST_IS_ERROR: -1Gi on a 1Gi..40Gi range, rounded up to 1Gi by 1.37
+    "negative-capacity-request": (_shared_gpu("negative-capacity-request", "-1Gi"),
+                                  {"1.37": "1Gi", "1.38": "error"}),
 }
+
+def test_skip_node_operations_refused_by_1_38s_incubating_variant_only() -> None:
+    """SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE: with DRAOptionalNodeOperations off, 1.38's
+    incubating variant refuses a device of a slice with skipNodeOperations, but the scheduler's
+    default gates select 1.38's stable variant, which ignores the field, as 1.37 does: so
+    kubedra allocates it as 1.37 and 1.38 and refuses it only where a scenario names the
+    incubating variant (as upstream's own table does). The binaries (where built) run the
+    default variant: allocated on both."""
+    scenario = _skipping_node_operations("skip-node-operations")
+    incubating = {**scenario, "allocator": "incubating"}
+    ours = {(minor, variant): run_scenario({**s, "kubeVersion": minor})["outcome"]
+            for minor in ("1.37", "1.38") for variant, s in (("", scenario),
+                                                             ("incubating", incubating))}
+    assert ours == {("1.37", ""): "allocated", ("1.37", "incubating"): "allocated",
+                    ("1.38", ""): "allocated", ("1.38", "incubating"): "unschedulable"}
+    for minor in (None, "1.38"):
+        if reference_binary(minor).exists():
+            [theirs] = run_reference([scenario], minor=minor)
+            assert theirs["outcome"] == "allocated", minor
+
 
 MAP_ORDER_RUNS = 200
 """Runs of a reference allocator for a rule scenario whose outcome depends on Go's map order
@@ -416,11 +544,12 @@ def _rule_outcome(name: str, outcome: dict[str, Any]) -> Any:
         return outcome["allocations"][0]["devices"]["results"][0].get("tolerations")
     if name in ("slices-by-name", "binding-pool-first", "binding-pool-first-experimental"):
         return outcome["allocations"][0]["devices"]["results"][0]["device"]
-    if name == "binds-to-node":
+    if name in ("binds-to-node", "binds-to-node-stable"):
         return outcome["allocations"][0].get("nodeSelector") is not None
     if name == "all-after-exact":
         return len(outcome["allocations"][0]["devices"]["results"])
-    if outcome["outcome"] == "allocated" and name == "capacity-beyond-int64":
+    if outcome["outcome"] == "allocated" and name in (
+            "capacity-beyond-int64", "qualified-capacity-request", "negative-capacity-request"):
         return outcome["allocations"][0]["devices"]["results"][0]["consumedCapacity"]["memory"]
     return outcome["outcome"]
 

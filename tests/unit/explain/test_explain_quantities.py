@@ -4,8 +4,10 @@ text of explain and simulate, and as ``…Quantity`` fields beside the numbers i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from kubedra.allocation import KubeVersion, features_for
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain import ClusterSnapshot, simulate_claim
 from kubedra.explain.render import render_simulation
@@ -68,6 +70,39 @@ def test_capacity_left_is_shown_in_the_requests_units() -> None:
         "    gpu-0 on node-a needs memory 30000000000 (30G), 21474836480 of 85899345920 left "
         "(shared with",
         "      claim default/a (request r))"]
+
+
+def test_capacity_left_counts_shares_whatever_their_spelling_as_1_38() -> None:
+    """From 1.38 (CAPACITY_NAMES_QUALIFIED) a share that names the capacity with the driver's
+    domain uses the device's ``memory`` too: 20Gi left of 80Gi, not 80Gi (as before, which
+    found nothing short and said so in no words)."""
+    shared = device("gpu-0", memory="80Gi", allowMultipleAllocations=True)
+    share = allocated("a", result("gpu-0", shareID=SHARE,
+                                  consumedCapacity={"gpu.example.com/memory": "60Gi"}))
+    wants = claim("b", exact("r", "gpu", capacity={"requests": {"memory": "30G"}}))
+    data, _ = explain_on_node_a([resource_slice("s", [shared])], wants, (share,),
+                                features_for(KubeVersion(1, 38)))
+    [finding] = data["candidates"][0]["requests"][0]["devices"]
+    assert (finding["check"], finding["capacity"][0]["left"]) == ("capacity", "21474836480")
+    assert finding["reason"].startswith(
+        "gpu-0 on node-a needs memory 30000000000 (30G), 21474836480 of 85899345920 left")
+
+
+def test_a_device_skipping_node_operations_does_not_match_as_1_38() -> None:
+    """From 1.38 (SKIP_NODE_OPERATIONS_NOT_ALLOCATABLE, DRAOptionalNodeOperations off), where
+    the incubating variant runs, the funnel stops a device of a slice with skipNodeOperations
+    where the allocator does, at matchRequest, and says why; as 1.37 it fits."""
+    slices = [resource_slice("s", [device("gpu-0")],
+                             skipNodeOperations=["NodePrepareResources", "NodeUnprepareResources"])]
+    wants = claim("b", exact("r", "gpu"))
+    as_1_37, _ = explain_on_node_a(slices, wants, (), features_for(KubeVersion(1, 37)))
+    assert as_1_37["verdict"] == "Fits"
+    incubating = replace(features_for(KubeVersion(1, 38)), variant="incubating")
+    data, _ = explain_on_node_a(slices, wants, (), incubating)
+    [finding] = data["candidates"][0]["requests"][0]["devices"]
+    assert (finding["check"], finding["reason"]) == (
+        "matchRequest", "gpu-0 on node-a is in a slice with skipNodeOperations, which the "
+        "scheduler does not allocate with DRAOptionalNodeOperations off")
 
 
 def test_counters_are_shown_in_the_devices_units() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubedra.allocation import KubeVersion, features_for
 from kubedra.api.resource import ResourceClaim
 from kubedra.explain import ClusterSnapshot, explain_claim
 from kubedra.explain.render import render_explanation
@@ -72,6 +73,27 @@ def test_distinct_attribute_across_requests_counts_the_values() -> None:
         "resource.kubernetes.io/pcieRoot over requests gpu, nic cannot be met: 3 devices with "
         "different values are needed, the fitting devices have 2: request gpu: pci-0 (g0); "
         "pci-1 (g1); request nic: pci-0 (n0)")
+
+
+def test_versions_differing_in_build_metadata_are_one_value_as_1_38() -> None:
+    """From 1.38 (VERSIONS_COMPARED_BY_PRECEDENCE) 1.0.0+a and 1.0.0+b are one value, so a
+    distinctAttribute over a GPU and a NIC with them fails, and explain says so with the
+    version as compared; before, it counted two values and named no conflict."""
+    devices = [device("g0", attributes=attrs(kind="gpu", driverVersion="1.0.0+a")),
+               device("n0", attributes=attrs(kind="nic", driverVersion="1.0.0+b"))]
+    wants = claim("c", exact("gpu", "gpu", KIND.format("gpu")),
+                  exact("nic", "gpu", KIND.format("nic")),
+                  constraints=[{"distinctAttribute": "gpu.example.com/driverVersion"}])
+    snapshot = ClusterSnapshot.from_api(
+        [resource_slice("s", devices, pool="node-a", node="node-a")], CLASSES, [], [],
+        [node("node-a")], features_for(KubeVersion(1, 38)))
+    data = explain_claim(snapshot, ResourceClaim.from_api(wants)).to_json()
+    [candidate] = data["candidates"]
+    assert candidate["requests"][1]["message"] == (
+        "request nic: 1 device fits on its own, but constraint distinctAttribute "
+        "gpu.example.com/driverVersion over requests gpu, nic cannot be met: 2 devices with "
+        "different values are needed, the fitting devices have 1: request gpu: 1.0.0 (g0); "
+        "request nic: 1.0.0 (n0)")
 
 
 def test_an_incomplete_pool_is_named_with_its_slices() -> None:
