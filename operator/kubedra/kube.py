@@ -17,6 +17,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import msgspec
@@ -363,9 +364,43 @@ async def watch_lines(api: ApiClient, path: str, query: dict[str, str], *,
 
 # --- ResourceSlices (operator) ------------------------------------------------------------------
 
-async def create_resource_slice(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
-    """POST a ResourceSlice; returns the stored object. Raises ``ApiException`` (409 if a slice
-    of that name exists)."""
+_SLICES = f"/apis/{resource.API_VERSION}/resourceslices"
+
+
+async def _send_json(api: ApiClient, method: str, path: str, payload: bytes) -> dict[str, Any]:
+    """``method`` ``path`` with ``payload``, JSON bytes kubedra wrote itself, as the body; the
+    stored object as a dict.
+
+    kubernetes-asyncio sends a body of ``application/json`` only as a Python object it walks
+    (``sanitize_for_serialization``) and ``json.dumps`` again, so this makes the request on
+    the client's own session, as its REST client would: the same headers, credentials
+    (``update_params_for_auth``, which refreshes a token), proxy, TLS server name and no
+    timeout.
+
+    Raises:
+        ApiException: the server answered with an HTTP error; ``body`` holds its Status.
+    """
+    headers = {**api.default_headers, "Accept": "application/json",
+               "Content-Type": "application/json"}
+    await api.update_params_for_auth(headers, [], ["BearerToken"])
+    rest = api.rest_client
+    extra: dict[str, Any] = {}
+    if rest.proxy:
+        extra["proxy"] = rest.proxy
+    if rest.proxy_headers:
+        extra["proxy_headers"] = rest.proxy_headers
+    if rest.server_hostname:
+        extra["server_hostname"] = rest.server_hostname
+    return await _raw(rest.pool_manager.request(
+        method, api.configuration.host + path, headers=headers, data=payload,
+        timeout=aiohttp.ClientTimeout(), **extra))
+
+
+async def create_resource_slice(api: ApiClient, body: dict[str, Any] | bytes) -> dict[str, Any]:
+    """POST a ResourceSlice (a dict, or its JSON bytes: :func:`_send_json`); returns the stored
+    object. Raises ``ApiException`` (409 if a slice of that name exists)."""
+    if isinstance(body, bytes):
+        return await _send_json(api, "POST", _SLICES, body)
     return await _raw(client.ResourceV1Api(api).create_resource_slice(
         body, _preload_content=False))
 
@@ -390,9 +425,12 @@ async def server_version(api: ApiClient) -> str:
     return str(info.git_version or "")
 
 
-async def replace_resource_slice(api: ApiClient, name: str, body: dict[str, Any]
+async def replace_resource_slice(api: ApiClient, name: str, body: dict[str, Any] | bytes
                                  ) -> dict[str, Any]:
-    """PUT a ResourceSlice; ``body.metadata.resourceVersion`` guards against lost updates (409)."""
+    """PUT a ResourceSlice (a dict, or its JSON bytes: :func:`_send_json`);
+    ``body.metadata.resourceVersion`` guards against lost updates (409)."""
+    if isinstance(body, bytes):
+        return await _send_json(api, "PUT", f"{_SLICES}/{quote(name, safe='')}", body)
     return await _raw(client.ResourceV1Api(api).replace_resource_slice(
         name, body, _preload_content=False))
 

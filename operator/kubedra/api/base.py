@@ -22,6 +22,11 @@ class KubeModel(BaseModel):
         """The JSON-ready dict the API server expects: camelCase keys, no ``None`` values."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
+    def to_json(self) -> bytes:
+        """What :meth:`to_api` gives, as UTF-8 JSON bytes (written by pydantic in one pass;
+        characters beyond ASCII as they are, not escaped)."""
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
     @classmethod
     def from_api(cls, data: Any) -> Self:
         """Parse a dict as read from the API server (or from kubernetes-asyncio's ``to_dict``)."""

@@ -60,9 +60,12 @@ class Quantity:
         QuantityError: the string is not a quantity (``ParseQuantity`` rules).
     """
 
-    __slots__ = ("_format", "_value")
+    __slots__ = ("_format", "_text", "_value")
     _value: Fraction
     _format: str
+    _text: str
+    """:meth:`canonical`'s answer, set by its first call (a quantity is immutable; one shared
+    by hundreds of MIG partitions is written out in every slice of each)."""
 
     def __init__(self, text: str | int | Quantity, *, fmt: str | None = None) -> None:
         if isinstance(text, Quantity):
@@ -110,7 +113,14 @@ class Quantity:
         return self._format
 
     def canonical(self) -> str:
-        """The API server's canonical string (``CanonicalizeBytes``)."""
+        """The API server's canonical string (``CanonicalizeBytes``), worked out once."""
+        try:
+            return self._text
+        except AttributeError:
+            self._text = self._canonical()
+            return self._text
+
+    def _canonical(self) -> str:
         value = self._value
         if value == 0:
             return "0"

@@ -146,8 +146,7 @@ class DeviceAttribute(KubeModel):
 
     def set_fields(self) -> list[str]:
         """Wire names of the value fields that are set (valid attributes have exactly one)."""
-        fields = type(self).model_fields
-        return [fields[name].alias or name for name in fields if getattr(self, name) is not None]
+        return [alias for name, alias in _ATTRIBUTE_FIELDS if getattr(self, name) is not None]
 
     def value(self) -> int | bool | str | list[Any] | None:
         """The single value that is set, whatever its type (``None`` if none is)."""
@@ -156,6 +155,11 @@ class DeviceAttribute(KubeModel):
             if found is not None:
                 return found  # type: ignore[no-any-return]
         return None
+
+
+_ATTRIBUTE_FIELDS = tuple((name, field.alias or name)
+                          for name, field in DeviceAttribute.model_fields.items())
+"""The value fields of :class:`DeviceAttribute`: (Python name, wire name), in order."""
 
 
 class CapacityRequestPolicyRange(KubeModel):

@@ -259,7 +259,7 @@ async def _publish(state: OperatorState, name: str, decision: InventoryDecision
         return decision
     for write in plan.writes:
         try:
-            await _write(state, name, write.verb, write.name, write.body,
+            await _write(state, name, write.verb, write.name, write.payload,
                          resource_version=write.resource_version)
         except ApiException as err:
             if err.status in STALE:
@@ -273,7 +273,7 @@ async def _publish(state: OperatorState, name: str, decision: InventoryDecision
 
 
 async def _write(state: OperatorState, inventory: str, verb: str, name: str,
-                 body: dict[str, Any] | None = None, *, resource_version: str | None = None
+                 body: bytes | None = None, *, resource_version: str | None = None
                  ) -> None:
     """One slice write, remembered in the overlay until the watch sees it.
 

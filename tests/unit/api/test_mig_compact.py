@@ -176,3 +176,46 @@ def test_a_report_expanding_past_the_device_limit_is_cut_before_it_is_built(
     assert back.rejected[0] == Rejection(
         name="gpu-0", field="status.discovered.devices[gpu-0].migModel",
         message="its 2048 partitions would take the pool past 4096 devices")
+
+
+def test_a_gpu_whose_partitions_cannot_be_named_is_in_the_pools_left_out() -> None:
+    """A GPU name of 55 characters is a DNS label, but its counter set's name and its
+    partitions' would be longer than 63: the GPU is published alone, said why, and the
+    other GPUs with their partitions (the decision raised before, on every reconcile)."""
+    report = h200_node(0, True)
+    long_name = "g" * 55
+    report["devices"][0]["name"] = long_name
+    inventory = DeviceInventory.from_api({
+        "metadata": {"name": "n-gpu.kubedra.io"},
+        "spec": {"driver": "gpu.kubedra.io", "nodeName": "n"},
+        "status": {"discovered": report}})
+    pool = build_pool(inventory)
+    alone = [d for d in pool.devices if d.name.startswith("g" * 5)]
+    assert [(d.name, d.consumes_counters) for d in alone] == [(long_name, None)]
+    assert len(pool.devices) == 1 + 7 * 26  # 7 GPUs with their 25 partitions each
+    assert f"{long_name}-counters" not in {c.name for c in pool.counter_sets}
+    assert pool.left_out == [Rejection(
+        name=long_name, field=f"status.discovered.devices[{long_name}].migModel",
+        message=f"its partitions cannot be named: '{long_name}-counters': String should have "
+                "at most 63 characters")]
+
+
+def test_gpus_of_two_models_differing_in_one_value_get_each_their_own_partitions() -> None:
+    """The values of a model's partitions are built once per distinct list of profiles
+    (``kubedra.api.mig._layout``): a second model equal but for one profile's memory gives its
+    GPU that memory, and the first model's GPU keeps its own, in either order."""
+    report = h200_node(0, True)
+    model = report["migModels"][0]
+    other = {**json.loads(json.dumps(model)), "name": "other"}
+    other["profiles"][0]["memorySizeMB"] += 1024
+    report["devices"][1]["migModel"] = "other"
+    first = model["profiles"][0]
+    label = first["name"].removeprefix("MIG ")  # 1g.18gb
+    start = first["placements"][0]["start"]
+    for models in ([model, other], [other, model]):
+        back = expand(DiscoveredState.from_api({**report, "migModels": models}))
+        mib = {d.name: d.capacity["memory"].value.value / 2**20 for d in back.devices}
+        assert mib[f"gpu-0-mig-{label.replace('.', '')}-s{start}"] == first["memorySizeMB"]
+        assert mib[f"gpu-1-mig-{label.replace('.', '')}-s{start}"] == (
+            first["memorySizeMB"] + 1024)
+        assert mib[f"gpu-2-mig-{label.replace('.', '')}-s{start}"] == first["memorySizeMB"]

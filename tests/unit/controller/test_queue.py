@@ -72,3 +72,21 @@ async def test_adding_a_key_now_covers_its_pending_delayed_add() -> None:
     assert (len(queue), queue.busy()) == (0, 0)
     queue.add_within("a", 0)  # no delay: at once
     assert len(queue) == 1
+
+
+async def test_busy_counts_each_key_queued_active_or_due_soon_once() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    assert await queue.get() == "a"
+    queue.add_within("a", 60)  # active and due soon: one key
+    queue.add_within("b", 60)  # queued: no timer
+    queue.add_within("d", 60)  # due soon only
+    queue.add("a")  # active: dirty, not queued again
+    assert (len(queue), queue.busy()) == (2, 4)  # a, b, c, d
+    queue.done("a")  # dirty: queued again, its timer dropped
+    assert (len(queue), queue.busy()) == (3, 4)
+    for key in ("b", "c", "a"):
+        assert await queue.get() == key
+        queue.done(key)
+    assert queue.busy() == 1  # d, due soon

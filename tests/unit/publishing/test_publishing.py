@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from kubedra.publishing.pool import (
     DRAINING_TAINT_KEY,
     RECOVERED_TAINT_VALUE,
     UNHEALTHY_TAINT_KEY,
+    DesiredPool,
     build_pool,
     drain_deadlines,
     keep_dropped_devices,
@@ -643,3 +645,25 @@ def test_an_override_stored_with_more_taints_than_leave_room_leaves_its_device_o
         ("dev-000", "spec.overrides[0].taints",
          "16 taints: at most 14, since the operator may add 2 of its own (kubedra.io/unhealthy, "
          "kubedra.io/draining) and a device carries at most 16")]
+
+
+def test_a_writes_payload_is_its_body_as_json_bytes() -> None:
+    """The executor sends ``payload`` (pydantic's JSON), tests and tools read ``body``: the
+    same object for a MIG node's 5 slices, and characters beyond ASCII written as UTF-8
+    (kube-apiserver reads both)."""
+    from bench.scale import h200_node, inventory_body
+
+    inv = DeviceInventory.from_api({**inventory_body("n"), "metadata": {"name": "n-gpu"},
+                                    "status": {"discovered": h200_node(0, True)}})
+    pool = build_pool(inv)
+    writes = plan_sync("n-gpu", OWNER, pool, split_pool(pool), []).writes
+    assert len(writes) == 5
+    assert [json.loads(w.payload or b"") for w in writes] == [w.body for w in writes]
+    device = {"name": "gpu-0", "attributes": {"productName": {"string": "H200 “ü” 😀"}}}
+    pool = DesiredPool(driver="gpu.kubedra.io", name="n", node_name="n",
+                       devices=[Device.from_api(device)])
+    [write] = plan_sync("n-gpu", OWNER, pool, split_pool(pool), []).writes
+    assert write.payload is not None
+    assert json.loads(write.payload) == write.body
+    assert "H200 “ü” 😀".encode() in write.payload
+    assert SliceWrite("delete", "n-gpu-00000").payload is None
