@@ -54,6 +54,14 @@ def test_scale_bench_tiny(tmp_path: Path) -> None:
     assert churn["requests"].get("update resourceslices") == churn["latency"]["n"]
     claims = result["claims"]
     assert claims["allocated_to_ready"]["n"] == 4
+    # every claim's latency split at the audit log's timestamps: kube-scheduler's allocation
+    # and the operator's Ready write found for each, and the operator's reconciles counted
+    for part in ("created_to_allocated_written", "allocated_to_ready_written",
+                 "allocated_to_operator_write", "operator_write", "ready_written_to_seen"):
+        assert claims[part]["n"] == 4, (part, claims[part])
+    assert claims["allocated_to_operator_write"]["max"] <= claims["allocated_to_ready_written"][
+        "max"]
+    assert claims["claim_reconciles"] >= 4
     assert claims["claim_writes_per_claim"] == 1.0, claims["requests"]
     explain = result["explain"]
     assert "too-big" in explain["explain_first_line"]
