@@ -86,7 +86,7 @@ from bench.claimload import create_claims, pod_with_claim
 from bench.publish import cpu_seconds, peak_rss_mib, rss_mib, writes_by_resource
 from bench.py_spy import PhaseProfiles
 from e2e.harness import ControlPlane
-from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
+from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, Component, default_bin_dir
 from e2e.harness.kubedra import H200_CAPTURE, NAMESPACE, Kubedra, kubectl
 from e2e.harness.wait import eventually
 from kubedra import kube
@@ -122,6 +122,8 @@ SCHEDULER_QPS = 50.0
 """kube-scheduler's client QPS by default (``clientConnection.qps``,
 ``pkg/scheduler/apis/config/v1/defaults.go``; burst 100)."""
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
+CLAIM_CPU_OF = ("kube-scheduler", "kube-apiserver")
+"""Components whose CPU the claims phase reports, per claim, beside the operator's."""
 SCHEDULER_USER = "system:kube-scheduler"
 """kube-scheduler's user (its client certificate, ``e2e.harness.controlplane``)."""
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
@@ -990,6 +992,9 @@ class ScaleBench:
         assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
         audit, cpu = self.audit.offset(), cpu_seconds(pid)
+        others = {name: cpu_seconds(self.component(name).pid) for name in CLAIM_CPU_OF}
+        scheduler_log = self.component("kube-scheduler").log
+        scheduler_logged = scheduler_log.stat().st_size
         reconciles = await self.claim_reconciles()
         start = time.monotonic()
         made = await create_claims(api, namespace, [f"claim-{i:05d}" for i in range(opts.claims)],
@@ -1000,6 +1005,11 @@ class ScaleBench:
         tracking.cancel()
         await self.settle()
         cpu = cpu_seconds(pid) - cpu
+        others = {name: cpu_seconds(self.component(name).pid) - before
+                  for name, before in others.items()}
+        with scheduler_log.open("rb") as log:
+            log.seek(scheduler_logged)
+            throttled = sum(b"client-side throttling" in line for line in log)
         reconciles = [after - before for after, before
                       in zip(await self.claim_reconciles(), reconciles, strict=True)]
         requests = self.audit.requests_since(audit)
@@ -1034,9 +1044,18 @@ class ScaleBench:
                 "claim_reconcile_mean_ms": round(1000 * reconciles[1] / reconciles[0], 1)
                 if reconciles[0] else None,
                 "operator_cpu_ms_per_claim": round(1000 * cpu / opts.claims, 1),
+                **{f"{name.removeprefix('kube-')}_cpu_ms_per_claim":
+                   round(1000 * seconds / opts.claims, 1) for name, seconds in others.items()},
+                # requests kube-scheduler's client held back over a second (klog logs a
+                # "Waited before sending request" line for each: its QPS, not its CPU)
+                "scheduler_throttled_requests": throttled,
                 "claim_writes_per_claim": round(claim_writes / opts.claims, 2),
                 "operator_writes_per_claim": round(writes(requests) / opts.claims, 2),
                 "requests": requests}
+
+    def component(self, name: str) -> Component:
+        """The control plane's running component ``name``."""
+        return next(c for c in self.plane.components if c.name == name)
 
     async def claim_reconciles(self) -> tuple[float, float]:
         """(count, seconds) of the operator's claim reconciles so far, every outcome
