@@ -386,15 +386,13 @@ class SliceWatch:
 
 class AuditLog:
     """The API server's audit log, which records the operator's ServiceAccount and
-    kube-scheduler's writes of claim statuses (its allocations), nothing else."""
+    kube-scheduler's writes (its allocations, bindings, pod statuses), nothing else."""
 
     POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
               "omitStages": ["RequestReceived", "ResponseStarted"],
               "rules": [{"level": "Metadata", "users": [OPERATOR_USER]},
                         {"level": "Metadata", "users": [SCHEDULER_USER],
-                         "verbs": ["update", "patch"],
-                         "resources": [{"group": "resource.k8s.io",
-                                        "resources": ["resourceclaims/status"]}]},
+                         "verbs": sorted(WRITE_VERBS)},
                         {"level": "None"}]}
 
     def __init__(self, workdir: Path) -> None:
@@ -426,12 +424,13 @@ class AuditLog:
         """When the claims of ``namespace`` were allocated and made Ready after ``offset``."""
         return claim_writes(self.events_since(offset, user=None), namespace)
 
-    def requests_since(self, offset: int) -> dict[str, int]:
-        """The operator's requests after ``offset``, by ``verb resource[/subresource]``
-        (watches count when they end); those on its leader-election Lease end in
-        :data:`ELECTION`, dry runs (which write nothing) in :data:`DRY_RUN`."""
+    def requests_since(self, offset: int, user: str = OPERATOR_USER) -> dict[str, int]:
+        """The requests of ``user`` (the operator, or kube-scheduler's writes) after
+        ``offset``, by ``verb resource[/subresource]`` (watches count when they end); those on
+        the operator's leader-election Lease end in :data:`ELECTION`, dry runs (which write
+        nothing) in :data:`DRY_RUN`."""
         counts: dict[str, int] = {}
-        for event in self.events_since(offset):
+        for event in self.events_since(offset, user):
             ref = event.get("objectRef") or {}
             key = f"{event['verb']} {ref.get('resource', '')}" + (
                 f"/{ref['subresource']}" if ref.get("subresource") else "")
@@ -1051,7 +1050,8 @@ class ScaleBench:
                 "scheduler_throttled_requests": throttled,
                 "claim_writes_per_claim": round(claim_writes / opts.claims, 2),
                 "operator_writes_per_claim": round(writes(requests) / opts.claims, 2),
-                "requests": requests}
+                "requests": requests,
+                "scheduler_writes": self.audit.requests_since(audit, SCHEDULER_USER)}
 
     def component(self, name: str) -> Component:
         """The control plane's running component ``name``."""
