@@ -1045,8 +1045,9 @@ class ScaleBench:
                 "operator_cpu_ms_per_claim": round(1000 * cpu / opts.claims, 1),
                 **{f"{name.removeprefix('kube-')}_cpu_ms_per_claim":
                    round(1000 * seconds / opts.claims, 1) for name, seconds in others.items()},
-                # requests kube-scheduler's client held back over a second (klog logs a
-                # "Waited before sending request" line for each: its QPS, not its CPU)
+                # requests kube-scheduler's client logged as held back by its own QPS
+                # ("Waited before sending request ... client-side throttling": client-go logs
+                # only long waits, 1.0-2.8 s in bench/RESULTS.md's round 21)
                 "scheduler_throttled_requests": throttled,
                 "claim_writes_per_claim": round(claim_writes / opts.claims, 2),
                 "operator_writes_per_claim": round(writes(requests) / opts.claims, 2),
