@@ -457,8 +457,11 @@ class ClaimWrites:
     """When each claim's status was written, by claim name, as the API server's audit log has it
     (epoch seconds, from the events' microsecond timestamps): ``allocated``, kube-scheduler's
     first successful status write of the claim (its allocation) completed; ``sent`` and
-    ``ready``, the operator's first successful status write of the claim (its ``Ready`` in
-    ``status.devices``: one per claim in the claims phase) received and completed."""
+    ``ready``, the operator's first successful status write of the claim received and
+    completed: its ``Ready`` condition in ``status.devices``, ``True`` while the claim's pool
+    stays published (the audit log at level Metadata does not say which; a pool withdrawn for a
+    late agent Lease makes it a ``False`` one, and the bench's own watch, which waits for
+    ``True``, then reports later: ``bench/RESULTS.md``, round 21 at 50/s)."""
 
     allocated: dict[str, float] = field(default_factory=dict)
     sent: dict[str, float] = field(default_factory=dict)
