@@ -50,12 +50,15 @@ def pod_with_claim(claim: str) -> Json:
 @dataclass
 class Created:
     """What :func:`create_claims` did: seconds from the first request sent to the last answer,
-    the claims per second that makes, and the highest lag of a claim's send behind its
-    schedule (seconds: how far the creator itself fell behind the rate)."""
+    the claims per second that makes, the highest lag of a claim's send behind its schedule
+    (seconds: how far the creator itself fell behind the rate), and when each claim and its
+    pod both existed (``time.time()`` at the later of the two answers, by claim name: from
+    then on kube-scheduler can allocate the claim)."""
 
     seconds: float
     per_s: float
     max_lag_s: float
+    created: dict[str, float]
 
 
 async def create_claims(api: ApiClient, namespace: str, names: list[str], rate: float) -> Created:
@@ -80,20 +83,23 @@ async def create_claims(api: ApiClient, namespace: str, names: list[str], rate: 
             if response.status != 201:
                 raise RuntimeError(f"POST {url}: {response.status} {answer[:300]!r}")
 
-    async def one(claim: bytes, pod: bytes) -> None:
+    created: dict[str, float] = {}
+
+    async def one(name: str, claim: bytes, pod: bytes) -> None:
         try:
             await asyncio.gather(post(paths[0], claim), post(paths[1], pod))
+            created[name] = time.time()
         finally:
             gate.release()
 
     start, lag, tasks = time.monotonic(), 0.0, []
-    for i, (claim, pod) in enumerate(bodies):
+    for i, (name, (claim, pod)) in enumerate(zip(names, bodies, strict=True)):
         due = start + i / rate
         await asyncio.sleep(max(0.0, due - time.monotonic()))
         await gate.acquire()
         lag = max(lag, time.monotonic() - due)
-        tasks.append(asyncio.create_task(one(claim, pod)))
+        tasks.append(asyncio.create_task(one(name, claim, pod)))
     await asyncio.gather(*tasks)
     seconds = time.monotonic() - start
     return Created(seconds=round(seconds, 2), per_s=round(len(names) / seconds, 1),
-                   max_lag_s=round(lag, 3))
+                   max_lag_s=round(lag, 3), created=created)

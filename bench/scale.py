@@ -24,8 +24,10 @@ phase measured on its own:
   ``--churn`` seconds: status written → the slice shows it, p50/p99.
 * ``claims``: ``--claims`` pods with one-GPU claims at ``--claim-rate`` per second
   (:mod:`bench.claimload`; the rate it reached is ``created_per_s``), allocated by
-  kube-scheduler: allocation seen → the operator's ``Ready`` in ``status.devices``, p50/p99,
-  and the operator's writes per claim.
+  kube-scheduler: allocation seen → the operator's ``Ready`` in ``status.devices``, p50/p95/p99,
+  split at the API server's audit timestamps into kube-scheduler's part (claim and pod
+  created → allocation written) and kubedra's (allocation written → ``Ready`` written), and
+  the operator's writes per claim.
 * ``explain``: one claim no device satisfies: pod created → kube-scheduler marks it
   unschedulable → the operator's ``CannotAllocate`` Event (both seen by polling every 50 ms),
   and the wall time of ``kubectl dra explain`` (median of three runs, fetching included) and
@@ -77,13 +79,14 @@ import aiohttp
 import yaml
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import memtrace
 from bench.claimload import create_claims, pod_with_claim
 from bench.publish import cpu_seconds, peak_rss_mib, rss_mib, writes_by_resource
 from bench.py_spy import PhaseProfiles
 from e2e.harness import ControlPlane
-from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, default_bin_dir
+from e2e.harness.controlplane import KWOK_NODE_LABEL, REPO_ROOT, Component, default_bin_dir
 from e2e.harness.kubedra import H200_CAPTURE, NAMESPACE, Kubedra, kubectl
 from e2e.harness.wait import eventually
 from kubedra import kube
@@ -119,6 +122,10 @@ SCHEDULER_QPS = 50.0
 """kube-scheduler's client QPS by default (``clientConnection.qps``,
 ``pkg/scheduler/apis/config/v1/defaults.go``; burst 100)."""
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:kubedra-operator"
+CLAIM_CPU_OF = ("kube-scheduler", "kube-apiserver")
+"""Components whose CPU the claims phase reports, per claim, beside the operator's."""
+SCHEDULER_USER = "system:kube-scheduler"
+"""kube-scheduler's user (its client certificate, ``e2e.harness.controlplane``)."""
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONCURRENCY = 16
 MIG_REPORTS = 2
@@ -378,11 +385,15 @@ class SliceWatch:
 
 
 class AuditLog:
-    """The API server's audit log, which records the operator's ServiceAccount only."""
+    """The API server's audit log, which records the operator's ServiceAccount and
+    kube-scheduler's writes (its allocations, bindings, pod statuses), nothing else."""
 
     POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
               "omitStages": ["RequestReceived", "ResponseStarted"],
-              "rules": [{"level": "Metadata", "users": [OPERATOR_USER]}, {"level": "None"}]}
+              "rules": [{"level": "Metadata", "users": [OPERATOR_USER]},
+                        {"level": "Metadata", "users": [SCHEDULER_USER],
+                         "verbs": sorted(WRITE_VERBS)},
+                        {"level": "None"}]}
 
     def __init__(self, workdir: Path) -> None:
         self.policy = workdir / "audit-policy.yaml"
@@ -399,19 +410,27 @@ class AuditLog:
         """Where the log ends now (bytes)."""
         return self.path.stat().st_size if self.path.exists() else 0
 
-    def events_since(self, offset: int) -> Iterable[Json]:
-        """The operator's audit events after ``offset``, in the log's order."""
+    def events_since(self, offset: int, user: str | None = OPERATOR_USER) -> Iterable[Json]:
+        """The audit events of ``user`` (None: every user logged) after ``offset``, in the
+        log's order."""
         with self.path.open("rb") as log:
             log.seek(offset)
             for line in log:
-                yield json.loads(line)
+                event = json.loads(line)
+                if user is None or event["user"]["username"] == user:
+                    yield event
 
-    def requests_since(self, offset: int) -> dict[str, int]:
-        """The operator's requests after ``offset``, by ``verb resource[/subresource]``
-        (watches count when they end); those on its leader-election Lease end in
-        :data:`ELECTION`, dry runs (which write nothing) in :data:`DRY_RUN`."""
+    def claim_writes_since(self, offset: int, namespace: str) -> ClaimWrites:
+        """When the claims of ``namespace`` were allocated and made Ready after ``offset``."""
+        return claim_writes(self.events_since(offset, user=None), namespace)
+
+    def requests_since(self, offset: int, user: str = OPERATOR_USER) -> dict[str, int]:
+        """The requests of ``user`` (the operator, or kube-scheduler's writes) after
+        ``offset``, by ``verb resource[/subresource]`` (watches count when they end); those on
+        the operator's leader-election Lease end in :data:`ELECTION`, dry runs (which write
+        nothing) in :data:`DRY_RUN`."""
         counts: dict[str, int] = {}
-        for event in self.events_since(offset):
+        for event in self.events_since(offset, user):
             ref = event.get("objectRef") or {}
             key = f"{event['verb']} {ref.get('resource', '')}" + (
                 f"/{ref['subresource']}" if ref.get("subresource") else "")
@@ -431,6 +450,49 @@ class AuditLog:
                 and (event.get("objectRef") or {}).get("resource") == "leases"
                 and (event.get("objectRef") or {}).get("name") == LEADER_LEASE
                 and (event.get("responseStatus") or {}).get("code", 0) < 300]
+
+
+@dataclass
+class ClaimWrites:
+    """When each claim's status was written, by claim name, as the API server's audit log has it
+    (epoch seconds, from the events' microsecond timestamps): ``allocated``, kube-scheduler's
+    first successful status write of the claim (its allocation) completed; ``sent`` and
+    ``ready``, the operator's first successful status write of the claim received and
+    completed: its ``Ready`` condition in ``status.devices``, ``True`` while the claim's pool
+    stays published (the audit log at level Metadata does not say which; a pool withdrawn for a
+    late agent Lease makes it a ``False`` one, and the bench's own watch, which waits for
+    ``True``, then reports later: ``bench/RESULTS.md``, round 21 at 50/s)."""
+
+    allocated: dict[str, float] = field(default_factory=dict)
+    sent: dict[str, float] = field(default_factory=dict)
+    ready: dict[str, float] = field(default_factory=dict)
+
+
+def claim_writes(events: Iterable[Json], namespace: str) -> ClaimWrites:
+    """The :class:`ClaimWrites` of the claim status writes of ``namespace`` among audit
+    ``events`` (stage ``ResponseComplete``; refused writes, 300 and above, left out)."""
+    found = ClaimWrites()
+    for event in events:
+        ref = event.get("objectRef") or {}
+        if (event.get("stage") != "ResponseComplete" or ref.get("resource") != "resourceclaims"
+                or ref.get("subresource") != "status" or ref.get("namespace") != namespace
+                or event["verb"] not in ("update", "patch")
+                or (event.get("responseStatus") or {}).get("code", 0) >= 300):
+            continue
+        name, user = ref["name"], event["user"]["username"]
+        done = datetime.datetime.fromisoformat(event["stageTimestamp"]).timestamp()
+        if user == SCHEDULER_USER:
+            found.allocated.setdefault(name, done)
+        elif user == OPERATOR_USER and name not in found.ready:
+            found.sent[name] = datetime.datetime.fromisoformat(
+                event["requestReceivedTimestamp"]).timestamp()
+            found.ready[name] = done
+    return found
+
+
+def between(start: dict[str, float], end: dict[str, float]) -> list[float]:
+    """``end[k] - start[k]`` (seconds) for every key in both."""
+    return [end[k] - start[k] for k in start.keys() & end.keys()]
 
 
 ELECTION = " (leader election)"
@@ -499,13 +561,16 @@ def election_figures(probe: Json) -> Json:
 
 
 def percentiles(samples: list[float]) -> Json:
-    """``{"n", "p50", "p99", "max"}`` in seconds (p99 by nearest rank)."""
+    """``{"n", "p50", "p95", "p99", "max"}`` in seconds (p95 and p99 by nearest rank)."""
     if not samples:
         return {"n": 0}
     ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, max(0, round(0.99 * len(ordered)) - 1))]
+
+    def rank(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
     return {"n": len(ordered), "p50": round(statistics.median(ordered), 3),
-            "p99": round(p99, 3), "max": round(ordered[-1], 3)}
+            "p95": round(rank(0.95), 3), "p99": round(rank(0.99), 3),
+            "max": round(ordered[-1], 3)}
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -929,6 +994,10 @@ class ScaleBench:
         assert self.kubedra.operator is not None
         pid = self.kubedra.operator.pid
         audit, cpu = self.audit.offset(), cpu_seconds(pid)
+        others = {name: cpu_seconds(self.component(name).pid) for name in CLAIM_CPU_OF}
+        scheduler_log = self.component("kube-scheduler").log
+        scheduler_logged = scheduler_log.stat().st_size
+        reconciles = await self.claim_reconciles()
         start = time.monotonic()
         made = await create_claims(api, namespace, [f"claim-{i:05d}" for i in range(opts.claims)],
                                    opts.claim_rate)
@@ -938,22 +1007,80 @@ class ScaleBench:
         tracking.cancel()
         await self.settle()
         cpu = cpu_seconds(pid) - cpu
+        others = {name: cpu_seconds(self.component(name).pid) - before
+                  for name, before in others.items()}
+        with scheduler_log.open("rb") as log:
+            log.seek(scheduler_logged)
+            throttled = sum(b"client-side throttling" in line for line in log)
+        reconciles = [after - before for after, before
+                      in zip(await self.claim_reconciles(), reconciles, strict=True)]
         requests = self.audit.requests_since(audit)
         claim_writes = sum(n for k, n in requests.items()
                            if k.split(" ")[0] in WRITE_VERBS and "resourceclaims" in k)
-        latencies = [tracker.ready[k] - tracker.allocated[k] for k in tracker.ready]
-        allocated = sorted(tracker.allocated.values())
+        written = self.audit.claim_writes_since(audit, namespace)
+        allocated = sorted(written.allocated.values())
         return {"claims": opts.claims, "created_per_s": made.per_s,
                 "creator_max_lag_s": made.max_lag_s,
-                # kube-scheduler's allocations a second, first to last (its client's default
-                # QPS, 50, makes two writes per pod: the claim's status and the binding)
+                # kube-scheduler's allocations a second, first to last completed write of an
+                # allocation (its client's QPS limits it: two writes per pod, the claim's
+                # status and the binding)
                 "allocated_per_s": round((len(allocated) - 1) / (allocated[-1] - allocated[0]), 1)
                 if len(allocated) > 1 and allocated[-1] > allocated[0] else None,
-                "all_ready_s": round(elapsed, 1), "allocated_to_ready": percentiles(latencies),
+                "all_ready_s": round(elapsed, 1),
+                # as the bench's own watch sees the claims
+                "allocated_to_ready": percentiles(between(tracker.allocated, tracker.ready)),
+                # the same, split at the API server's audit timestamps: kube-scheduler's part
+                # (claim and pod created → its allocation written), kubedra's (allocation
+                # written → the operator's Ready written), and within kubedra's the operator's
+                # reaction (the allocation's watch event to the operator, kopf, the queue, the
+                # reconcile up to its write) and the API server's write of Ready
+                "created_to_allocated_written": percentiles(
+                    between(made.created, written.allocated)),
+                "allocated_to_ready_written": percentiles(
+                    between(written.allocated, written.ready)),
+                "allocated_to_operator_write": percentiles(
+                    between(written.allocated, written.sent)),
+                "operator_write": percentiles(between(written.sent, written.ready)),
+                "ready_written_to_seen": percentiles(between(written.ready, tracker.ready)),
+                "claim_reconciles": reconciles[0],
+                "claim_reconcile_mean_ms": round(1000 * reconciles[1] / reconciles[0], 1)
+                if reconciles[0] else None,
                 "operator_cpu_ms_per_claim": round(1000 * cpu / opts.claims, 1),
+                **{f"{name.removeprefix('kube-')}_cpu_ms_per_claim":
+                   round(1000 * seconds / opts.claims, 1) for name, seconds in others.items()},
+                # requests kube-scheduler's client logged as held back by its own QPS
+                # ("Waited before sending request ... client-side throttling": client-go logs
+                # only long waits, 1.0-2.8 s in bench/RESULTS.md's round 21)
+                "scheduler_throttled_requests": throttled,
                 "claim_writes_per_claim": round(claim_writes / opts.claims, 2),
                 "operator_writes_per_claim": round(writes(requests) / opts.claims, 2),
-                "requests": requests}
+                "requests": requests,
+                "scheduler_writes": self.audit.requests_since(audit, SCHEDULER_USER)}
+
+    def component(self, name: str) -> Component:
+        """The control plane's running component ``name``."""
+        return next(c for c in self.plane.components if c.name == name)
+
+    async def claim_reconciles(self) -> tuple[float, float]:
+        """(count, seconds) of the operator's claim reconciles so far, every outcome
+        (``kubedra_operator_reconcile_duration_seconds{queue="claims"}`` of its ``/metrics``:
+        from a worker taking the key to the reconcile's end, the wait in the queue not
+        included)."""
+        async with aiohttp.ClientSession() as session, session.get(
+                f"http://127.0.0.1:{self.liveness_port}/metrics",
+                timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            text = await resp.text()
+        count = total = 0.0
+        for family in text_string_to_metric_families(text):
+            if family.name != "kubedra_operator_reconcile_duration_seconds":
+                continue
+            for sample in family.samples:
+                if sample.labels.get("queue") == "claims":
+                    if sample.name.endswith("_count"):
+                        count += sample.value
+                    elif sample.name.endswith("_sum"):
+                        total += sample.value
+        return count, total
 
     async def explain(self, api: ApiClient, agents: Agents, watcher: SliceWatch,
                       namespace: str = "scale-explain") -> Json:
@@ -1015,7 +1142,8 @@ class OperatorExited(Exception):
 @dataclass
 class ClaimTracker:
     """When each claim of a namespace was first seen allocated and first seen with kubedra's
-    ``Ready`` condition in ``status.devices``."""
+    ``Ready`` condition in ``status.devices`` (``time.time()``, to compare with the audit
+    log's timestamps)."""
 
     api: ApiClient
     namespace: str
@@ -1026,7 +1154,7 @@ class ClaimTracker:
         """Record the times, forever."""
         def on_object(kind: str, obj: Json) -> None:
             name, status = obj["metadata"]["name"], obj.get("status") or {}
-            now = time.monotonic()
+            now = time.time()
             if status.get("allocation"):
                 self.allocated.setdefault(name, now)
             if any(c.get("type") == "Ready" and c.get("status") == "True"

@@ -54,6 +54,21 @@ def test_scale_bench_tiny(tmp_path: Path) -> None:
     assert churn["requests"].get("update resourceslices") == churn["latency"]["n"]
     claims = result["claims"]
     assert claims["allocated_to_ready"]["n"] == 4
+    # every claim's latency split at the audit log's timestamps: kube-scheduler's allocation
+    # and the operator's Ready write found for each, and the operator's reconciles counted
+    for part in ("created_to_allocated_written", "allocated_to_ready_written",
+                 "allocated_to_operator_write", "operator_write", "ready_written_to_seen"):
+        assert claims[part]["n"] == 4, (part, claims[part])
+    assert claims["allocated_to_operator_write"]["max"] <= claims["allocated_to_ready_written"][
+        "max"]
+    assert claims["claim_reconciles"] >= 4
+    assert claims["scheduler_cpu_ms_per_claim"] > 0
+    assert claims["apiserver_cpu_ms_per_claim"] > 0
+    assert claims["scheduler_throttled_requests"] == 0  # 4 claims at 200 QPS
+    # kube-scheduler's allocations and bindings, from the audit log
+    scheduled = claims["scheduler_writes"]
+    assert (scheduled.get("update resourceclaims/status"), scheduled.get("create pods/binding")
+            ) == (4, 4), scheduled
     assert claims["claim_writes_per_claim"] == 1.0, claims["requests"]
     explain = result["explain"]
     assert "too-big" in explain["explain_first_line"]
