@@ -15,7 +15,11 @@ Usage: ``PYTHONPATH=.:operator .venv/bin/python -m bench.explain_live [--nodes 2
 DIR/operator] [--profile DIR]``; prints one JSON object (with the load average). ``--before``
 runs the same first with another checkout's operator and ``kubectl dra`` on the same cluster
 (its claim in a namespace of its own, deleted before this checkout's operator starts), so the
-two are measured side by side.
+two are measured side by side. ``--cli-pairs N`` (with ``--before``) then runs ``kubectl dra
+explain`` of this checkout's claim N times more with each checkout's ``kubectl dra``,
+alternating (the other's first), on the same cluster with this checkout's operator running:
+the CLIs side by side, each run beside the other's (``cli_pairs``: each run's wall seconds and
+the load average after it).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,8 +46,10 @@ from bench.scale import (
     ScaleBench,
     SliceWatch,
     gather_limited,
+    timed,
 )
 from e2e.harness import ControlPlane
+from e2e.harness.kubedra import kubectl
 from e2e.harness.wait import eventually
 from kubedra.kube import make_api_client
 
@@ -62,7 +69,7 @@ def _python_path(source: Path) -> Iterator[None]:
 
 
 async def _run(bench: ScaleBench, nodes: int, profile: Path | None,
-               before_source: Path | None) -> dict[str, Any]:
+               before_source: Path | None, cli_pairs: int = 0) -> dict[str, Any]:
     bench.kubedra.install()
     api = await make_api_client(bench.plane.admin_kubeconfig)
     async with api:
@@ -96,6 +103,9 @@ async def _run(bench: ScaleBench, nodes: int, profile: Path | None,
             figures = await bench.explain(api, agents, watcher)
             if before is not None:
                 figures["before"] = before
+            if before_source is not None and cli_pairs:
+                figures["cli_pairs"] = await asyncio.to_thread(
+                    _cli_pairs, bench, before_source, cli_pairs)
             if profile is not None:
                 figures["profile"] = await asyncio.to_thread(
                     explain_profile.profile, bench.plane.admin_kubeconfig, "scale-explain",
@@ -107,6 +117,26 @@ async def _run(bench: ScaleBench, nodes: int, profile: Path | None,
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
     return {"nodes": nodes, **figures, "load_average": round(os.getloadavg()[0], 2)}
+
+
+def _cli_pairs(bench: ScaleBench, before_source: Path, pairs: int) -> dict[str, Any]:
+    """``kubectl dra explain resourceclaim too-big -n scale-explain`` ``pairs`` times with
+    each checkout's code, alternating, the other's first: wall seconds per run and the load
+    average after each."""
+    runs: dict[str, list[float]] = {"before": [], "this": []}
+    load: list[float] = []
+    for _ in range(pairs):
+        for label, source in (("before", before_source), ("this", None)):
+            with contextlib.ExitStack() as stack:
+                if source is not None:
+                    stack.enter_context(_python_path(source))
+                seconds, _ = timed(lambda: kubectl(bench.plane, "dra", "explain",
+                                                   "resourceclaim", "too-big", "-n",
+                                                   "scale-explain"))
+            runs[label].append(round(seconds, 2))
+            load.append(round(os.getloadavg()[0], 2))
+    return {**runs, "before_median_s": statistics.median(runs["before"]),
+            "this_median_s": statistics.median(runs["this"]), "load_average": load}
 
 
 async def _true(value: bool) -> bool:
@@ -123,6 +153,9 @@ def main() -> None:
     parser.add_argument("--before", type=Path, default=None, metavar="OPERATOR_DIR",
                         help="first the same with the operator and kubectl dra of another "
                              "checkout's operator/ (its figures under \"before\")")
+    parser.add_argument("--cli-pairs", type=int, default=0, metavar="N",
+                        help="with --before: then N runs of each checkout's kubectl dra "
+                             "explain, alternating")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kubedra-explain-live-") as tmp:
         workdir = Path(tmp)
@@ -130,7 +163,7 @@ def main() -> None:
         with ControlPlane(workdir / "plane", apiserver_args=audit.apiserver_args()) as plane:
             bench = ScaleBench(plane, audit, Options(nodes=args.nodes, phases=("explain",)))
             print(json.dumps(asyncio.run(_run(bench, args.nodes, args.profile,
-                                              args.before))))
+                                              args.before, args.cli_pairs))))
 
 
 if __name__ == "__main__":
