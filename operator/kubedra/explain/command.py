@@ -62,10 +62,16 @@ _from_option = click.option(
 
 def _parse_kube_version(_ctx: click.Context, _param: click.Parameter,
                         value: str | None) -> str | None:
+    """``--kube-version``'s minor, checked; the allocator is imported only when one is given
+    (click calls this while it parses the command line, before kubectl starts: importing it
+    there held kubectl proxy back by the whole import, 0.8 s of a live explain at load 7,
+    bench/RESULTS.md "… branch `explain4`")."""
+    if not value:
+        return None
     from kubedra.allocation import KubeVersion, UnknownKubeVersionError
 
     try:
-        return str(KubeVersion.parse(value)) if value else None
+        return str(KubeVersion.parse(value))
     except UnknownKubeVersionError as err:
         raise click.BadParameter(str(err)) from None
 
