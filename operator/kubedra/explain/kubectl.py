@@ -3,8 +3,9 @@
 The command line reads the cluster through one ``kubectl proxy`` serving on a Unix socket in a
 private temporary directory: kubectl does what the kubeconfig asks (contexts, client
 certificates, tokens, exec credential plugins, the in-cluster service account) and passes the
-API server's own JSON through, which is then read exactly as a dump is. All lists go over one
-connection to that one process: a ``kubectl get --raw`` per list costs a kubectl start and a
+API server's own JSON through, which is then read exactly as a dump is. All lists go to that one
+process, over a connection per reading thread (two: :class:`kubedra.explain.sources.
+ClusterReading`): a ``kubectl get --raw`` per list costs a kubectl start and a
 TLS handshake each (six of them about 0.25 s of CPU, five times the proxy's), and importing
 the Kubernetes client instead costs about a second of every run (``kubernetes_asyncio.client``
 imports every API group and model; see bench/RESULTS.md, "cli"). ``kubectl dra`` runs as a
