@@ -2,7 +2,10 @@
 ``bench/explain_live.py --profile DIR`` on its cluster after its figures.
 
 Two profiles, each in this process under :mod:`cProfile` (``DIR/cli.pstats``,
-``DIR/operator.pstats``) and as wall seconds per phase (returned, and printed by the bench):
+``DIR/operator.pstats``) and as wall seconds per phase (returned, and printed by the bench),
+and the wall clock of the CLI as a user runs it (``DIR/cli-wall.raw``: py-spy's collapsed
+stacks, ``--idle --threads`` at :data:`WALL_SAMPLES_PER_S`, of ``kubectl-dra explain`` in a
+process of its own: where each thread is, waiting included, over the whole command):
 
 - ``cli``: ``kubectl dra explain resourceclaim NAME -n NS`` as the plugin runs it (click's
   runner, so the command returns instead of ending the process), plus the bytes and seconds of
@@ -18,12 +21,17 @@ from __future__ import annotations
 
 import cProfile
 import os
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+
+WALL_SAMPLES_PER_S = 200
+"""py-spy's samples per second and thread of the CLI's wall profile."""
 
 
 def profile(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path) -> dict[str, Any]:
@@ -35,6 +43,13 @@ def profile(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path) -
     out.mkdir(parents=True, exist_ok=True)
     os.environ["KUBECONFIG"] = str(kubeconfig)
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    bin_dir = Path(sys.executable).parent
+    start = time.perf_counter()
+    subprocess.run([str(bin_dir / "py-spy"), "record", "--idle", "--threads", "-r",
+                    str(WALL_SAMPLES_PER_S), "-f", "raw", "-o", str(out / "cli-wall.raw"), "--",
+                    str(bin_dir / "kubectl-dra"), "explain", "resourceclaim", claim, "-n",
+                    namespace], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall_s = time.perf_counter() - start
     lists: list[dict[str, Any]] = []
     real_get = kubectl_reader.KubectlProxy.get
 
@@ -45,7 +60,18 @@ def profile(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path) -
             results += real_get(self, [path], **options)
             lists.append({"path": path, "s": round(time.perf_counter() - start, 3)})
         return results
+    real_pages = getattr(kubectl_reader.KubectlProxy, "pages", None)  # code since explain4
+
+    def timed_pages(self: Any, path: str, limit: int) -> Iterator[list[Any]]:
+        start = time.perf_counter()
+        assert real_pages is not None
+        for page in real_pages(self, path, limit):
+            lists.append({"path": path, "page": len(page),
+                          "s": round(time.perf_counter() - start, 3)})
+            yield page
     kubectl_reader.KubectlProxy.get = timed_get  # type: ignore[method-assign]
+    if real_pages is not None:
+        kubectl_reader.KubectlProxy.pages = timed_pages  # type: ignore[method-assign]
     try:
         profiler = cProfile.Profile()
         start = time.perf_counter()
@@ -56,8 +82,11 @@ def profile(kubeconfig: Path, namespace: str, claim: str, pod: str, out: Path) -
         cli_s = time.perf_counter() - start
     finally:
         kubectl_reader.KubectlProxy.get = real_get  # type: ignore[method-assign]
+        if real_pages is not None:
+            kubectl_reader.KubectlProxy.pages = real_pages  # type: ignore[method-assign]
     profiler.dump_stats(out / "cli.pstats")
-    return {"cli_s": round(cli_s, 2), "cli_exit": result.exit_code, "cli_lists": lists,
+    return {"cli_wall_profiled_s": round(wall_s, 2), "cli_s": round(cli_s, 2),
+            "cli_exit": result.exit_code, "cli_lists": lists,
             "operator": _operator(kubeconfig, namespace, claim, pod, out)}
 
 

@@ -22,9 +22,11 @@ from kubernetes_asyncio.client import ApiClient, ApiException
 from e2e.harness import KWOK_NODE_LABEL, ControlPlane
 from e2e.harness.wait import eventually
 from e2e.kube_objects import condition
+from kubedra.api.resource import ResourceSlice
+from kubedra.explain import sources
 from kubedra.explain.command import explain_command
 from kubedra.explain.kubectl import Kubectl
-from kubedra.explain.sources import read_cluster
+from kubedra.explain.sources import ClusterReading, read_cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -189,6 +191,41 @@ async def test_nodes_are_listed_as_their_metadata_only(
         assert mine["metadata"]["labels"] == {"explain-test": namespace}
     finally:
         await core.delete_node(node)
+
+
+async def test_slices_are_read_page_by_page_and_parsed_as_they_come(
+        control_plane: ControlPlane, admin_api: ApiClient, namespace: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ResourceSlices come a page at a time (two slices a page here, each page asked for
+    with the last one's ``continue`` token): every slice once, in the API server's order, as
+    one list gives them, and parsed as they come into the models a dump's slices become."""
+    resource = client.ResourceV1Api(admin_api)
+    driver = f"{namespace}.example.com"
+    names = [f"{namespace}-page-{i}" for i in range(5)]
+    for name in names:
+        await resource.create_resource_slice({"metadata": {"name": name}, "spec": {
+            "driver": driver, "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "dev-0", "attributes": {"index": {"int": 0}},
+                         "capacity": {"memory": {"value": "1Gi"}}}]}})
+    monkeypatch.setattr(sources, "SLICE_PAGE", 2)
+    try:
+        with Kubectl(control_plane.admin_kubeconfig).proxy() as proxy:
+            reading = ClusterReading(proxy, namespace, with_pods=False)
+            pages = [[s["metadata"]["name"] for s in page] for page in reading.slice_pages()]
+            objects = reading.objects()
+            parsed = ClusterReading(proxy, namespace, with_pods=False).objects(parse_slices=True)
+            (whole,) = proxy.get(["/apis/resource.k8s.io/v1/resourceslices"])
+        in_order = [s["metadata"]["name"] for s in whole["items"]]
+        assert ([len(p) for p in pages][:-1], [n for p in pages for n in p]) == (
+            [2] * (len(pages) - 1), in_order)
+        assert set(names) <= set(in_order)
+        assert (objects.slices, objects.parsed_slices) == (whole["items"], None)
+        assert (parsed.slices, parsed.parsed_slices) == (
+            whole["items"], [ResourceSlice.from_api(s) for s in whole["items"]])
+    finally:
+        for name in names:
+            await resource.delete_resource_slice(name)
 
 
 def test_a_missing_claim_is_not_found(control_plane: ControlPlane, namespace: str) -> None:

@@ -169,13 +169,16 @@ class ExplainState:
         return ClusterSnapshot(resources, rules, self._allocated[1], self._nodes[1])
 
     def prepare(self, inputs: Inputs) -> None:
-        """Make the snapshot of ``inputs`` and the pools of each of its nodes now, before a
-        question needs them (at start, once the caches are read: the first question then
-        costs what any later one does)."""
+        """Make the snapshot of ``inputs``, the pools of each of its nodes and each device's
+        attribute check (:meth:`~kubedra.allocation.DeviceEntry.conversion_error`, which
+        every claim's node shapes read, and the device keeps) now, before a question needs
+        them (at start, once the caches are read: the first question then costs what any
+        later one does)."""
         snapshot = self.snapshot(inputs)
         for node in snapshot.nodes:
             with contextlib.suppress(AllocationError):  # the question reports it
-                snapshot.resources.node_pools(node)
+                for device in snapshot.resources.node_pools(node).devices:
+                    device.conversion_error()
 
     def _parsed_slices(self, slices: list[dict[str, Any]]) -> tuple[list[ResourceSlice],
                                                                      set[str]]:

@@ -62,10 +62,16 @@ _from_option = click.option(
 
 def _parse_kube_version(_ctx: click.Context, _param: click.Parameter,
                         value: str | None) -> str | None:
+    """``--kube-version``'s minor, checked; the allocator is imported only when one is given
+    (click calls this while it parses the command line, before kubectl starts: importing it
+    there held kubectl proxy back by the whole import, 0.8 s of a live explain at load 7,
+    bench/RESULTS.md "… branch `explain4`")."""
+    if not value:
+        return None
     from kubedra.allocation import KubeVersion, UnknownKubeVersionError
 
     try:
-        return str(KubeVersion.parse(value)) if value else None
+        return str(KubeVersion.parse(value))
     except UnknownKubeVersionError as err:
         raise click.BadParameter(str(err)) from None
 
@@ -153,31 +159,28 @@ def _cluster(kubeconfig: Path | None, dumps: tuple[Path, ...]) -> Iterator[Kubec
 
 
 def _read(proxy: KubectlProxy | None, dumps: tuple[Path, ...], what: str,
-          pods_namespace: str | None, *, with_pods: bool = True,
+          pods_namespace: str | None, *, with_pods: bool = True, parse_slices: bool = True,
           nodes: tuple[str, ...] = ()) -> ClusterObjects:
     """The objects explain reads: :func:`_reading` at once."""
-    return _reading(proxy, dumps, what, pods_namespace, with_pods=with_pods, nodes=nodes)()
+    return _reading(proxy, dumps, what, pods_namespace, with_pods=with_pods,
+                    parse_slices=parse_slices, nodes=nodes)()
 
 
 def _reading(proxy: KubectlProxy | None, dumps: tuple[Path, ...], what: str,
-             pods_namespace: str | None, *, with_pods: bool = True,
+             pods_namespace: str | None, *, with_pods: bool = True, parse_slices: bool = True,
              nodes: tuple[str, ...] = ()) -> Callable[[], ClusterObjects]:
     """Start reading the objects explain reads; the function returned waits for them. From
     ``dumps`` when given (read when waited for), else from the live cluster
-    (:func:`read_cluster`, pods of ``pods_namespace``) in a thread that starts now, so that
-    the API server lists while the caller imports the allocator, the models and CEL (the
-    thread waits on the socket most of the time, and imports hold the interpreter). Errors
-    become a message naming ``what``, and so does a node of ``nodes`` (``--node``) that does
-    not exist."""
-    from concurrent.futures import Future, ThreadPoolExecutor
+    (:class:`~kubedra.explain.sources.ClusterReading`, pods of ``pods_namespace``) in
+    threads that start now, so that the API server lists while the caller imports the
+    allocator, the models and CEL (the threads wait on their sockets most of the time, and
+    imports hold the interpreter); waiting, the function parses the slices page by page as
+    they come, unless not ``parse_slices``. Errors become a message naming ``what``, and so
+    does a node of ``nodes`` (``--node``) that does not exist."""
+    from kubedra.explain.sources import ClusterReading, DumpError, read_dump
 
-    from kubedra.explain.sources import DumpError, read_cluster, read_dump
-
-    listing: Future[ClusterObjects] | None = None
-    if proxy is not None:
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kubectl-dra-read")
-        listing = pool.submit(read_cluster, proxy, pods_namespace, with_pods=with_pods)
-        pool.shutdown(wait=False)  # the thread ends with the listing
+    listing = None if proxy is None else ClusterReading(proxy, pods_namespace,
+                                                         with_pods=with_pods)
 
     def objects_read() -> ClusterObjects:
         if listing is None:
@@ -187,7 +190,7 @@ def _reading(proxy: KubectlProxy | None, dumps: tuple[Path, ...], what: str,
                 raise click.ClickException(str(err)) from None
         else:
             try:
-                objects = listing.result()
+                objects = listing.objects(parse_slices=parse_slices)
             except KubectlError as err:
                 raise _kubectl_error(err, what) from None
         known = {(n.get("metadata") or {}).get("name") for n in objects.nodes}
@@ -461,7 +464,7 @@ def dump_command(path: Path | None, kubeconfig: Path | None) -> None:
     if path is not None and not path.parent.is_dir():  # before the cluster is read
         raise click.ClickException(f"cannot write {path}: no such directory {path.parent}")
     with _cluster(kubeconfig, ()) as proxy:
-        objects = _read(proxy, (), "reading the cluster", None)
+        objects = _read(proxy, (), "reading the cluster", None, parse_slices=False)
     text = dump_text(objects)
     if path is None:
         sys.stdout.write(text)

@@ -3,8 +3,9 @@
 The command line reads the cluster through one ``kubectl proxy`` serving on a Unix socket in a
 private temporary directory: kubectl does what the kubeconfig asks (contexts, client
 certificates, tokens, exec credential plugins, the in-cluster service account) and passes the
-API server's own JSON through, which is then read exactly as a dump is. All lists go over one
-connection to that one process: a ``kubectl get --raw`` per list costs a kubectl start and a
+API server's own JSON through, which is then read exactly as a dump is. All lists go to that one
+process, over a connection per reading thread (two: :class:`kubedra.explain.sources.
+ClusterReading`): a ``kubectl get --raw`` per list costs a kubectl start and a
 TLS handshake each (six of them about 0.25 s of CPU, five times the proxy's), and importing
 the Kubernetes client instead costs about a second of every run (``kubernetes_asyncio.client``
 imports every API group and model; see bench/RESULTS.md, "cli"). ``kubectl dra`` runs as a
@@ -23,7 +24,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -150,7 +153,12 @@ class KubectlProxy:
         except BaseException:
             shutil.rmtree(self._directory, ignore_errors=True)
             raise
-        self._connection: _UnixConnection | None = None
+        self._lock = threading.Lock()
+        self._serving: str | None = None
+        """``""`` once the proxy serves, why it does not when it ended first, ``None`` before
+        its first line is read."""
+        self._connections: dict[int, _UnixConnection] = {}
+        """Per thread that reads, its connection (http.client's is not shared)."""
 
     def __enter__(self) -> KubectlProxy:
         return self
@@ -160,15 +168,25 @@ class KubectlProxy:
         self.close()
 
     def _connect(self) -> _UnixConnection:
-        if self._connection is None:
-            assert self._process.stdout is not None
-            line = self._process.stdout.readline()
-            if not line.startswith(_READY):  # kubectl ended: a bad kubeconfig, a bad flag
-                _, err = self._process.communicate()
-                lines = (line + err).decode(errors="replace").strip().splitlines()
-                raise KubectlError(lines[-1] if lines else "kubectl proxy failed")
-            self._connection = _UnixConnection(self._socket)
-        return self._connection
+        """This thread's connection to the proxy, once it serves (each thread that reads has
+        its own: :func:`kubedra.explain.sources.read_cluster` lists in two)."""
+        with self._lock:
+            if self._serving is None:
+                assert self._process.stdout is not None
+                line = self._process.stdout.readline()
+                if line.startswith(_READY):
+                    self._serving = ""
+                else:  # kubectl ended: a bad kubeconfig, a bad flag
+                    _, err = self._process.communicate()
+                    lines = (line + err).decode(errors="replace").strip().splitlines()
+                    self._serving = lines[-1] if lines else "kubectl proxy failed"
+            if self._serving:
+                raise KubectlError(self._serving)
+            connection = self._connections.get(threading.get_ident())
+            if connection is None:
+                connection = self._connections[threading.get_ident()] = \
+                    _UnixConnection(self._socket)
+        return connection
 
     def get(self, paths: Sequence[str], accept: str = JSON) -> list[Any]:
         """The API server's JSON at each of ``paths`` (e.g. ``/api/v1/nodes``), in order, asked
@@ -186,33 +204,86 @@ class KubectlProxy:
         results: list[Any] = []
         failures = []
         for path in paths:
-            try:
-                connection.request("GET", path, headers={"Accept": accept})
-                response = connection.getresponse()
-                body = response.read()
-            except OSError as err:
-                raise KubectlError(f"kubectl proxy: {err}") from None
-            if response.status == 200:
+            _send(connection, path, accept)
+            code, body = _answer(connection)
+            if code == 200:
                 results.append(msgspec.json.decode(body))
                 continue
-            failure = _failure(response.status, body)
+            failure = _failure(code, body)
             results.append(None)
             if failure.reason != "NotFound":
                 failures.append(failure)
-        if failures and failures[0].reason is None and self._no_kubeconfig:
-            raise KubectlError(self._no_kubeconfig)
         if failures:
-            raise failures[0]
+            raise self._named(failures[0])
         return results
+
+    def pages(self, path: str, limit: int) -> Iterator[list[Any]]:
+        """The items of the list at ``path`` (as JSON), ``limit`` objects a page, one page at
+        a time, as ``kubectl get --chunk-size`` reads a list; the next page is asked for
+        before this one is handed over, so the API server makes it while the caller reads
+        this one. A list the server does not serve (``NotFound``) has no page.
+
+        Raises:
+            KubectlError: as :meth:`get`; and when a page's ``continue`` token has expired
+                (``Expired``, the list took longer than the API server keeps its revisions),
+                as kubectl get fails then.
+        """
+        import msgspec
+
+        connection = self._connect()
+        asked = f"{path}?limit={limit}"
+        _send(connection, asked, JSON)
+        pending = True
+        try:
+            while pending:
+                code, body = _answer(connection)
+                if code != 200:
+                    pending = False
+                    failure = _failure(code, body)
+                    if failure.reason == "NotFound":
+                        return
+                    raise self._named(failure)
+                page = msgspec.json.decode(body)
+                token = (page.get("metadata") or {}).get("continue")
+                pending = bool(token)
+                if token:
+                    _send(connection, f"{asked}&continue={urllib.parse.quote(token)}", JSON)
+                yield page.get("items") or []
+        finally:
+            if pending:  # the reader stopped early: the asked page is never read
+                connection.close()
+
+    def _named(self, failure: KubectlError) -> KubectlError:
+        """``failure``, or that there is no kubeconfig when that is why the request did not
+        reach the API server."""
+        if failure.reason is None and self._no_kubeconfig:
+            return KubectlError(self._no_kubeconfig)
+        return failure
 
     def close(self) -> None:
         """End the proxy and remove its socket."""
-        if self._connection is not None:
-            self._connection.close()
+        for connection in self._connections.values():
+            connection.close()
         if self._process.poll() is None:
             self._process.terminate()
         self._process.communicate()
         shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _send(connection: _UnixConnection, path: str, accept: str) -> None:
+    try:
+        connection.request("GET", path, headers={"Accept": accept})
+    except OSError as err:
+        raise KubectlError(f"kubectl proxy: {err}") from None
+
+
+def _answer(connection: _UnixConnection) -> tuple[int, bytes]:
+    """The status and body of the answer to the request sent last on ``connection``."""
+    try:
+        response = connection.getresponse()
+        return response.status, response.read()
+    except OSError as err:
+        raise KubectlError(f"kubectl proxy: {err}") from None
 
 
 def _failure(code: int, body: bytes) -> KubectlError:

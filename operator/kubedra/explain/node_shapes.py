@@ -296,7 +296,10 @@ def plan(value: Any, names: frozenset[str]) -> Plan:
 def renamed(value: Any, where: Plan, words: dict[str, str]) -> Any:
     """``value`` with every whole word in ``words`` replaced in the strings ``where`` (its
     :func:`plan`) names; what holds no name is shared, not copied (outcomes are not changed
-    once made)."""
+    once made). A dataclass's copy renames each field that holds a name when the field is
+    first read (:class:`_Renamed`): the operator's Event reads each node's counts and its
+    message's grouping, not its devices' reasons, and renaming those was most of its first
+    question on 2,000 nodes (bench/RESULTS.md, "Live explain … branch `explain4`")."""
     if where is None:
         return value
     if isinstance(value, str):
@@ -307,8 +310,54 @@ def renamed(value: Any, where: Plan, words: dict[str, str]) -> Any:
     if isinstance(value, dict):
         return {renamed(k, pk, words): renamed(v, pv, words)
                 for (k, v), (pk, pv) in zip(value.items(), where, strict=True)}
-    copy = object.__new__(type(value))
-    # object's own __setattr__: a frozen dataclass refuses its own
-    object.__setattr__(copy, "__dict__", {**vars(value), **{
-        name: renamed(getattr(value, name), p, words) for name, p in where.items()}})
+    copy: Any = object.__new__(_renamed_type(type(value)))
+    # the fields without names now, the others when read; object's own __setattr__: a frozen
+    # dataclass refuses its own
+    object.__setattr__(copy, "__dict__", {
+        **{name: field for name, field in vars(value).items() if name not in where},
+        _RENAMING: (value, where, words)})
     return copy
+
+
+_RENAMING = "_renaming"
+"""The key of a :class:`_Renamed` copy's ``__dict__`` holding (the value copied, its plan,
+the words) until every field is read."""
+
+
+class _Renamed:
+    """A dataclass's copy (a subclass of its class, :func:`_renamed_type`) whose fields that
+    hold names are renamed on first read, then kept: equal to the copy :func:`renamed` made
+    at once, field by field, and to an instance of the dataclass with those fields."""
+
+    def __getattr__(self, name: str) -> Any:
+        pending = self.__dict__.get(_RENAMING)
+        if pending is None or name not in pending[1]:
+            raise AttributeError(name)
+        value, where, words = pending
+        found = self.__dict__[name] = renamed(getattr(value, name), where[name], words)
+        return found
+
+    _base: type
+    """The dataclass copied."""
+
+    def __eq__(self, other: object) -> bool:
+        base = self._base
+        if not isinstance(other, base):
+            return NotImplemented
+        compared = [f.name for f in dataclasses.fields(base) if f.compare]
+        return all(getattr(self, n) == getattr(other, n) for n in compared)
+
+
+_RENAMED_TYPES: dict[type, type] = {}
+"""Per dataclass, its :class:`_Renamed` subclass."""
+
+
+def _renamed_type(kind: type) -> type:
+    """The :class:`_Renamed` subclass of dataclass ``kind`` (its ``isinstance`` checks,
+    methods, fields and hash are ``kind``'s)."""
+    found = _RENAMED_TYPES.get(kind)
+    if found is None:
+        found = _RENAMED_TYPES[kind] = type(kind.__name__, (_Renamed, kind), {
+            "_base": kind, "__hash__": kind.__hash__, "__module__": kind.__module__,
+            "__qualname__": kind.__qualname__})
+    return found

@@ -109,15 +109,18 @@ class ClusterSnapshot:
                  taint_rules: Iterable[Mapping[str, Any]],
                  claims: Iterable[Mapping[str, Any]],
                  nodes: Iterable[Mapping[str, Any]],
-                 features: AllocatorFeatures = DEFAULT_FEATURES) -> ClusterSnapshot:
+                 features: AllocatorFeatures = DEFAULT_FEATURES, *,
+                 parsed_slices: list[ResourceSlice] | None = None) -> ClusterSnapshot:
         """A snapshot of objects as the API server returns them (plain dicts); slices share
-        the models of equal attribute values and capacities (:class:`SliceDecoder`).
+        the models of equal attribute values and capacities (:class:`SliceDecoder`), or are
+        ``parsed_slices``, the same slices parsed so already (while they were read).
 
         Raises:
             ObjectError: an object does not parse (the message names it and each field).
         """
         decoder = SliceDecoder()
-        return cls.build([parsed("ResourceSlice", decoder.decode, s) for s in slices],
+        return cls.build(parsed_slices if parsed_slices is not None else
+                         [parsed("ResourceSlice", decoder.decode, s) for s in slices],
                          [parsed("DeviceClass", DeviceClass.from_api, c) for c in classes],
                          [parsed("DeviceTaintRule", DeviceTaintRule.from_api, r)
                           for r in taint_rules],

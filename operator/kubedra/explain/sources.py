@@ -14,8 +14,10 @@ server's lists as JSON; those objects are then read as a dump's are.
 
 from __future__ import annotations
 
+import queue
 import sys
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +28,7 @@ from kubedra.explain.kubectl import METADATA_LIST, KubectlProxy
 
 if TYPE_CHECKING:  # imported where used: reading starts before the allocator is imported
     from kubedra.allocation import AllocatorFeatures
-    from kubedra.api.resource import ResourceClaim
+    from kubedra.api.resource import ResourceClaim, ResourceSlice
     from kubedra.explain.snapshot import ClusterSnapshot, PodPlacement
 
 DUMP_KINDS = {"ResourceSlice": "resource.k8s.io/v1", "DeviceClass": "resource.k8s.io/v1",
@@ -40,6 +42,9 @@ _LIST_PATHS = {"ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
                "ResourceClaim": "/apis/resource.k8s.io/v1/resourceclaims"}
 """Where the API server lists each kind but Node and Pod, of all namespaces, in the field
 order of :class:`ClusterObjects`."""
+
+SLICE_PAGE = 250
+"""ResourceSlices per page of the live list (:class:`ClusterReading`)."""
 
 _NODES_PATH = "/api/v1/nodes"
 """Nodes, listed as metadata only (:data:`~kubedra.explain.kubectl.METADATA_LIST`): explain
@@ -77,6 +82,11 @@ class ClusterObjects:
     recorded_versions: list[tuple[str, Path]] = field(default_factory=list)
     """Read from dumps: each ``gitVersion`` a file records, with the file, in reading order
     (several files may come from clusters of different versions: :meth:`versions_text`)."""
+    parsed_slices: list[ResourceSlice] | None = None
+    """The slices as models, parsed while the live list came
+    (:meth:`ClusterReading.objects`), in the order of :attr:`slices`; ``None`` when they were
+    not (a dump), or when one does not parse (:meth:`snapshot` then parses them all, and
+    names it)."""
 
     def versions_text(self) -> str:
         """The versions the dumps record, each with its files (``v1.35.4 (a.json), v1.37.2
@@ -112,7 +122,8 @@ class ClusterObjects:
 
         features = DEFAULT_FEATURES if features is None else features
         return ClusterSnapshot.from_api(self.slices, self.classes, self.taint_rules,
-                                        self.claims, self.nodes, features)
+                                        self.claims, self.nodes, features,
+                                        parsed_slices=self.parsed_slices)
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         """ResourceClaim ``namespace/name``, or None.
@@ -150,10 +161,23 @@ def pods_using(claim: ResourceClaim, pods: Iterable[Mapping[str, Any]]) -> list[
 
 def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: bool = True
                  ) -> ClusterObjects:
-    """Read every object explain needs (one list per kind, through kubectl's proxy); pods
-    only of ``pods_namespace`` (``None``: of all namespaces), and none unless ``with_pods``.
-    A kind the API server does not serve (DeviceTaintRule before 1.37) has no objects. The
-    server's version (``/version``) is read too.
+    """Read every object explain needs (:class:`ClusterReading`), and wait for them.
+
+    Raises:
+        KubectlError: kubectl is missing, or a list failed.
+    """
+    return ClusterReading(proxy, pods_namespace, with_pods=with_pods).objects()
+
+
+class ClusterReading:
+    """Reading every object explain needs from the live cluster, started at once: one list
+    per kind, through kubectl's proxy, in two threads that wait on their sockets most of the
+    time. One lists the ResourceSlices, :data:`SLICE_PAGE` a page (:meth:`KubectlProxy.pages`),
+    and hands each page over as it comes (:meth:`slice_pages`), so that the caller parses a
+    page while the API server makes the next; the other lists every other kind, then the
+    server's version (``/version``). Pods only of ``pods_namespace`` (``None``: of all
+    namespaces), and none unless ``with_pods``. A kind the API server does not serve
+    (DeviceTaintRule before 1.37) has no objects.
 
     Nodes are listed as metadata only (their name and labels are what explain reads); a Node
     of :attr:`ClusterObjects.nodes` then has ``kind`` ``PartialObjectMetadata`` and no spec
@@ -161,23 +185,86 @@ def read_cluster(proxy: KubectlProxy, pods_namespace: str | None, *, with_pods: 
 
     Needs ``list`` on resourceslices, deviceclasses, devicetaintrules, resourceclaims (all
     namespaces), nodes and pods.
-
-    Raises:
-        KubectlError: kubectl is missing, or a list failed.
     """
-    paths = [*_LIST_PATHS.values()]
-    if with_pods:
-        paths.append(f"/api/v1/namespaces/{pods_namespace}/pods" if pods_namespace
-                     else "/api/v1/pods")
+
+    def __init__(self, proxy: KubectlProxy, pods_namespace: str | None, *,
+                 with_pods: bool = True) -> None:
+        self._pages: queue.SimpleQueue[list[dict[str, Any]] | None] = queue.SimpleQueue()
+        self._slices: list[dict[str, Any]] = []
+        self._slices_read = False
+        paths = [_LIST_PATHS[k] for k in ("DeviceClass", "DeviceTaintRule", "ResourceClaim")]
+        if with_pods:
+            paths.append(f"/api/v1/namespaces/{pods_namespace}/pods" if pods_namespace
+                         else "/api/v1/pods")
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kubectl-dra-read")
+        self._slice_list = pool.submit(self._list_slices, proxy)
+        self._other_lists = pool.submit(_other_lists, proxy, paths)
+        pool.shutdown(wait=False)  # the threads end with their lists
+
+    def _list_slices(self, proxy: KubectlProxy) -> None:
+        try:
+            for page in proxy.pages(_LIST_PATHS["ResourceSlice"], SLICE_PAGE):
+                self._pages.put(page)
+        finally:
+            self._pages.put(None)  # the last page (a failure is the future's)
+
+    def slice_pages(self) -> Iterator[list[dict[str, Any]]]:
+        """Each page of ResourceSlices, in the API server's order, as it comes; once (a
+        second call, or :meth:`objects` after this, gives no page again).
+
+        Raises:
+            KubectlError: the slice list failed.
+        """
+        while not self._slices_read:
+            page = self._pages.get()
+            if page is None:
+                self._slices_read = True
+                self._slice_list.result()  # raises the list's failure
+                return
+            self._slices.extend(page)
+            yield page
+
+    def objects(self, *, parse_slices: bool = False) -> ClusterObjects:
+        """Every object read, once every list is (the slices' failure first, then the
+        others', in the order :func:`_other_lists` asks). With ``parse_slices``, each page of
+        slices not yet handed over is parsed as it comes, with one
+        :class:`~kubedra.api.slice_decoding.SliceDecoder`, into
+        :attr:`ClusterObjects.parsed_slices` (unless a slice does not parse: the snapshot
+        names it, as from a dump).
+
+        Raises:
+            KubectlError: a list failed.
+        """
+        models: list[ResourceSlice] | None = None
+        if parse_slices:
+            from kubedra.api.slice_decoding import SliceDecoder
+            from kubedra.explain.snapshot import ObjectError, parsed
+
+            decoder, models = SliceDecoder(), []
+        for page in self.slice_pages():
+            if models is not None:
+                try:
+                    models += [parsed("ResourceSlice", decoder.decode, s) for s in page]
+                except ObjectError:
+                    models = None
+        found, version, nodes = self._other_lists.result()
+        objects = ClusterObjects(server_version=(version or {}).get("gitVersion") or "")
+        objects.slices.extend(self._slices)
+        lists = objects.by_kind()
+        for kind, listed in zip(["DeviceClass", "DeviceTaintRule", "ResourceClaim", "Pod"],
+                                found, strict=False):
+            lists[kind].extend((listed or {}).get("items") or [])
+        objects.nodes.extend((nodes or {}).get("items") or [])
+        if models is not None and len(models) == len(objects.slices):
+            objects.parsed_slices = models
+        return objects
+
+
+def _other_lists(proxy: KubectlProxy, paths: list[str]) -> tuple[list[Any], Any, Any]:
+    """The lists at ``paths``, the server's version and the Nodes as metadata."""
     *found, version = proxy.get([*paths, "/version"])
     (nodes,) = proxy.get([_NODES_PATH], accept=METADATA_LIST)
-    objects = ClusterObjects(server_version=(version or {}).get("gitVersion") or "")
-    lists = objects.by_kind()
-    for kind, listed in zip(["ResourceSlice", "DeviceClass", "DeviceTaintRule", "ResourceClaim",
-                             "Pod"], found, strict=False):
-        lists[kind].extend((listed or {}).get("items") or [])
-    objects.nodes.extend((nodes or {}).get("items") or [])
-    return objects
+    return found, version, nodes
 
 
 # --- dumps ---------------------------------------------------------------------------------------

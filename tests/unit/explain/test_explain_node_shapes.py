@@ -16,7 +16,8 @@ import yaml
 
 from bench import fleet_dump
 from kubedra.allocation import AllocationFailed, Allocator
-from kubedra.explain.claims import evaluate_node
+from kubedra.explain.claims import evaluate_node, explain_claim
+from kubedra.explain.model import NodeOutcome
 from kubedra.explain.node_shapes import NodeShapes
 from kubedra.explain.render import _Texts, render_simulation
 from kubedra.explain.shapes import masked, names
@@ -167,3 +168,25 @@ def _fits(allocator: Allocator, node: Any, claim: Any) -> bool:
     except AllocationFailed:
         return False
     return True
+
+
+def test_a_copied_outcome_renames_a_field_when_it_is_read(tmp_path: pathlib.Path) -> None:
+    """A copied outcome holds its fields without names at once, and renames the others when
+    first read (the operator's Event reads each node's counts, not its devices' reasons):
+    each read gives what renaming at once gave, and the copy equals the node's own outcome
+    both ways, as the JSON does."""
+    snapshot = _snapshot(tmp_path)
+    claim = _claim("gpu8")  # fits on no node: every device's reason names it
+    by_shape = explain_claim(snapshot, claim).candidates
+    by_node = {o.node: o for o in explain_claim(snapshot, claim, by_shape=False).candidates}
+    copies = [o for o in by_shape if o.renamed_from is not None]
+    assert len(copies) >= NODES - 12
+    for copy in copies:
+        requests = copy.requests  # read by the explanation's grouping already
+        assert copy.requests is requests  # renamed once, then kept
+        if copy.renamed_from.reproduces_texts:  # else the Message masks its own names
+            assert "devices" not in vars(requests[0])  # the devices' reasons: not read yet
+        own = by_node[copy.node]
+        assert isinstance(copy, NodeOutcome)
+        assert (copy == own, own == copy, copy.to_json() == own.to_json()) == (True, True, True)
+        assert [r.devices for r in requests] == [r.devices for r in own.requests]

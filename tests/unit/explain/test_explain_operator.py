@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubedra.allocation import DEFAULT_FEATURES, KubeVersion, features_for
+from kubedra.allocation import DEFAULT_FEATURES, KubeVersion, features_for, pools
 from kubedra.allocation.versions import rules_of
 from kubedra.api.resource import ResourceClaim
 from kubedra.controller.explain_state import (
@@ -117,6 +117,28 @@ def test_unchanged_slices_are_not_parsed_again() -> None:
     assert again[0] is one, "an unchanged slice is not parsed again"
     assert again[1] is not two
     assert again[1] == two
+
+
+def test_the_first_question_after_prepare_checks_no_attribute(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prepare`` makes each device's attribute check (a claim's node shapes key every device
+    by it): the first question makes none, and explains as a fresh snapshot does."""
+    state = ExplainState()
+    inputs = Inputs(slices=h200_slices("n1") + h200_slices("n2"), classes=shipped_classes(),
+                    taint_rules=[], allocated=[], nodes=[node("n1"), node("n2")],
+                    inventory_version=1, claims_version=1)
+    state.prepare(inputs)
+    checked: list[str] = []
+    real = pools.attribute_conversion_error
+    monkeypatch.setattr(pools, "attribute_conversion_error",
+                        lambda driver, *args: checked.append(driver) or real(driver, *args))
+    claim = ResourceClaim.from_api(gpu_claim("c"))
+    explained = explain_claim(state.snapshot(inputs), claim)
+    assert checked == []
+    assert explained.to_json() == explain_claim(
+        ClusterSnapshot.from_api(inputs.slices, inputs.classes, [], [], inputs.nodes), claim
+    ).to_json()
+    assert checked == ["gpu.kubedra.io"] * 2  # a fresh one checks the device tried per node
 
 
 def _versioned(slices: list[dict[str, Any]], version: str) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,16 @@ import yaml
 from click.testing import CliRunner
 from test_explain_claims import TOO_BIG
 
-from kubedra.api.resource import ResourceClaim
+from kubedra.api.resource import ResourceClaim, ResourceSlice
 from kubedra.cli import main
+from kubedra.explain.claims import explain_claim
 from kubedra.explain.command import one_shot
+from kubedra.explain.kubectl import KubectlError
+from kubedra.explain.snapshot import ObjectError
 from kubedra.explain.sources import (
+    SLICE_PAGE,
     ClusterObjects,
+    ClusterReading,
     DumpError,
     dump_document,
     dump_text,
@@ -466,3 +471,93 @@ def test_an_object_of_a_dump_that_does_not_parse_is_named_with_its_field(
                                        str(dump)])
     assert (result.exit_code, result.stdout, result.stderr.splitlines()[-1]) == (
         1, "", f"Error: {refusal}")
+
+
+class _Proxy:
+    """A :class:`~kubedra.explain.kubectl.KubectlProxy` serving the objects of a dump: the
+    slices a page of ``page`` at a time, every other list whole; ``refusing`` maps a path to
+    the error its request gets."""
+
+    def __init__(self, objects: ClusterObjects, page: int,
+                 refusing: dict[str, KubectlError] | None = None) -> None:
+        self.lists = {"/apis/resource.k8s.io/v1/deviceclasses": objects.classes,
+                      "/apis/resource.k8s.io/v1/devicetaintrules": objects.taint_rules,
+                      "/apis/resource.k8s.io/v1/resourceclaims": objects.claims,
+                      "/api/v1/nodes": objects.nodes, "/api/v1/namespaces/demo/pods": objects.pods}
+        self.slices, self.page, self.refusing = objects.slices, page, refusing or {}
+        self.asked: list[tuple[str, int]] = []
+
+    def pages(self, path: str, limit: int) -> Iterator[list[Any]]:
+        self.asked.append((path, limit))
+        if path in self.refusing:
+            raise self.refusing[path]
+        for start in range(0, len(self.slices), self.page):
+            yield self.slices[start:start + self.page]
+
+    def get(self, paths: list[str], accept: str = "") -> list[Any]:
+        if refused := [self.refusing[p] for p in paths if p in self.refusing]:
+            raise refused[0]
+        return [{"gitVersion": "v1.37.2"} if p == "/version" else {"items": self.lists[p]}
+                for p in paths]
+
+
+def test_live_slices_parsed_page_by_page_are_the_dumps_models(tmp_path: Path) -> None:
+    """Read page by page and parsed as they come, the slices are the models a dump's slices
+    become, so the snapshot (and every explanation of it) is the dump's; every other kind is
+    read as listed."""
+    dumped = read_dump([_cluster(tmp_path)])
+    dumped.slices += [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", **s}
+                      for n in ("demo-h200-b", "demo-h200-c") for s in h200_slices(n)]
+    proxy = _Proxy(dumped, page=2)
+    reading = ClusterReading(proxy, "demo")  # type: ignore[arg-type]
+    objects = reading.objects(parse_slices=True)
+    assert proxy.asked == [("/apis/resource.k8s.io/v1/resourceslices", SLICE_PAGE)]
+    assert (objects.slices, objects.classes, objects.claims, objects.nodes, objects.pods,
+            objects.server_version) == (dumped.slices, dumped.classes, dumped.claims,
+                                        dumped.nodes, dumped.pods, "v1.37.2")
+    assert len(dumped.slices) == 3
+    assert objects.parsed_slices == [ResourceSlice.from_api(s) for s in dumped.slices]
+    first, third = (s.spec.devices[0].attributes for s in objects.parsed_slices[::2])
+    assert first["productName"] is third["productName"]  # one decoder shares equal values
+    claim = dumped.claim("demo", "too-big")
+    assert claim is not None
+    assert explain_claim(objects.snapshot(), claim, []).to_json() == explain_claim(
+        dumped.snapshot(), claim, []).to_json()
+    unparsed = ClusterReading(_Proxy(dumped, page=1), "demo").objects()  # type: ignore[arg-type]
+    assert (unparsed.slices, unparsed.parsed_slices) == (dumped.slices, None)
+
+
+def test_a_live_slice_that_does_not_parse_is_named_as_from_a_dump(tmp_path: Path) -> None:
+    """A slice that does not parse (no API server stores one; a proxy in between might
+    change it) leaves the slices unparsed, so the snapshot parses them and names it, as it
+    does a dump's."""
+    dumped = read_dump([_edited(_cluster(tmp_path), "ResourceSlice", _quantity)])
+    objects = ClusterReading(_Proxy(dumped, page=1), "demo").objects(  # type: ignore[arg-type]
+        parse_slices=True)
+    assert objects.parsed_slices is None
+    with pytest.raises(ObjectError) as live:
+        objects.snapshot()
+    with pytest.raises(ObjectError) as dump:
+        dumped.snapshot()
+    assert str(live.value) == str(dump.value)
+    assert str(live.value).startswith(
+        "ResourceSlice demo-h200-gpu.kubedra.io-00000: spec.devices[0].capacity.memory.value: ")
+
+
+def test_the_slices_failure_is_told_first(tmp_path: Path) -> None:
+    """Every list refused: the error is the slice list's, the first asked (as when the lists
+    were read one after another), though the others are read in another thread meanwhile."""
+    dumped = read_dump([_cluster(tmp_path)])
+    refusing = {path: KubectlError(f"Error from server (Forbidden): {path}", "Forbidden")
+                for path in ("/apis/resource.k8s.io/v1/resourceslices",
+                             "/apis/resource.k8s.io/v1/deviceclasses")}
+    reading = ClusterReading(_Proxy(dumped, 1, refusing), "demo")  # type: ignore[arg-type]
+    with pytest.raises(KubectlError) as refused:
+        reading.objects(parse_slices=True)
+    assert refused.value.message == ("Error from server (Forbidden): "
+                                     "/apis/resource.k8s.io/v1/resourceslices")
+    del refusing["/apis/resource.k8s.io/v1/resourceslices"]
+    with pytest.raises(KubectlError) as refused:
+        ClusterReading(_Proxy(dumped, 1, refusing), "demo").objects()  # type: ignore[arg-type]
+    assert refused.value.message == ("Error from server (Forbidden): "
+                                     "/apis/resource.k8s.io/v1/deviceclasses")
