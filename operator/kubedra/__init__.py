@@ -25,4 +25,8 @@ Shared services below every phase: :mod:`kubedra.kube` (every API call),
 :mod:`kubedra.metrics`.
 """
 
+from kubedra import client_imports
+
 __version__ = "0.1.0"
+
+client_imports.install()  # before anything imports the Kubernetes client

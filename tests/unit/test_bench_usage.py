@@ -15,7 +15,8 @@ from bench.cli import timed
 from bench.status import fleet_dump
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCHES = ["cel_selector", "search_steps", "index_readiness", "memtrace", "decide"]
+BENCHES = ["cel_selector", "search_steps", "index_readiness", "memtrace", "decide",
+           "listed_hold"]
 
 
 def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -34,7 +35,7 @@ def test_help_prints_usage_and_runs_nothing(module: str) -> None:
 @pytest.mark.parametrize(("module", "args"), [
     ("cel_selector", ["--runs", "3"]), ("search_steps", ["18"]), ("index_readiness", ["many"]),
     ("memtrace", ["--dir", "x", "--interval", "soon", "kubedra"]),
-    ("decide", ["--rounds", "many"])])
+    ("decide", ["--rounds", "many"]), ("listed_hold", ["--nodes", "many"])])
 def test_a_bad_argument_is_a_usage_error(module: str, args: list[str]) -> None:
     done = _run(module, *args)
     assert (done.returncode, done.stdout) == (2, "")

@@ -9,13 +9,20 @@ arguments named after the index functions; :func:`cluster_view` gives them meani
 :class:`~kubedra.controller.kept.KeptObject` records, made here from the event's body, so the
 index holds nothing raw (``bench/cache_memory.py``: an 8-H200 inventory 17.1 KiB as a
 compacted dict, 0.6 to 0.9 KiB as a record).
+
+Once kept, the event's own object gives up what nothing after the indexes reads
+(:func:`release`): an inventory its ``status`` and ``managedFields``, a claim its
+``managedFields``. kopf keeps every object listed at start, its event and its ``Body``, in the
+object's worker until every index of every kind is filled (``kopf/_core/reactor/processing.py``,
+``operator_indexed.wait_for``), so at a restart every inventory of the fleet was held whole at
+once: that was the operator's peak (``bench/RESULTS.md``, scale, rounds 15 and 20).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -30,10 +37,36 @@ _claims = Packer()
 """Records of ResourceClaims, allocated or not."""
 
 
+INVENTORY_RELEASED = ("status",)
+"""Top-level fields of an inventory's event object given up once it is kept: the agent's report
+and the operator's status, read by reconciles from the record; what kopf and
+:func:`kubedra.handlers.operator.on_inventory` read after the indexes (the metadata, ``spec``
+for :func:`~kubedra.controller.state.pool_key` and ``node_inventories``) stays."""
+
+
+def release(body: kopf.Body, fields: tuple[str, ...] = ()) -> None:
+    """Drop ``fields`` and ``metadata.managedFields`` from the event's own object that ``body``
+    wraps (kopf 1.45.2: ``Body`` is a view of the raw dict the watch decoded, in its
+    ``_src``; the object's worker and kopf's handler call hold that dict, not a copy), so
+    that what kopf holds of it while it waits for the other indexes is small. Call only
+    after the record is kept, and only for fields no other index function and no event
+    handler reads (``tests/unit/handlers/test_released_bodies.py`` runs kopf's own
+    processing of a listed object)."""
+    raw = cast(dict[str, Any], body._src)
+    for name in fields:
+        raw.pop(name, None)
+    meta = raw.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+
+
 @kopf.index(*resources.INVENTORIES, registry=resources.registry)
 async def inventories(name: str, body: kopf.Body, **_: Any) -> dict[str, KeptObject]:
-    """Inventory name → the inventory's record."""
-    return {name: _inventories.keep(body)}
+    """Inventory name → the inventory's record (the event's object then gives up its status:
+    :func:`release`)."""
+    kept = _inventories.keep(body)
+    release(body, INVENTORY_RELEASED)
+    return {name: kept}
 
 
 @kopf.index(*resources.INVENTORIES, registry=resources.registry)
@@ -52,10 +85,13 @@ async def node_inventories(name: str, spec: kopf.Spec, **_: Any) -> dict[str, st
 @kopf.index(*resources.CLAIMS, registry=resources.registry)
 async def claims(namespace: str | None, name: str, body: kopf.Body, **_: Any
                  ) -> dict[tuple[str, str], KeptObject]:
-    """(namespace, name) → allocated claim's record (unallocated claims are not indexed)."""
+    """(namespace, name) → allocated claim's record (unallocated claims are not indexed;
+    the event's object then gives up its managedFields: :func:`release`)."""
     if not (body.get("status") or {}).get("allocation"):
         return {}
-    return {(namespace or "", name): _claims.keep(body)}
+    kept = _claims.keep(body)
+    release(body)
+    return {(namespace or "", name): kept}
 
 
 @kopf.index(*resources.CLAIMS, registry=resources.registry)
@@ -75,10 +111,13 @@ async def claim_uses(namespace: str | None, name: str, uid: str, body: kopf.Body
 @kopf.index(*resources.CLAIMS, registry=resources.registry)
 async def pending_claims(namespace: str | None, name: str, body: kopf.Body, **_: Any
                          ) -> dict[tuple[str, str], KeptObject]:
-    """(namespace, name) → unallocated claim's record (for explanations)."""
+    """(namespace, name) → unallocated claim's record (for explanations; the event's object
+    then gives up its managedFields: :func:`release`)."""
     if (body.get("status") or {}).get("allocation"):
         return {}
-    return {(namespace or "", name): _claims.keep(body)}
+    kept = _claims.keep(body)
+    release(body)
+    return {(namespace or "", name): kept}
 
 
 @kopf.index(*resources.CLASSES, registry=resources.registry)

@@ -104,9 +104,12 @@ def test_the_index_functions_keep_records_and_the_view_opens_them() -> None:
                               uid=meta.get("uid", ""), body=kopf.Body(body),
                               spec=kopf.Spec(kopf.Body(body)))
     raw = inventory(3)
+    kept = without_left_out(raw)  # the index function then releases the event's status
     inventories = asyncio.run(index("inventories", raw))
     (record,) = inventories.values()
     assert isinstance(record, KeptObject)
+    assert "status" not in raw
+    assert "status" in kept
     claim = {"metadata": {"name": "c", "namespace": "ns", "uid": "u", "resourceVersion": "9",
                           "managedFields": [{"manager": "kube-scheduler"}]},
              "spec": {"devices": {"requests": [{"name": "gpu"}]}},
@@ -116,7 +119,7 @@ def test_the_index_functions_keep_records_and_the_view_opens_them() -> None:
     assert asyncio.run(index("pending_claims", claim)) == {}
     view = ClusterView({raw["metadata"]["name"]: [record]}, {}, {}, {},
                        {k: [v] for k, v in claims.items()}, {})
-    assert view.inventory(raw["metadata"]["name"]) == without_left_out(raw)
+    assert view.inventory(raw["metadata"]["name"]) == kept
     assert view.has_inventory(raw["metadata"]["name"])
     assert not view.has_inventory("other")
     assert view.claim("ns", "c") == without_left_out(claim)
