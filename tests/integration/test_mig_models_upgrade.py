@@ -32,7 +32,7 @@ NAME = "dup-mig-models"
 def _crd(list_map: bool) -> dict[str, Any]:
     """The repository's DeviceInventory CRD in :data:`GROUP`; ``migModels`` a list map keyed
     by name (as now) or atomic (as before 87844fe)."""
-    crd = copy.deepcopy(yaml.safe_load(
+    crd: dict[str, Any] = copy.deepcopy(yaml.safe_load(
         (REPO_ROOT / "crds" / "deviceinventories.kubedra.io.yaml").read_text()))
     crd["metadata"] = {"name": CRD_NAME}
     crd["spec"]["group"] = GROUP
