@@ -9,7 +9,6 @@ session's DeviceInventory CRD is untouched.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -32,8 +31,8 @@ NAME = "dup-mig-models"
 def _crd(list_map: bool) -> dict[str, Any]:
     """The repository's DeviceInventory CRD in :data:`GROUP`; ``migModels`` a list map keyed
     by name (as now) or atomic (as before 87844fe)."""
-    crd: dict[str, Any] = copy.deepcopy(yaml.safe_load(
-        (REPO_ROOT / "crds" / "deviceinventories.kubedra.io.yaml").read_text()))
+    crd: dict[str, Any] = yaml.safe_load(
+        (REPO_ROOT / "crds" / "deviceinventories.kubedra.io.yaml").read_text())
     crd["metadata"] = {"name": CRD_NAME}
     crd["spec"]["group"] = GROUP
     for version in crd["spec"]["versions"]:
