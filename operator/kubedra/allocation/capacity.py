@@ -47,6 +47,7 @@ from kubedra.allocation.quantities import (
 )
 from kubedra.api.quantity import BINARY_SI, Quantity
 from kubedra.api.resource import CapacityRequestPolicy, CapacityRequestPolicyRange, DeviceCapacity
+from kubedra.cel.gostrings import go_quote
 
 
 class CapacityError(AllocationError):
@@ -191,8 +192,8 @@ def _resolved_requests(requests: Mapping[str, Quantity] | None,
         if key in resolved:
             short = key.partition("/")[2]
             other = short if name == key else key
-            raise CapacityError(f"capacity {short!r} requested both as {name!r} and as "
-                                f"{other!r}")
+            raise CapacityError(f"capacity {go_quote(short)} requested both as "
+                                f"{go_quote(name)} and as {go_quote(other)}")
         resolved[key] = amount
     return resolved
 
@@ -238,10 +239,11 @@ def static_consumption(requests: Mapping[str, Quantity] | None,
                 raise CapacityError(f"capacity value is negative: request {requested}")
             amount = consumed_amount(requested, cap, fractional, checked)
         except CapacityError as err:
-            raise CapacityError(f"capacity {key if driver else name!r}: {err}") from None
+            raise CapacityError(f"capacity {go_quote(key if driver else name)}: {err}"
+                                ) from None
         value = number(amount)
         if value < 0 and checked:
-            raise CapacityError(f"capacity {name!r}: capacity value is negative")
+            raise CapacityError(f"capacity {go_quote(name)}: capacity value is negative")
         amounts.append((name, amount, value, value if amount is cap.value else number(cap.value)))
         policies.append(cap.request_policy)
     if any(violates_policy(amount, policy, fractional, checked)

@@ -6,7 +6,8 @@ For each allocated device of a pool that a DeviceInventory publishes, the operat
 ``Ready`` condition (KEP-4817, ``DRAResourceClaimDeviceStatus``):
 
 * ``True``, reason ``Allocated``: the device is published and healthy;
-* ``False``, reason ``DeviceNotFound``: the pool no longer has the device (or is withdrawn);
+* ``False``, reason ``DeviceNotFound``: the pool no longer has the device (or is withdrawn),
+  or the cluster cannot carry it and it is left out of the slices (the message says why);
 * ``False``, reason ``DeviceDisabled``: an override disables the device;
 * ``False``, reason ``DeviceUnhealthy``: the agent reports the device unhealthy.
 
@@ -111,6 +112,11 @@ def device_condition(result: Mapping[str, Any], inventory: str | None,
             False, "DeviceUnhealthy",
             f"device {device} in pool {result['pool']} is unhealthy: "
             f"{health_message or 'reported by the node agent'}")
+    if device in published.left_out and device not in published.devices:
+        return DeviceCondition(  # a refused taint effect None, or counters not kept
+            False, "DeviceNotFound",
+            f"device {device} of pool {result['pool']} (DeviceInventory {inventory}) is left "
+            f"out of the slices ({published.left_out[device]})")
     if device not in published.devices:
         return DeviceCondition(
             False, "DeviceNotFound",

@@ -33,7 +33,8 @@ async def detect(api: ApiClient, driver: str) -> features.ServedFeatures:
 
     Raises:
         ApiException: discovery failed, or a dry-run create was refused (no permission, or a
-            server without ``resource.k8s.io/v1``).
+            server without ``resource.k8s.io/v1``); a refused probe of the effect None (422,
+            or 403 from admission) is ``taint_effect_none=False`` instead.
     """
     group = await kube.get_discovery(api, "/apis/resource.k8s.io")
     versions = tuple(v["version"] for v in group.get("versions") or [])
@@ -54,7 +55,10 @@ async def detect(api: ApiClient, driver: str) -> features.ServedFeatures:
     try:
         await kube.dry_run_resource_slice(api, features.probe_effect_none_slice(driver))
     except ApiException as err:
-        if err.status != 422:
+        # 422: validation (1.34's validDeviceTaintEffects); 403: an admission webhook or
+        # policy. The probes before it were taken with the same permissions, so either is
+        # the effect refused, and what they learned stands.
+        if err.status not in (403, 422):
             raise
         return replace(served, taint_effect_none=False)
     return served

@@ -575,3 +575,14 @@ def test_a_rule_decides_by_minor(name: str) -> None:
         else:
             [theirs] = run_reference([scenario], minor=binary_minor)
             assert _rule_outcome(name, theirs) == want, minor
+
+
+def test_negative_capacity_errors_quote_the_capacity_as_upstream() -> None:
+    """newcomer14: ``simulate`` shows this error as kube-scheduler's own text; upstream
+    quotes the capacity with Go's ``%q`` (``capacity "driver-a/capacity-0": ...``,
+    consumable_capacity.go, v0.38.0-beta.0), kubedra quoted it with Python's ``repr``
+    (single quotes). The table's three negative-request cases now read the same."""
+    cases = [s for s in upstream_table("1.38") if "negative-request" in s["name"]]
+    assert [(s["name"], run_scenario({**s, "kubeVersion": "1.38"}).get("message"))
+            for s in cases] == [(s["name"], s["upstream"]["message"]) for s in cases]
+    assert len(cases) == 3

@@ -12,7 +12,7 @@ from kubedra.api.inventory import DeviceInventory
 from kubedra.binding.attach import AttachResult
 from kubedra.controller.claims import PoolLookup, decide_claim, device_condition
 from kubedra.controller.state import PublishedPool
-from kubedra.publishing.features import TAINTS_OFF
+from kubedra.publishing.features import EFFECT_NONE_REFUSED, TAINTS_OFF
 from kubedra.publishing.pool import build_pool
 
 NOW = "2026-11-30T12:00:00Z"
@@ -82,6 +82,13 @@ CASES = [
     ("unhealthy, left out where taints are dropped", result(),
      left_out(published(health={"gpu-0": ("Unhealthy", "ECC errors")})), False,
      "DeviceUnhealthy", "device gpu-0 in pool node-1 is unhealthy: ECC errors"),
+    # found by newcomer14: was "pool node-1 ... no longer has device gpu-0", though the
+    # inventory still has it and only the API server's refusal keeps it out
+    ("healthy, left out where the taint effect None is refused", result(),
+     dataclasses.replace(published(), devices=frozenset({"gpu-1"}),
+                         left_out={"gpu-0": EFFECT_NONE_REFUSED}),
+     False, "DeviceNotFound", "device gpu-0 of pool node-1 (DeviceInventory node-1-gpu) is left "
+                              f"out of the slices ({EFFECT_NONE_REFUSED})"),
     ("unhealthy without a message", result(), published(health={"gpu-0": ("Unhealthy", None)}),
      False, "DeviceUnhealthy", "device gpu-0 in pool node-1 is unhealthy: reported by the node "
                                "agent"),

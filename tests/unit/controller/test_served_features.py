@@ -9,6 +9,7 @@ from typing import Any
 from kubedra.controller.fingerprint import inputs_digest
 from kubedra.controller.inventories import InventoryDecision, decide_inventory
 from kubedra.publishing.features import (
+    EFFECT_NONE_REFUSED,
     ServedFeatures,
     pool_off,
     probe_counter_slice,
@@ -298,3 +299,76 @@ def test_an_inventory_without_overhead_publishes_none_on_any_cluster() -> None:
             "SlicesPublished", "2 devices in 1 ResourceSlice (pool node-1, generation 1)")
         assert decision.pool is not None
         assert all(d.node_allocatable_resources is None for d in decision.pool.devices)
+
+
+def test_one_informing_taint_among_several_leaves_the_device_out_and_others_do_not() -> None:
+    """newcomer14: an override with several taints. One of effect None among NoSchedule ones
+    is enough for the 1.34 API server to refuse the slice, so the device is left out (once);
+    a device whose taints are all NoSchedule or NoExecute is published with every one."""
+    overrides = [
+        {"device": "gpu-0", "taints": [
+            {"key": "example.com/maintenance", "value": "planned", "effect": "NoSchedule"},
+            {"key": "example.com/firmware", "value": "old", "effect": "None"}]},
+        {"device": "gpu-1", "taints": [
+            {"key": "example.com/maintenance", "value": "planned", "effect": "NoSchedule"},
+            {"key": "example.com/evict", "value": "now", "effect": "NoExecute"}]}]
+    decision = decide_inventory(inputs(raw_inventory(overrides=overrides),
+                                       served=NO_EFFECT_NONE))
+    assert decision.pool is not None
+    assert [(r.name, r.field) for r in decision.pool.left_out] == [
+        ("gpu-0", "devices[gpu-0].taints")]
+    assert [(d.name, [(t.key, t.effect) for t in d.taints or []])
+            for d in decision.pool.devices] == [
+        ("gpu-1", [("example.com/maintenance", "NoSchedule"), ("example.com/evict", "NoExecute")])]
+
+
+def test_an_unhealthy_device_with_an_informing_taint_is_left_out_once_for_the_effect() -> None:
+    """newcomer14: unhealthy (the operator's NoSchedule taint) and an override's taint of
+    effect None. Published, its slice would be refused; it is left out with one reason, the
+    effect's, and the healthy device is still published."""
+    decision = decide_inventory(inputs(raw_inventory(unhealthy=("gpu-1",),
+                                                     overrides=INFORMING_OVERRIDE),
+                                       served=NO_EFFECT_NONE))
+    assert decision.pool is not None
+    assert [d.name for d in decision.pool.devices] == ["gpu-0"]
+    assert [(r.name, r.message) for r in decision.pool.left_out] == [
+        ("gpu-1", EFFECT_NONE_REFUSED)]
+    where_kept = decide_inventory(inputs(raw_inventory(unhealthy=("gpu-1",),
+                                                       overrides=INFORMING_OVERRIDE)))
+    assert where_kept.pool is not None
+    assert [(d.name, sorted((t.key, t.effect) for t in d.taints or []))
+            for d in where_kept.pool.devices] == [
+        ("gpu-0", []),
+        ("gpu-1", [("example.com/firmware", "None"), ("kubedra.io/unhealthy", "NoSchedule")])]
+
+
+def test_the_digest_changes_when_the_effect_none_flips_and_only_where_taints_are_kept() -> None:
+    """newcomer14: the executor's fingerprint (``inputs_digest`` of ``pool_off``) must differ
+    when a restarted API server starts or stops refusing the effect None, or the pool with
+    the informing taint would never be written again; where taints are not kept the effect
+    is not probed, so the flag must not change the digest."""
+    raw = raw_inventory(overrides=INFORMING_OVERRIDE)
+    everything = ServedFeatures(skip_node_operations=True, node_allocatable_resources=True)
+    assert inputs_digest(raw, "uid", 0.0, pool_off(everything, None)) == inputs_digest(
+        raw, "uid", 0.0)
+    taking = inputs_digest(raw, "uid", 0.0, pool_off(ServedFeatures(), None))
+    refusing = inputs_digest(raw, "uid", 0.0, pool_off(NO_EFFECT_NONE, None))
+    assert refusing != taking
+    assert (inputs_digest(raw, "uid", 0.0, pool_off(NO_TAINTS, None))
+            == inputs_digest(raw, "uid", 0.0,
+                             pool_off(replace(NO_TAINTS, taint_effect_none=False), None)))
+    node = frozenset({"DRANodeAllocatableResources"})
+    assert pool_off(NO_EFFECT_NONE, node) == pool_off(NO_EFFECT_NONE, None)
+    assert pool_off(replace(NO_EFFECT_NONE, node_allocatable_resources=True), frozenset()) == (
+        "DRAOptionalNodeOperations", "taint effect None refused",
+        "DRANodeAllocatableResources undeclared")
+
+
+def test_healthz_json_names_the_effect_but_off_lists_only_gates() -> None:
+    """newcomer14: ``taintEffectNone`` is no feature gate (1.34 has none for it), so it must not
+    appear in ``off`` (the gates by upstream name, read by operators and docs)."""
+    assert NO_EFFECT_NONE.to_json() == {
+        "serverVersion": "v1.34.4", "resourceVersions": ["v1"], "deviceTaints": True,
+        "partitionableDevices": True, "deviceTaintRules": True, "skipNodeOperations": False,
+        "nodeAllocatableResources": False, "taintEffectNone": False,
+        "off": ["DRAOptionalNodeOperations", "DRANodeAllocatableResources"]}
